@@ -1,1 +1,28 @@
-//! placeholder
+//! `fucina._core`: the Python extension module. Thin bindings only; all logic lives
+//! in the Rust crates, and every call that computes releases the GIL.
+
+mod errors;
+mod gguf;
+
+use pyo3::prelude::*;
+
+/// Version, build and CPU facts, for bug reports.
+#[pyfunction]
+fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("version", env!("CARGO_PKG_VERSION"))?;
+    d.set_item("target_arch", std::env::consts::ARCH)?;
+    d.set_item("target_os", std::env::consts::OS)?;
+    d.set_item("debug", cfg!(debug_assertions))?;
+    d.set_item("n_cpus", std::thread::available_parallelism().map_or(1, |n| n.get()))?;
+    Ok(d)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    gguf::register(m)?;
+    m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+"""fucina: run large language models from GGUF files on your own machine.
+
+The hot path is Rust (`fucina._core`); this package is the typed Python surface.
+
+>>> import fucina
+>>> with fucina.GGUFFile(fucina.assets.default_model_path()) as f:   # doctest: +SKIP
+...     print(f.metadata["general.architecture"], len(f.tensors))
+gemma3 236
+"""
+
+from __future__ import annotations
+
+from . import assets
+from ._core import (
+    FucinaError,
+    GGUFError,
+    GGUFFile,
+    GGUFWriter,
+    TensorInfo,
+    UnsupportedModelError,
+    __version__,
+    build_info,
+    read_gguf_header,
+)
+
+__all__ = [
+    "FucinaError",
+    "GGUFError",
+    "GGUFFile",
+    "GGUFWriter",
+    "TensorInfo",
+    "UnsupportedModelError",
+    "__version__",
+    "assets",
+    "build_info",
+    "read_gguf_header",
+]

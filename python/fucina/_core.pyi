@@ -1,0 +1,119 @@
+"""Type stubs for the Rust extension module `fucina._core` (checked by mypy.stubtest)."""
+
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any, final
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class FucinaError(Exception):
+    """Base class of every error fucina raises."""
+
+class GGUFError(FucinaError, ValueError):
+    """A GGUF file is malformed, truncated, or used wrongly."""
+
+class UnsupportedModelError(FucinaError, ValueError):
+    """The model's architecture or tensor types are not supported."""
+
+def build_info() -> dict[str, Any]:
+    """Version, build and CPU facts, for bug reports."""
+
+@final
+class TensorInfo:
+    """A tensor's header entry."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str:
+        """ggml type name, e.g. ``"Q4_K"``."""
+    @property
+    def type_id(self) -> int: ...
+    @property
+    def dims(self) -> list[int]:
+        """Dimensions in ggml order (fastest-varying first)."""
+    @property
+    def shape(self) -> list[int]:
+        """Shape in numpy (row-major) order: ``dims`` reversed."""
+    @property
+    def n_elements(self) -> int: ...
+    @property
+    def n_bytes(self) -> int: ...
+    @property
+    def offset(self) -> int:
+        """Absolute byte offset of the data in its file."""
+    @property
+    def part(self) -> int:
+        """Index of the split part holding the data."""
+
+@final
+class GGUFFile:
+    """A GGUF model (every part of a split model), memory-mapped.
+
+    Opening parses the header only; tensor data is read when you touch it.
+    ``tensors=False`` skips checking that tensor data is present (partial
+    downloads, vocabulary-only files).
+    """
+
+    def __init__(self, path: str | PathLike[str], tensors: bool = True) -> None: ...
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """All key/value metadata as plain Python values (lists for arrays)."""
+    @property
+    def metadata_types(self) -> dict[str, str]:
+        """Value type of each key in gguf-py naming, e.g. ``"ARRAY[STRING]"``."""
+    def get(self, key: str, default: Any = None) -> Any:
+        """One metadata value, or ``default`` when absent."""
+    @property
+    def tensors(self) -> dict[str, TensorInfo]:
+        """Tensor infos by name, in file order."""
+    def tensor_bytes(self, name: str) -> npt.NDArray[np.uint8]:
+        """A tensor's raw bytes: read-only, zero-copy."""
+    def tensor(self, name: str) -> npt.NDArray[Any]:
+        """A tensor as a zero-copy array (raw uint16 bits for BF16, raw blocks for quantized types)."""
+    @property
+    def version(self) -> int: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def paths(self) -> list[str]: ...
+    @property
+    def data_offsets(self) -> list[int]: ...
+    @property
+    def tensors_validated(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Release the file; arrays already returned stay valid."""
+    def __enter__(self) -> GGUFFile: ...
+    def __exit__(self, *_args: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, name: str) -> bool: ...
+
+def read_gguf_header(path: str | PathLike[str]) -> GGUFFile:
+    """Parse only the header and key/value section (tensor data may be absent)."""
+
+@final
+class GGUFWriter:
+    """Builds a GGUF file: metadata in insertion order, then tensors."""
+
+    def __init__(self, version: int = 3) -> None: ...
+    @staticmethod
+    def from_file(file: GGUFFile, part: int = 0) -> GGUFWriter:
+        """A writer holding a copy of one part of an open file."""
+    def add(self, key: str, value: Any, type: str | None = None, item_type: str | None = None) -> None:
+        """Set a metadata key; types are inferred like gguf-py unless given."""
+    def add_tensor(
+        self,
+        name: str,
+        data: npt.NDArray[Any] | bytes,
+        ggml_type: str | int | None = None,
+        shape: Sequence[int] | None = None,
+    ) -> None:
+        """Add a tensor from a numpy array, or raw blocks with ``ggml_type`` and ``shape``."""
+    def write(self, path: str | PathLike[str]) -> None:
+        """Write the file atomically."""
+    def to_bytes(self) -> bytes: ...

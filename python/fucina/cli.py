@@ -1,0 +1,151 @@
+"""The ``fucina`` command line.
+
+    fucina info [PATH] [--header-only] [--json]   describe a GGUF model (default: the embedded model)
+
+More subcommands (run, chat, serve, tokenize, bench) arrive with the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _core, assets
+
+
+def _fmt_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.2f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _fmt_count(n: int) -> str:
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.2f}{suffix}"
+    return str(n)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    if isinstance(value, list):
+        head = ", ".join(_short(v, 24) for v in value[:4])
+        more = f", ... ({len(value)} items)" if len(value) > 4 else ""
+        return f"[{head}{more}]"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(f: _core.GGUFFile) -> dict[str, Any]:
+    """The facts `fucina info` prints, as a dict (also the ``--json`` output)."""
+    md = f.metadata
+    arch = md.get("general.architecture")
+    tensors = f.tensors
+    mix: dict[str, dict[str, int]] = {}
+    for t in tensors.values():
+        row = mix.setdefault(t.type, {"tensors": 0, "elements": 0, "bytes": 0})
+        row["tensors"] += 1
+        row["elements"] += t.n_elements
+        row["bytes"] += t.n_bytes
+    tokens = md.get("tokenizer.ggml.tokens")
+    return {
+        "paths": [str(p) for p in f.paths],
+        "file_bytes": sum(Path(p).stat().st_size for p in f.paths),
+        "gguf_version": f.version,
+        "name": md.get("general.name"),
+        "architecture": arch,
+        "parameters": sum(t.n_elements for t in tensors.values()),
+        "n_tensors": len(tensors),
+        "tensor_data_bytes": sum(t.n_bytes for t in tensors.values()),
+        "quant_mix": dict(sorted(mix.items(), key=lambda kv: -kv[1]["bytes"])),
+        "file_type": md.get("general.file_type"),
+        "context_length": md.get(f"{arch}.context_length") if arch else None,
+        "embedding_length": md.get(f"{arch}.embedding_length") if arch else None,
+        "block_count": md.get(f"{arch}.block_count") if arch else None,
+        "tokenizer": md.get("tokenizer.ggml.model"),
+        "tokenizer_pre": md.get("tokenizer.ggml.pre"),
+        "vocab_size": len(tokens) if isinstance(tokens, list) else None,
+        "chat_template": "tokenizer.chat_template" in md,
+        "split_parts": len(f.paths),
+        "tensors_validated": f.tensors_validated,
+        "n_kv": len(md),
+    }
+
+
+def _print_info(facts: dict[str, Any], f: _core.GGUFFile, header_only: bool) -> None:
+    out = sys.stdout.write
+    out(f"file            {', '.join(facts['paths'])} ({_fmt_bytes(facts['file_bytes'])})\n")
+    if facts["split_parts"] > 1:
+        out(f"split parts     {facts['split_parts']}\n")
+    out(f"gguf version    {facts['gguf_version']}\n")
+    if facts["name"]:
+        out(f"name            {facts['name']}\n")
+    out(f"architecture    {facts['architecture']}\n")
+    out(f"parameters      {_fmt_count(facts['parameters'])} ({facts['parameters']:,})\n")
+    out(f"tensors         {facts['n_tensors']} ({_fmt_bytes(facts['tensor_data_bytes'])} of data)\n")
+    for ty, row in facts["quant_mix"].items():
+        out(f"  {ty:<8} {row['tensors']:>5} tensors {_fmt_count(row['elements']):>9} weights {_fmt_bytes(row['bytes']):>12}\n")
+    for key in ("context_length", "embedding_length", "block_count"):
+        if facts[key] is not None:
+            out(f"{key.replace('_', ' '):<16}{facts[key]}\n")
+    if facts["tokenizer"]:
+        pre = f" (pre: {facts['tokenizer_pre']})" if facts["tokenizer_pre"] else ""
+        out(f"tokenizer       {facts['tokenizer']}{pre}, vocab size {facts['vocab_size']}\n")
+    out(f"chat template   {'present' if facts['chat_template'] else 'absent'}\n")
+    if header_only:
+        out(f"\nmetadata ({facts['n_kv']} keys; tensor data not checked)\n")
+        types = f.metadata_types
+        for key, value in f.metadata.items():
+            out(f"  {key:<44} {types[key]:<16} {_short(value)}\n")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    path = args.path if args.path is not None else assets.default_model_path()
+    f = _core.read_gguf_header(path) if args.header_only else _core.GGUFFile(path)
+    with f:
+        facts = describe(f)
+        if args.json:
+            if args.header_only:
+                facts["metadata_keys"] = list(f.metadata)
+            json.dump(facts, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            _print_info(facts, f, args.header_only)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fucina", description="Run LLMs from GGUF files on your own machine.")
+    parser.add_argument("--version", action="version", version=f"fucina {_core.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    info = sub.add_parser("info", help="describe a GGUF model", description="Describe a GGUF model file.")
+    info.add_argument("path", nargs="?", type=Path, help="GGUF file (default: the embedded default model)")
+    info.add_argument(
+        "--header-only",
+        action="store_true",
+        help="parse only the header (works on partial downloads) and list every metadata key",
+    )
+    info.add_argument("--json", action="store_true", help="print the facts as JSON")
+    info.set_defaults(func=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fucina`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (_core.FucinaError, OSError) as e:
+        sys.stderr.write(f"fucina: error: {e}\n")
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
