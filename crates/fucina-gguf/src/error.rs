@@ -19,7 +19,9 @@ pub enum GgufError {
         source: std::io::Error,
     },
     /// The file ends before a field that the header says is there.
-    #[error("truncated file: {what} at byte {offset} needs {needed} bytes but only {available} remain")]
+    #[error(
+        "truncated file: {what} at byte {offset} needs {needed} bytes but only {available} remain"
+    )]
     Truncated {
         /// The field being read.
         what: String,
@@ -93,15 +95,24 @@ pub enum GgufError {
 
 impl GgufError {
     pub(crate) fn malformed(offset: u64, message: impl Into<String>) -> Self {
-        Self::Malformed { offset, message: message.into() }
+        Self::Malformed {
+            offset,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn tensor(name: &str, message: impl Into<String>) -> Self {
-        Self::Tensor { name: name.to_owned(), message: message.into() }
+        Self::Tensor {
+            name: name.to_owned(),
+            message: message.into(),
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

@@ -74,7 +74,10 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { tensors: true, splits: true }
+        Self {
+            tensors: true,
+            splits: true,
+        }
     }
 }
 
@@ -88,7 +91,14 @@ pub struct GgufFile {
 impl std::fmt::Debug for GgufFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufFile")
-            .field("paths", &self.parts.iter().map(|p| p.path.clone()).collect::<Vec<_>>())
+            .field(
+                "paths",
+                &self
+                    .parts
+                    .iter()
+                    .map(|p| p.path.clone())
+                    .collect::<Vec<_>>(),
+            )
             .field("n_tensors", &self.tensors.len())
             .field("n_kv", &self.metadata().len())
             .finish()
@@ -135,13 +145,23 @@ impl GgufFile {
     /// Parse only the header (metadata and tensor infos) without checking that the
     /// tensor data is present: for tokenizers, `fucina info` and partial downloads.
     pub fn open_header(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_with(path, OpenOptions { tensors: false, splits: true })
+        Self::open_with(
+            path,
+            OpenOptions {
+                tensors: false,
+                splits: true,
+            },
+        )
     }
 
     /// Open with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: OpenOptions) -> Result<Self> {
         let path = path.as_ref();
-        let extent = if options.tensors { Extent::Full } else { Extent::HeaderOnly };
+        let extent = if options.tensors {
+            Extent::Full
+        } else {
+            Extent::HeaderOnly
+        };
         let first = Self::load_part(path, extent)?;
         let count = first.header.metadata.get_u64(SPLIT_COUNT)?.unwrap_or(1);
         if !options.splits || count <= 1 {
@@ -149,12 +169,17 @@ impl GgufFile {
         }
         let prefix = split_prefix(path).ok_or_else(|| GgufError::Split {
             path: path.to_owned(),
-            message: format!("{SPLIT_COUNT} is {count} but the file name is not PREFIX-NNNNN-of-NNNNN.gguf"),
+            message: format!(
+                "{SPLIT_COUNT} is {count} but the file name is not PREFIX-NNNNN-of-NNNNN.gguf"
+            ),
         })?;
         let count = usize::try_from(count)
             .ok()
             .filter(|&c| c <= 99_999)
-            .ok_or_else(|| GgufError::Split { path: path.to_owned(), message: format!("{SPLIT_COUNT} {count} is out of range") })?;
+            .ok_or_else(|| GgufError::Split {
+                path: path.to_owned(),
+                message: format!("{SPLIT_COUNT} {count} is out of range"),
+            })?;
         let mut parts = Vec::with_capacity(count);
         let mut first = Some(first);
         for i in 0..count {
@@ -174,7 +199,9 @@ impl GgufFile {
             if no != Some(i as u64) || c != Some(count as u64) {
                 return Err(GgufError::Split {
                     path: p,
-                    message: format!("expected {SPLIT_NO}={i} and {SPLIT_COUNT}={count}, found {no:?} and {c:?}"),
+                    message: format!(
+                        "expected {SPLIT_NO}={i} and {SPLIT_COUNT}={count}, found {no:?} and {c:?}"
+                    ),
                 });
             }
         }
@@ -183,7 +210,10 @@ impl GgufFile {
             if total != file.tensors.len() as u64 {
                 return Err(GgufError::Split {
                     path: path.to_owned(),
-                    message: format!("{SPLIT_TENSORS_COUNT} is {total} but the parts hold {} tensors", file.tensors.len()),
+                    message: format!(
+                        "{SPLIT_TENSORS_COUNT} is {total} but the parts hold {} tensors",
+                        file.tensors.len()
+                    ),
                 });
             }
         }
@@ -192,9 +222,20 @@ impl GgufFile {
 
     /// Parse an in-memory GGUF image (tests, fuzzing, files received over a socket).
     pub fn from_bytes(bytes: Vec<u8>, options: OpenOptions) -> Result<Self> {
-        let extent = if options.tensors { Extent::Full } else { Extent::HeaderOnly };
+        let extent = if options.tensors {
+            Extent::Full
+        } else {
+            Extent::HeaderOnly
+        };
         let header = parse_header(&bytes, extent)?;
-        Self::assemble(vec![Part { path: None, bytes: Backing::Owned(bytes), header }], options.tensors)
+        Self::assemble(
+            vec![Part {
+                path: None,
+                bytes: Backing::Owned(bytes),
+                header,
+            }],
+            options.tensors,
+        )
     }
 
     fn load_part(path: &Path, extent: Extent) -> Result<Part> {
@@ -203,7 +244,11 @@ impl GgufFile {
             GgufError::Io { .. } => e,
             other => with_path(path, other),
         })?;
-        Ok(Part { path: Some(path.to_owned()), bytes, header })
+        Ok(Part {
+            path: Some(path.to_owned()),
+            bytes,
+            header,
+        })
     }
 
     fn assemble(parts: Vec<Part>, full: bool) -> Result<Self> {
@@ -211,7 +256,10 @@ impl GgufFile {
         let mut tensors = IndexMap::with_capacity(n);
         for (i, part) in parts.iter().enumerate() {
             for t in &part.header.tensors {
-                let info = TensorInfo { part: i, ..t.clone() };
+                let info = TensorInfo {
+                    part: i,
+                    ..t.clone()
+                };
                 if tensors.insert(t.name.clone(), info).is_some() {
                     return Err(GgufError::Split {
                         path: part.path.clone().unwrap_or_default(),
@@ -220,7 +268,11 @@ impl GgufFile {
                 }
             }
         }
-        Ok(Self { parts, tensors, full })
+        Ok(Self {
+            parts,
+            tensors,
+            full,
+        })
     }
 
     /// Metadata of the model (the first part's key/value section).
@@ -245,7 +297,9 @@ impl GgufFile {
 
     /// One tensor's info.
     pub fn tensor(&self, name: &str) -> Result<&TensorInfo> {
-        self.tensors.get(name).ok_or_else(|| GgufError::NoSuchTensor { name: name.into() })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| GgufError::NoSuchTensor { name: name.into() })
     }
 
     /// The physical files, in split order.
@@ -267,14 +321,24 @@ impl GgufFile {
 
     /// The raw bytes behind a tensor info from this file.
     pub fn info_bytes(&self, info: &TensorInfo) -> Result<&[u8]> {
-        let part = self.parts.get(info.part).ok_or_else(|| GgufError::NoSuchTensor { name: info.name.clone() })?;
+        let part = self
+            .parts
+            .get(info.part)
+            .ok_or_else(|| GgufError::NoSuchTensor {
+                name: info.name.clone(),
+            })?;
         let start = part.header.data_offset.checked_add(info.offset);
         let end = start.and_then(|s| s.checked_add(info.n_bytes));
         match (start, end) {
-            (Some(s), Some(e)) if e <= part.bytes.len() as u64 => Ok(&part.bytes[s as usize..e as usize]),
+            (Some(s), Some(e)) if e <= part.bytes.len() as u64 => {
+                Ok(&part.bytes[s as usize..e as usize])
+            }
             _ => Err(GgufError::tensor(
                 &info.name,
-                format!("data lies past the end of the file ({} bytes)", part.bytes.len()),
+                format!(
+                    "data lies past the end of the file ({} bytes)",
+                    part.bytes.len()
+                ),
             )),
         }
     }
@@ -282,11 +346,12 @@ impl GgufFile {
     /// Re-run the full data-range validation (after a header-only open).
     pub fn validate_data(&self) -> Result<()> {
         for part in &self.parts {
-            check_data_ranges(&part.header, part.bytes.len() as u64)
-                .map_err(|e| match &part.path {
+            check_data_ranges(&part.header, part.bytes.len() as u64).map_err(|e| {
+                match &part.path {
                     Some(p) => with_path(p, e),
                     None => e,
-                })?;
+                }
+            })?;
         }
         Ok(())
     }
@@ -300,13 +365,25 @@ impl GgufFile {
 /// Prefix a parse error's message with the file it came from.
 fn with_path(path: &Path, e: GgufError) -> GgufError {
     match e {
-        GgufError::Malformed { offset, message } => {
-            GgufError::Malformed { offset, message: format!("{}: {message}", path.display()) }
-        }
-        GgufError::Tensor { name, message } => GgufError::Tensor { name, message: format!("{message} [{}]", path.display()) },
-        GgufError::Truncated { what, offset, needed, available } => {
-            GgufError::Truncated { what: format!("{} in {}", what, path.display()), offset, needed, available }
-        }
+        GgufError::Malformed { offset, message } => GgufError::Malformed {
+            offset,
+            message: format!("{}: {message}", path.display()),
+        },
+        GgufError::Tensor { name, message } => GgufError::Tensor {
+            name,
+            message: format!("{message} [{}]", path.display()),
+        },
+        GgufError::Truncated {
+            what,
+            offset,
+            needed,
+            available,
+        } => GgufError::Truncated {
+            what: format!("{} in {}", what, path.display()),
+            offset,
+            needed,
+            available,
+        },
         other => other,
     }
 }
@@ -317,9 +394,15 @@ mod tests {
 
     #[test]
     fn split_names_parse() {
-        assert_eq!(split_prefix(Path::new("/m/model-00002-of-00003.gguf")).as_deref(), Some("/m/model"));
+        assert_eq!(
+            split_prefix(Path::new("/m/model-00002-of-00003.gguf")).as_deref(),
+            Some("/m/model")
+        );
         assert_eq!(split_prefix(Path::new("/m/model.gguf")), None);
         assert_eq!(split_prefix(Path::new("/m/model-2-of-3.gguf")), None);
-        assert_eq!(split_path("/m/model", 0, 3), PathBuf::from("/m/model-00001-of-00003.gguf"));
+        assert_eq!(
+            split_path("/m/model", 0, 3),
+            PathBuf::from("/m/model-00001-of-00003.gguf")
+        );
     }
 }

@@ -18,7 +18,9 @@ mod value;
 mod writer;
 
 pub use error::{GgufError, Result};
-pub use file::{split_path, GgufFile, OpenOptions, Part, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT};
+pub use file::{
+    split_path, GgufFile, OpenOptions, Part, SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS_COUNT,
+};
 pub use metadata::{Metadata, ZeroPolicy};
 pub use reader::{Header, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
 pub use types::{GgmlType, ValueType};

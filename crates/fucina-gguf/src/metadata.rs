@@ -27,7 +27,9 @@ pub struct Metadata {
 impl Metadata {
     /// An empty map with room for `n` keys.
     pub fn with_capacity(n: usize) -> Self {
-        Self { map: IndexMap::with_capacity(n) }
+        Self {
+            map: IndexMap::with_capacity(n),
+        }
     }
 
     /// Insert or replace a key (a new key goes last; a replaced key keeps its place).
@@ -74,7 +76,10 @@ impl Metadata {
     pub fn get_str(&self, key: &str) -> Result<Option<&str>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_str().map(Some).ok_or_else(|| invalid(key, "expected a UTF-8 string", v)),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| invalid(key, "expected a UTF-8 string", v)),
         }
     }
 
@@ -83,9 +88,9 @@ impl Metadata {
         match self.get(key) {
             None => Ok(None),
             Some(v) => match v.as_int() {
-                Some(i) if !matches!(v, Value::Bool(_)) => {
-                    u64::try_from(i).map(Some).map_err(|_| invalid(key, "expected a non-negative integer", v))
-                }
+                Some(i) if !matches!(v, Value::Bool(_)) => u64::try_from(i)
+                    .map(Some)
+                    .map_err(|_| invalid(key, "expected a non-negative integer", v)),
                 _ => Err(invalid(key, "expected an integer", v)),
             },
         }
@@ -95,7 +100,10 @@ impl Metadata {
     pub fn get_array(&self, key: &str) -> Result<Option<&Array>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_array().map(Some).ok_or_else(|| invalid(key, "expected an array", v)),
+            Some(v) => v
+                .as_array()
+                .map(Some)
+                .ok_or_else(|| invalid(key, "expected an array", v)),
         }
     }
 
@@ -103,7 +111,9 @@ impl Metadata {
     /// or (under [`ZeroPolicy::RejectZero`]) zero values are errors.
     pub fn meta_int(&self, arch: &str, suffix: &str, zero: ZeroPolicy) -> Result<u64> {
         let key = format!("{arch}.{suffix}");
-        let v = self.get(&key).ok_or_else(|| GgufError::MissingKey { key: key.clone() })?;
+        let v = self
+            .get(&key)
+            .ok_or_else(|| GgufError::MissingKey { key: key.clone() })?;
         let n = v
             .as_int()
             .filter(|_| !matches!(v, Value::Bool(_)))
@@ -125,8 +135,12 @@ impl Metadata {
     /// Strict float reader for `<arch>.<suffix>` (f32 or f64 values).
     pub fn meta_float(&self, arch: &str, suffix: &str) -> Result<f32> {
         let key = format!("{arch}.{suffix}");
-        let v = self.get(&key).ok_or_else(|| GgufError::MissingKey { key: key.clone() })?;
-        v.as_float().map(|f| f as f32).ok_or_else(|| invalid(&key, "expected a float", v))
+        let v = self
+            .get(&key)
+            .ok_or_else(|| GgufError::MissingKey { key: key.clone() })?;
+        v.as_float()
+            .map(|f| f as f32)
+            .ok_or_else(|| invalid(&key, "expected a float", v))
     }
 
     /// Optional float reader.
@@ -138,18 +152,33 @@ impl Metadata {
     /// broadcast to all `n_layer` layers; an array of integers/bools must have exactly
     /// `n_layer` entries. Values must fit in u32.
     pub fn per_layer_u32(&self, key: &str, n_layer: usize) -> Result<Vec<u32>> {
-        let v = self.get(key).ok_or_else(|| GgufError::MissingKey { key: key.into() })?;
-        let to_u32 = |i: i128| u32::try_from(i).map_err(|_| invalid(key, &format!("entry {i} does not fit in u32"), v));
+        let v = self
+            .get(key)
+            .ok_or_else(|| GgufError::MissingKey { key: key.into() })?;
+        let to_u32 = |i: i128| {
+            u32::try_from(i).map_err(|_| invalid(key, &format!("entry {i} does not fit in u32"), v))
+        };
         match v {
             Value::Array(a) => {
-                let ints = a.to_ints().ok_or_else(|| invalid(key, "expected an array of integers or bools", v))?;
+                let ints = a
+                    .to_ints()
+                    .ok_or_else(|| invalid(key, "expected an array of integers or bools", v))?;
                 if ints.len() != n_layer {
-                    return Err(invalid(key, &format!("has {} entries but the model has {n_layer} layers", ints.len()), v));
+                    return Err(invalid(
+                        key,
+                        &format!(
+                            "has {} entries but the model has {n_layer} layers",
+                            ints.len()
+                        ),
+                        v,
+                    ));
                 }
                 ints.into_iter().map(to_u32).collect()
             }
             scalar => {
-                let i = scalar.as_int().ok_or_else(|| invalid(key, "expected an integer, bool or array", v))?;
+                let i = scalar
+                    .as_int()
+                    .ok_or_else(|| invalid(key, "expected an integer, bool or array", v))?;
                 Ok(vec![to_u32(i)?; n_layer])
             }
         }
@@ -159,10 +188,16 @@ impl Metadata {
 fn invalid(key: &str, message: &str, v: &Value) -> GgufError {
     let shown = match v {
         Value::Array(a) => format!("{} array of {}", a.item_type().name(), a.len()),
-        Value::String(s) => format!("string {:?}", String::from_utf8_lossy(&s[..s.len().min(40)])),
+        Value::String(s) => format!(
+            "string {:?}",
+            String::from_utf8_lossy(&s[..s.len().min(40)])
+        ),
         other => format!("{other:?}"),
     };
-    GgufError::InvalidValue { key: key.into(), message: format!("{message} (found {shown})") }
+    GgufError::InvalidValue {
+        key: key.into(),
+        message: format!("{message} (found {shown})"),
+    }
 }
 
 impl<'a> IntoIterator for &'a Metadata {
@@ -184,21 +219,38 @@ mod tests {
         m.insert("arch.neg", Value::I32(-1));
         m.insert("arch.eps", Value::F32(1e-6));
         m.insert("arch.head_count_kv", Value::U32(4));
-        m.insert("arch.swa", Value::Array(Array::Bool(vec![true, false, true])));
+        m.insert(
+            "arch.swa",
+            Value::Array(Array::Bool(vec![true, false, true])),
+        );
         m
     }
 
     #[test]
     fn zero_valued_keys_split_by_policy() {
         let m = sample();
-        assert_eq!(m.meta_int("arch", "block_count", ZeroPolicy::RejectZero).unwrap(), 24);
+        assert_eq!(
+            m.meta_int("arch", "block_count", ZeroPolicy::RejectZero)
+                .unwrap(),
+            24
+        );
         assert!(matches!(
             m.meta_int("arch", "shared_kv_layers", ZeroPolicy::RejectZero),
             Err(GgufError::InvalidValue { .. })
         ));
-        assert_eq!(m.meta_int("arch", "shared_kv_layers", ZeroPolicy::AcceptZero).unwrap(), 0);
-        assert_eq!(m.meta_int_opt("arch", "missing", ZeroPolicy::AcceptZero), None);
-        assert!(matches!(m.meta_int("arch", "missing", ZeroPolicy::AcceptZero), Err(GgufError::MissingKey { .. })));
+        assert_eq!(
+            m.meta_int("arch", "shared_kv_layers", ZeroPolicy::AcceptZero)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            m.meta_int_opt("arch", "missing", ZeroPolicy::AcceptZero),
+            None
+        );
+        assert!(matches!(
+            m.meta_int("arch", "missing", ZeroPolicy::AcceptZero),
+            Err(GgufError::MissingKey { .. })
+        ));
         assert_eq!(m.meta_int_opt("arch", "neg", ZeroPolicy::AcceptZero), None);
         assert!((m.meta_float("arch", "eps").unwrap() - 1e-6).abs() < 1e-12);
         assert!(m.meta_float("arch", "block_count").is_err());
@@ -207,7 +259,10 @@ mod tests {
     #[test]
     fn per_layer_broadcasts_scalars_and_checks_arrays() {
         let m = sample();
-        assert_eq!(m.per_layer_u32("arch.head_count_kv", 3).unwrap(), vec![4, 4, 4]);
+        assert_eq!(
+            m.per_layer_u32("arch.head_count_kv", 3).unwrap(),
+            vec![4, 4, 4]
+        );
         assert_eq!(m.per_layer_u32("arch.swa", 3).unwrap(), vec![1, 0, 1]);
         assert!(m.per_layer_u32("arch.swa", 4).is_err());
         assert!(m.per_layer_u32("arch.eps", 4).is_err());

@@ -59,6 +59,8 @@ pub struct Header {
     pub tensors: Vec<TensorInfo>,
     /// Data alignment (`general.alignment` or 32).
     pub alignment: u64,
+    /// Absolute byte offset where the tensor infos start (the end of the key/value section).
+    pub tensor_infos_offset: u64,
     /// Absolute byte offset where the data section starts.
     pub data_offset: u64,
 }
@@ -85,7 +87,12 @@ impl<'a> Cursor<'a> {
     fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
         let available = self.remaining() as u64;
         if n > available {
-            return Err(GgufError::Truncated { what: what(), offset: self.pos(), needed: n, available });
+            return Err(GgufError::Truncated {
+                what: what(),
+                offset: self.pos(),
+                needed: n,
+                available,
+            });
         }
         let n = n as usize; // n <= remaining, which is a usize
         let out = &self.buf[self.pos..self.pos + n];
@@ -136,8 +143,9 @@ impl<'a> Cursor<'a> {
 fn value_type(c: &mut Cursor<'_>, what: &dyn Fn() -> String) -> Result<ValueType> {
     let at = c.pos();
     let id = c.u32(what)?;
-    ValueType::from_u32(id)
-        .ok_or_else(|| GgufError::malformed(at, format!("{}: unknown metadata value type {id}", what())))
+    ValueType::from_u32(id).ok_or_else(|| {
+        GgufError::malformed(at, format!("{}: unknown metadata value type {id}", what()))
+    })
 }
 
 fn read_scalar(c: &mut Cursor<'_>, ty: ValueType, what: &dyn Fn() -> String) -> Result<Value> {
@@ -154,7 +162,12 @@ fn read_scalar(c: &mut Cursor<'_>, ty: ValueType, what: &dyn Fn() -> String) -> 
             match c.array::<1>(what)?[0] {
                 0 => Value::Bool(false),
                 1 => Value::Bool(true),
-                b => return Err(GgufError::malformed(at, format!("{}: bool byte is {b}, not 0 or 1", what()))),
+                b => {
+                    return Err(GgufError::malformed(
+                        at,
+                        format!("{}: bool byte is {b}, not 0 or 1", what()),
+                    ))
+                }
             }
         }
         ValueType::String => Value::String(c.string(what)?.to_vec()),
@@ -187,7 +200,10 @@ fn fixed<T, const N: usize>(
 /// An array body: item type, count, items.
 fn read_array(c: &mut Cursor<'_>, depth: usize, what: &dyn Fn() -> String) -> Result<Array> {
     if depth >= MAX_ARRAY_DEPTH {
-        return Err(GgufError::malformed(c.pos(), format!("{}: arrays nested deeper than {MAX_ARRAY_DEPTH}", what())));
+        return Err(GgufError::malformed(
+            c.pos(),
+            format!("{}: arrays nested deeper than {MAX_ARRAY_DEPTH}", what()),
+        ));
     }
     let item = value_type(c, &|| format!("item type of {}", what()))?;
     let n = c.count(item.min_size(), &|| format!("element count of {}", what()))?;
@@ -249,12 +265,12 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
     let version = c.u32(&|| "version".into())?;
     match version {
         2 | 3 => {}
-        v if v & 0xFFFF == 0 && v != 0 => {
-            return Err(GgufError::malformed(
-                4,
-                format!("version field {v:#x} looks byte-swapped: big-endian GGUF files are not supported"),
-            ))
-        }
+        v if v & 0xFFFF == 0 && v != 0 => return Err(GgufError::malformed(
+            4,
+            format!(
+                "version field {v:#x} looks byte-swapped: big-endian GGUF files are not supported"
+            ),
+        )),
         v => return Err(GgufError::UnsupportedVersion { version: v }),
     }
     // A tensor info takes at least 8 (name len) + 4 (n_dims) + 4 (type) + 8 (offset) bytes.
@@ -267,13 +283,18 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
         let key_at = c.pos();
         let key_bytes = c.string(&|| format!("key of metadata entry {i}"))?;
         let key = std::str::from_utf8(key_bytes)
-            .map_err(|e| GgufError::malformed(key_at, format!("metadata key {i} is not valid UTF-8: {e}")))?
+            .map_err(|e| {
+                GgufError::malformed(key_at, format!("metadata key {i} is not valid UTF-8: {e}"))
+            })?
             .to_owned();
         let what = || format!("value of '{key}'");
         let ty = value_type(&mut c, &what)?;
         let value = read_scalar(&mut c, ty, &what)?;
         if metadata.contains_key(&key) {
-            return Err(GgufError::malformed(key_at, format!("duplicate metadata key '{key}'")));
+            return Err(GgufError::malformed(
+                key_at,
+                format!("duplicate metadata key '{key}'"),
+            ));
         }
         metadata.insert(key, value);
     }
@@ -289,13 +310,19 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
         }
     };
 
+    let tensor_infos_offset = c.pos();
     let mut tensors = Vec::with_capacity(n_tensors);
     let mut seen = std::collections::HashSet::with_capacity(n_tensors);
     for i in 0..n_tensors {
         let info_at = c.pos();
         let name_bytes = c.string(&|| format!("name of tensor {i}"))?;
         let name = std::str::from_utf8(name_bytes)
-            .map_err(|e| GgufError::malformed(info_at, format!("name of tensor {i} is not valid UTF-8: {e}")))?
+            .map_err(|e| {
+                GgufError::malformed(
+                    info_at,
+                    format!("name of tensor {i} is not valid UTF-8: {e}"),
+                )
+            })?
             .to_owned();
         let dims_at = c.pos();
         let n_dims = c.u32(&|| format!("dimension count of tensor '{name}'"))?;
@@ -310,19 +337,32 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
             let dim_at = c.pos();
             let dim = c.u64(&|| format!("dimension {d} of tensor '{name}'"))?;
             if dim > i64::MAX as u64 {
-                return Err(GgufError::malformed(dim_at, format!("tensor '{name}' dimension {d} is {dim} (> i64::MAX)")));
+                return Err(GgufError::malformed(
+                    dim_at,
+                    format!("tensor '{name}' dimension {d} is {dim} (> i64::MAX)"),
+                ));
             }
             dims.push(dim);
         }
         let type_at = c.pos();
         let type_id = c.u32(&|| format!("type of tensor '{name}'"))?;
         let ggml_type = GgmlType::from_u32(type_id).ok_or_else(|| {
-            GgufError::malformed(type_at, format!("tensor '{name}' has unknown ggml type {type_id}"))
+            GgufError::malformed(
+                type_at,
+                format!("tensor '{name}' has unknown ggml type {type_id}"),
+            )
         })?;
         let offset_at = c.pos();
         let offset = c.u64(&|| format!("data offset of tensor '{name}'"))?;
-        if dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).is_none_or(|n| n > i64::MAX as u64) {
-            return Err(GgufError::malformed(dims_at, format!("tensor '{name}' element count overflows: dims {dims:?}")));
+        if dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .is_none_or(|n| n > i64::MAX as u64)
+        {
+            return Err(GgufError::malformed(
+                dims_at,
+                format!("tensor '{name}' element count overflows: dims {dims:?}"),
+            ));
         }
         let n_bytes = ggml_type.tensor_bytes(&dims).ok_or_else(|| {
             GgufError::malformed(
@@ -341,13 +381,30 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
             ));
         }
         if !seen.insert(name.clone()) {
-            return Err(GgufError::malformed(info_at, format!("duplicate tensor name '{name}'")));
+            return Err(GgufError::malformed(
+                info_at,
+                format!("duplicate tensor name '{name}'"),
+            ));
         }
-        tensors.push(TensorInfo { name, dims, ggml_type, offset, n_bytes, part: 0 });
+        tensors.push(TensorInfo {
+            name,
+            dims,
+            ggml_type,
+            offset,
+            n_bytes,
+            part: 0,
+        });
     }
 
     let data_offset = c.pos().div_ceil(alignment) * alignment;
-    let header = Header { version, metadata, tensors, alignment, data_offset };
+    let header = Header {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        tensor_infos_offset,
+        data_offset,
+    };
     if extent == Extent::Full {
         check_data_ranges(&header, buf.len() as u64)?;
     }

@@ -60,8 +60,8 @@ impl ValueType {
     /// (used to bound allocations by the bytes that remain in the file).
     pub fn min_size(self) -> usize {
         match self {
-            ValueType::String => 8,       // u64 length
-            ValueType::Array => 4 + 8,    // item type + count
+            ValueType::String => 8,    // u64 length
+            ValueType::Array => 4 + 8, // item type + count
             other => other.scalar_size().unwrap_or(1),
         }
     }
@@ -173,7 +173,10 @@ impl GgmlType {
 
     /// Look a type up by its ggml name (`"Q4_K"`, case-insensitive).
     pub fn from_name(name: &str) -> Option<Self> {
-        TYPE_TABLE.iter().find(|(_, i)| i.name.eq_ignore_ascii_case(name)).map(|(t, _)| *t)
+        TYPE_TABLE
+            .iter()
+            .find(|(_, i)| i.name.eq_ignore_ascii_case(name))
+            .map(|(t, _)| *t)
     }
 
     /// The numeric id stored in GGUF files.
@@ -237,7 +240,10 @@ mod tests {
             assert!(t.type_size() > 0);
         }
         assert_eq!(GgmlType::from_u32(4), None, "Q4_2 was removed from ggml");
-        assert_eq!(GgmlType::Q4_K.tensor_bytes(&[1024, 2048]), Some(1024 / 256 * 144 * 2048));
+        assert_eq!(
+            GgmlType::Q4_K.tensor_bytes(&[1024, 2048]),
+            Some(1024 / 256 * 144 * 2048)
+        );
         assert_eq!(GgmlType::Q4_K.tensor_bytes(&[100, 2]), None);
     }
 }

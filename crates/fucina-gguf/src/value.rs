@@ -58,7 +58,10 @@ pub struct StringArray {
 impl StringArray {
     /// An empty array with room for `n` strings totalling `bytes` bytes.
     pub fn with_capacity(n: usize, bytes: usize) -> Self {
-        Self { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(n) }
+        Self {
+            data: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(n),
+        }
     }
 
     /// Append one string.

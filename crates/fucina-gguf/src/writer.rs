@@ -37,13 +37,19 @@ impl Default for GgufWriter<'_> {
 impl<'a> GgufWriter<'a> {
     /// An empty GGUF v3 writer.
     pub fn new() -> Self {
-        Self { version: 3, metadata: Metadata::default(), tensors: Vec::new() }
+        Self {
+            version: 3,
+            metadata: Metadata::default(),
+            tensors: Vec::new(),
+        }
     }
 
     /// Write a v2 file instead of v3 (same layout; for round-tripping old files).
     pub fn set_version(&mut self, version: u32) -> Result<()> {
         if !(2..=3).contains(&version) {
-            return Err(GgufError::Writer(format!("can only write GGUF versions 2 and 3, not {version}")));
+            return Err(GgufError::Writer(format!(
+                "can only write GGUF versions 2 and 3, not {version}"
+            )));
         }
         self.version = version;
         Ok(())
@@ -52,15 +58,27 @@ impl<'a> GgufWriter<'a> {
     /// A writer holding one part's metadata and tensors, borrowing the tensor bytes:
     /// writing it reproduces a file written in the standard layout byte for byte.
     pub fn from_part(file: &'a GgufFile, part: usize) -> Result<Self> {
-        let p: &Part = file
-            .parts()
-            .get(part)
-            .ok_or_else(|| GgufError::Writer(format!("the model has {} parts, not {}", file.parts().len(), part + 1)))?;
+        let p: &Part = file.parts().get(part).ok_or_else(|| {
+            GgufError::Writer(format!(
+                "the model has {} parts, not {}",
+                file.parts().len(),
+                part + 1
+            ))
+        })?;
         let header = p.header();
-        let mut w = GgufWriter { version: header.version, metadata: header.metadata.clone(), tensors: Vec::new() };
+        let mut w = GgufWriter {
+            version: header.version,
+            metadata: header.metadata.clone(),
+            tensors: Vec::new(),
+        };
         for t in &header.tensors {
             let info = file.tensor(&t.name)?;
-            w.add_tensor(&t.name, t.ggml_type, &t.dims, Cow::Borrowed(file.info_bytes(info)?))?;
+            w.add_tensor(
+                &t.name,
+                t.ggml_type,
+                &t.dims,
+                Cow::Borrowed(file.info_bytes(info)?),
+            )?;
         }
         Ok(w)
     }
@@ -85,7 +103,10 @@ impl<'a> GgufWriter<'a> {
     ) -> Result<()> {
         let data = data.into();
         if dims.len() > MAX_DIMS as usize {
-            return Err(GgufError::Writer(format!("tensor '{name}' has {} dims (max {MAX_DIMS})", dims.len())));
+            return Err(GgufError::Writer(format!(
+                "tensor '{name}' has {} dims (max {MAX_DIMS})",
+                dims.len()
+            )));
         }
         if self.tensors.iter().any(|t| t.name == name) {
             return Err(GgufError::Writer(format!("duplicate tensor name '{name}'")));
@@ -102,7 +123,12 @@ impl<'a> GgufWriter<'a> {
                 data.len()
             )));
         }
-        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), ggml_type, data });
+        self.tensors.push(PendingTensor {
+            name: name.into(),
+            dims: dims.to_vec(),
+            ggml_type,
+            data,
+        });
         Ok(())
     }
 
@@ -110,7 +136,9 @@ impl<'a> GgufWriter<'a> {
         match self.metadata.get("general.alignment") {
             None => Ok(DEFAULT_ALIGNMENT),
             Some(Value::U32(a)) if a.is_power_of_two() => Ok(u64::from(*a)),
-            Some(other) => Err(GgufError::Writer(format!("general.alignment must be a UINT32 power of two, not {other:?}"))),
+            Some(other) => Err(GgufError::Writer(format!(
+                "general.alignment must be a UINT32 power of two, not {other:?}"
+            ))),
         }
     }
 
@@ -163,13 +191,21 @@ impl<'a> GgufWriter<'a> {
     /// renamed over `path`.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let file_name = path.file_name().ok_or_else(|| GgufError::Writer(format!("{} is not a file path", path.display())))?;
-        let tmp = path.with_file_name(format!(".{}.tmp-{}", file_name.to_string_lossy(), std::process::id()));
+        let file_name = path
+            .file_name()
+            .ok_or_else(|| GgufError::Writer(format!("{} is not a file path", path.display())))?;
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp-{}",
+            file_name.to_string_lossy(),
+            std::process::id()
+        ));
         let result = (|| {
             let file = std::fs::File::create(&tmp).map_err(|e| GgufError::io(&tmp, e))?;
             let mut buf = io::BufWriter::with_capacity(1 << 20, file);
             self.write_to(&mut buf)?;
-            let file = buf.into_inner().map_err(|e| GgufError::io(&tmp, e.into_error()))?;
+            let file = buf
+                .into_inner()
+                .map_err(|e| GgufError::io(&tmp, e.into_error()))?;
             file.sync_all().map_err(|e| GgufError::io(&tmp, e))?;
             std::fs::rename(&tmp, path).map_err(|e| GgufError::io(path, e))
         })();

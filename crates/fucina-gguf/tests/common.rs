@@ -32,7 +32,11 @@ impl B {
     }
     /// Magic, version, tensor count, kv count.
     pub fn header(version: u32, n_tensors: u64, n_kv: u64) -> Self {
-        B::default().bytes(b"GGUF").u32(version).u64(n_tensors).u64(n_kv)
+        B::default()
+            .bytes(b"GGUF")
+            .u32(version)
+            .u64(n_tensors)
+            .u64(n_kv)
     }
     /// A u32 key/value pair.
     pub fn kv_u32(self, key: &str, v: u32) -> Self {
@@ -79,15 +83,25 @@ pub fn all_types_file() -> Vec<u8> {
     w.set("t.arr_u32", Value::Array(Array::U32(vec![1, 2, 3])));
     w.set("t.arr_f32", Value::Array(Array::F32(vec![0.5, -1.0])));
     w.set("t.arr_bool", Value::Array(Array::Bool(vec![true, false])));
-    w.set("t.arr_str", Value::Array(Array::String(["a", "", "ccc"].iter().collect::<StringArray>())));
+    w.set(
+        "t.arr_str",
+        Value::Array(Array::String(
+            ["a", "", "ccc"].iter().collect::<StringArray>(),
+        )),
+    );
     w.set("t.arr_empty_i16", Value::Array(Array::I16(vec![])));
     w.set(
         "t.nested",
-        Value::Array(Array::Array(vec![Array::U8(vec![1, 2]), Array::String(["x"].iter().collect())])),
+        Value::Array(Array::Array(vec![
+            Array::U8(vec![1, 2]),
+            Array::String(["x"].iter().collect()),
+        ])),
     );
     let f32s: Vec<u8> = (0..8).flat_map(|i| (i as f32).to_le_bytes()).collect();
     w.add_tensor("a.f32", GgmlType::F32, &[4, 2], f32s).unwrap();
-    w.add_tensor("b.q8_0", GgmlType::Q8_0, &[32, 3], vec![7u8; 34 * 3]).unwrap();
-    w.add_tensor("c.f16", GgmlType::F16, &[5], vec![1u8; 10]).unwrap();
+    w.add_tensor("b.q8_0", GgmlType::Q8_0, &[32, 3], vec![7u8; 34 * 3])
+        .unwrap();
+    w.add_tensor("c.f16", GgmlType::F16, &[5], vec![1u8; 10])
+        .unwrap();
     w.to_bytes().unwrap()
 }
