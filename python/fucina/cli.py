@@ -93,7 +93,7 @@ def _print_info(facts: dict[str, Any], f: _core.GGUFFile, header_only: bool) -> 
         out(f"  {ty:<8} {row['tensors']:>5} tensors {_fmt_count(row['elements']):>9} weights {_fmt_bytes(row['bytes']):>12}\n")
     for key in ("context_length", "embedding_length", "block_count"):
         if facts[key] is not None:
-            out(f"{key.replace('_', ' '):<16}{facts[key]}\n")
+            out(f"{key.replace('_', ' '):<15} {facts[key]}\n")
     if facts["tokenizer"]:
         pre = f" (pre: {facts['tokenizer_pre']})" if facts["tokenizer_pre"] else ""
         out(f"tokenizer       {facts['tokenizer']}{pre}, vocab size {facts['vocab_size']}\n")

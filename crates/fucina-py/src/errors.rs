@@ -14,7 +14,12 @@ static FUCINA_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GGUF_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-fn make_type(py: Python<'_>, name: &str, bases: &Bound<'_, PyTuple>, doc: &str) -> PyResult<Py<PyType>> {
+fn make_type(
+    py: Python<'_>,
+    name: &str,
+    bases: &Bound<'_, PyTuple>,
+    doc: &str,
+) -> PyResult<Py<PyType>> {
     let ns = PyDict::new(py);
     ns.set_item("__module__", "fucina")?;
     ns.set_item("__doc__", doc)?;
@@ -26,7 +31,12 @@ fn fucina_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     FUCINA_ERROR
         .get_or_try_init(py, || {
             let bases = PyTuple::new(py, [py.get_type::<PyException>()])?;
-            make_type(py, "FucinaError", &bases, "Base class of every error fucina raises.")
+            make_type(
+                py,
+                "FucinaError",
+                &bases,
+                "Base class of every error fucina raises.",
+            )
         })
         .map(|t| t.bind(py))
 }
@@ -38,7 +48,10 @@ fn value_error_subclass<'py>(
     doc: &str,
 ) -> PyResult<&'py Bound<'py, PyType>> {
     cell.get_or_try_init(py, || {
-        let bases = PyTuple::new(py, [fucina_error(py)?.clone(), py.get_type::<PyValueError>()])?;
+        let bases = PyTuple::new(
+            py,
+            [fucina_error(py)?.clone(), py.get_type::<PyValueError>()],
+        )?;
         make_type(py, name, &bases, doc)
     })
     .map(|t| t.bind(py))
@@ -46,7 +59,12 @@ fn value_error_subclass<'py>(
 
 /// `fucina.GGUFError`: a malformed or unreadable GGUF file.
 pub fn gguf_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    value_error_subclass(py, &GGUF_ERROR, "GGUFError", "A GGUF file is malformed, truncated, or used wrongly.")
+    value_error_subclass(
+        py,
+        &GGUF_ERROR,
+        "GGUFError",
+        "A GGUF file is malformed, truncated, or used wrongly.",
+    )
 }
 
 /// `fucina.UnsupportedModelError`: an architecture or tensor type fucina cannot run.
@@ -80,7 +98,9 @@ pub fn gguf_err(e: GgufError) -> PyErr {
             let msg = format!("{}: {source}", path.display());
             match source.kind() {
                 std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(msg),
-                std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(msg),
+                std::io::ErrorKind::PermissionDenied => {
+                    pyo3::exceptions::PyPermissionError::new_err(msg)
+                }
                 _ => PyOSError::new_err(msg),
             }
         }

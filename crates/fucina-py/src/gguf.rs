@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use fucina_gguf::{Array, GgmlType, GgufError, GgufFile, GgufWriter, OpenOptions, TensorInfo, Value, ValueType};
+use fucina_gguf::{
+    Array, GgmlType, GgufError, GgufFile, GgufWriter, OpenOptions, TensorInfo, Value, ValueType,
+};
 use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -58,7 +60,12 @@ fn array_to_py<'py>(py: Python<'py>, a: &Array) -> PyResult<Bound<'py, PyList>> 
         Array::F64(v) => PyList::new(py, v),
         Array::Bool(v) => PyList::new(py, v),
         Array::String(v) => PyList::new(py, v.iter().map(|s| str_or_bytes(py, s))),
-        Array::Array(v) => PyList::new(py, v.iter().map(|inner| array_to_py(py, inner)).collect::<PyResult<Vec<_>>>()?),
+        Array::Array(v) => PyList::new(
+            py,
+            v.iter()
+                .map(|inner| array_to_py(py, inner))
+                .collect::<PyResult<Vec<_>>>()?,
+        ),
     }
 }
 
@@ -113,12 +120,18 @@ pub struct PyTensorInfo {
 #[pymethods]
 impl PyTensorInfo {
     fn __repr__(&self) -> String {
-        format!("TensorInfo(name={:?}, type={}, shape={:?}, n_bytes={})", self.name, self.ggml_type, self.shape, self.n_bytes)
+        format!(
+            "TensorInfo(name={:?}, type={}, shape={:?}, n_bytes={})",
+            self.name, self.ggml_type, self.shape, self.n_bytes
+        )
     }
 }
 
 fn info_to_py(file: &GgufFile, t: &TensorInfo) -> PyTensorInfo {
-    let data_offset = file.parts().get(t.part).map_or(0, |p| p.header().data_offset);
+    let data_offset = file
+        .parts()
+        .get(t.part)
+        .map_or(0, |p| p.header().data_offset);
     PyTensorInfo {
         name: t.name.clone(),
         ggml_type: t.ggml_type.name().into(),
@@ -142,14 +155,28 @@ pub struct PyGgufFile {
 
 impl PyGgufFile {
     fn file(&self) -> PyResult<&Arc<GgufFile>> {
-        self.inner.as_ref().ok_or_else(|| gguf_value_error("I/O operation on a closed GGUFFile".into()))
+        self.inner
+            .as_ref()
+            .ok_or_else(|| gguf_value_error("I/O operation on a closed GGUFFile".into()))
     }
 
     pub(crate) fn open(py: Python<'_>, path: PathBuf, tensors: bool) -> PyResult<Self> {
         let file = py
-            .detach(|| GgufFile::open_with(&path, OpenOptions { tensors, splits: true }))
+            .detach(|| {
+                GgufFile::open_with(
+                    &path,
+                    OpenOptions {
+                        tensors,
+                        splits: true,
+                    },
+                )
+            })
             .map_err(gguf_err)?;
-        Ok(Self { inner: Some(Arc::new(file)), metadata: None, tensors: None })
+        Ok(Self {
+            inner: Some(Arc::new(file)),
+            metadata: None,
+            tensors: None,
+        })
     }
 }
 
@@ -189,7 +216,12 @@ impl PyGgufFile {
 
     /// One metadata value, or `default` when absent.
     #[pyo3(signature = (key, default = None))]
-    fn get<'py>(&self, py: Python<'py>, key: &str, default: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match self.file()?.metadata().get(key) {
             Some(v) => value_to_py(py, v),
             None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
@@ -275,13 +307,23 @@ impl PyGgufFile {
     /// Paths of the files (one per split part).
     #[getter]
     fn paths(&self) -> PyResult<Vec<PathBuf>> {
-        Ok(self.file()?.parts().iter().filter_map(|p| p.path().map(PathBuf::from)).collect())
+        Ok(self
+            .file()?
+            .parts()
+            .iter()
+            .filter_map(|p| p.path().map(PathBuf::from))
+            .collect())
     }
 
     /// Absolute offset of the data section in each part.
     #[getter]
     fn data_offsets(&self) -> PyResult<Vec<u64>> {
-        Ok(self.file()?.parts().iter().map(|p| p.header().data_offset).collect())
+        Ok(self
+            .file()?
+            .parts()
+            .iter()
+            .map(|p| p.header().data_offset)
+            .collect())
     }
 
     /// Whether tensor data ranges were validated (False after a header-only open).
@@ -326,7 +368,11 @@ impl PyGgufFile {
             None => "GGUFFile(<closed>)".into(),
             Some(f) => format!(
                 "GGUFFile({:?}, architecture={:?}, n_tensors={}, n_kv={})",
-                f.parts().first().and_then(|p| p.path()).map(|p| p.display().to_string()).unwrap_or_default(),
+                f.parts()
+                    .first()
+                    .and_then(|p| p.path())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
                 f.metadata().architecture().unwrap_or("?"),
                 f.tensors().len(),
                 f.metadata().len()
@@ -367,7 +413,10 @@ fn infer_type(obj: &Bound<'_, PyAny>) -> PyResult<ValueType> {
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         ValueType::Array
     } else {
-        return Err(gguf_value_error(format!("cannot store a {} in GGUF metadata", obj.get_type().name()?)));
+        return Err(gguf_value_error(format!(
+            "cannot store a {} in GGUF metadata",
+            obj.get_type().name()?
+        )));
     })
 }
 
@@ -379,7 +428,12 @@ fn py_string(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 }
 
 fn py_to_value(obj: &Bound<'_, PyAny>, ty: ValueType, item: Option<ValueType>) -> PyResult<Value> {
-    let bad = |e: PyErr| gguf_value_error(format!("value {obj} does not fit GGUF type {}: {e}", ty.name()));
+    let bad = |e: PyErr| {
+        gguf_value_error(format!(
+            "value {obj} does not fit GGUF type {}: {e}",
+            ty.name()
+        ))
+    };
     Ok(match ty {
         ValueType::U8 => Value::U8(obj.extract().map_err(bad)?),
         ValueType::I8 => Value::I8(obj.extract().map_err(bad)?),
@@ -402,7 +456,11 @@ fn py_to_array(obj: &Bound<'_, PyAny>, item: Option<ValueType>) -> PyResult<Arra
     let item = match (item, items.first()) {
         (Some(t), _) => t,
         (None, Some(first)) => infer_type(first)?,
-        (None, None) => return Err(gguf_value_error("an empty array needs an explicit item_type".into())),
+        (None, None) => {
+            return Err(gguf_value_error(
+                "an empty array needs an explicit item_type".into(),
+            ))
+        }
     };
     macro_rules! typed {
         ($variant:ident) => {
@@ -429,8 +487,20 @@ fn py_to_array(obj: &Bound<'_, PyAny>, item: Option<ValueType>) -> PyResult<Arra
         ValueType::F32 => typed!(F32),
         ValueType::F64 => typed!(F64),
         ValueType::Bool => typed!(Bool),
-        ValueType::String => Array::String(items.iter().map(py_string).collect::<PyResult<Vec<_>>>()?.iter().collect()),
-        ValueType::Array => Array::Array(items.iter().map(|x| py_to_array(x, None)).collect::<PyResult<_>>()?),
+        ValueType::String => Array::String(
+            items
+                .iter()
+                .map(py_string)
+                .collect::<PyResult<Vec<_>>>()?
+                .iter()
+                .collect(),
+        ),
+        ValueType::Array => Array::Array(
+            items
+                .iter()
+                .map(|x| py_to_array(x, None))
+                .collect::<PyResult<_>>()?,
+        ),
     })
 }
 
@@ -487,7 +557,9 @@ impl PyGgufWriter {
         drop(borrowed);
         for t in &header.tensors {
             let bytes = f.tensor_bytes(&t.name).map_err(gguf_err)?.to_vec();
-            inner.add_tensor(&t.name, t.ggml_type, &t.dims, bytes).map_err(gguf_err)?;
+            inner
+                .add_tensor(&t.name, t.ggml_type, &t.dims, bytes)
+                .map_err(gguf_err)?;
         }
         Ok(Self { inner })
     }
@@ -496,7 +568,13 @@ impl PyGgufWriter {
     /// `"ARRAY"`, ...); when omitted it is inferred like gguf-py (int → INT32,
     /// float → FLOAT32, str → STRING, list → ARRAY). `item_type` types array elements.
     #[pyo3(signature = (key, value, r#type = None, item_type = None))]
-    fn add(&mut self, key: String, value: &Bound<'_, PyAny>, r#type: Option<&str>, item_type: Option<&str>) -> PyResult<()> {
+    fn add(
+        &mut self,
+        key: String,
+        value: &Bound<'_, PyAny>,
+        r#type: Option<&str>,
+        item_type: Option<&str>,
+    ) -> PyResult<()> {
         let ty = match r#type {
             Some(t) => parse_value_type(t)?,
             None => infer_type(value)?,
@@ -526,24 +604,37 @@ impl PyGgufWriter {
                 };
                 let bytes: Vec<u8> = match data.cast::<PyBytes>() {
                     Ok(b) => b.as_bytes().to_vec(),
-                    Err(_) => data.call_method0("tobytes")?.cast::<PyBytes>()?.as_bytes().to_vec(),
+                    Err(_) => data
+                        .call_method0("tobytes")?
+                        .cast::<PyBytes>()?
+                        .as_bytes()
+                        .to_vec(),
                 };
                 (t, shape, bytes)
             }
             None => {
                 let dtype: String = data.getattr("dtype")?.getattr("name")?.extract()?;
-                let t = numpy_ggml_type(&dtype)
-                    .ok_or_else(|| gguf_value_error(format!("tensor '{name}': numpy dtype {dtype} needs an explicit ggml_type")))?;
+                let t = numpy_ggml_type(&dtype).ok_or_else(|| {
+                    gguf_value_error(format!(
+                        "tensor '{name}': numpy dtype {dtype} needs an explicit ggml_type"
+                    ))
+                })?;
                 let shape = match shape {
                     Some(s) => s,
                     None => data.getattr("shape")?.extract()?,
                 };
-                let bytes = data.call_method0("tobytes")?.cast::<PyBytes>()?.as_bytes().to_vec();
+                let bytes = data
+                    .call_method0("tobytes")?
+                    .cast::<PyBytes>()?
+                    .as_bytes()
+                    .to_vec();
                 (t, shape, bytes)
             }
         };
         let dims: Vec<u64> = shape.into_iter().rev().collect();
-        self.inner.add_tensor(name, t, &dims, bytes).map_err(gguf_err)
+        self.inner
+            .add_tensor(name, t, &dims, bytes)
+            .map_err(gguf_err)
     }
 
     /// Write the file atomically (temporary file, then rename).

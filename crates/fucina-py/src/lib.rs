@@ -14,7 +14,10 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     d.set_item("target_arch", std::env::consts::ARCH)?;
     d.set_item("target_os", std::env::consts::OS)?;
     d.set_item("debug", cfg!(debug_assertions))?;
-    d.set_item("n_cpus", std::thread::available_parallelism().map_or(1, |n| n.get()))?;
+    d.set_item(
+        "n_cpus",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    )?;
     Ok(d)
 }
 

@@ -1,0 +1,75 @@
+"""The `fucina` command line, run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import load_golden
+
+
+def fucina(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fucina", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_info_on_gemma_prints_correct_facts(gemma_path: Path) -> None:
+    golden = load_golden("gguf", "gemma3-270m-q4_k_m.json")
+    r = fucina("info", str(gemma_path))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    n_params = sum(t["n_elements"] for t in golden["tensors"])
+    assert "architecture    gemma3" in out
+    assert f"({n_params:,})" in out
+    assert "context length  32768" in out
+    assert "tokenizer       llama (pre: default), vocab size 262144" in out
+    has_template = "tokenizer.chat_template" in golden["metadata"]
+    assert f"chat template   {'present' if has_template else 'absent'}" in out
+    assert "embedding length 640" in out
+    for ty in {t["type"] for t in golden["tensors"]}:
+        n = sum(1 for t in golden["tensors"] if t["type"] == ty)
+        assert any(line.split()[:2] == [ty, str(n)] for line in out.splitlines()), ty
+
+
+def test_info_defaults_to_embedded_model_and_json(gemma_path: Path) -> None:
+    r = fucina("info", "--json")
+    assert r.returncode == 0, r.stderr
+    facts = json.loads(r.stdout)
+    assert facts["paths"] == [str(gemma_path)]
+    assert facts["architecture"] == "gemma3"
+    assert facts["vocab_size"] == 262_144
+    assert facts["block_count"] == 18
+    assert sum(row["bytes"] for row in facts["quant_mix"].values()) == facts["tensor_data_bytes"]
+
+
+def test_info_header_only_on_truncated_qwen(qwen_header_path: Path) -> None:
+    golden = load_golden("gguf", "qwen2-vocab-header.json")
+    r = fucina("info", "--header-only", str(qwen_header_path))
+    assert r.returncode == 0, r.stderr
+    assert "metadata (27 keys; tensor data not checked)" in r.stdout
+    listed = [line.split()[0] for line in r.stdout.split("metadata (27 keys")[1].splitlines()[1:] if line.strip()]
+    assert listed == list(golden["metadata"])
+    assert "tokenizer       gpt2 (pre: deepseek-r1-qwen), vocab size 152064" in r.stdout
+    assert "ARRAY[STRING]" in r.stdout
+
+
+def test_info_full_open_of_truncated_file_fails_cleanly(qwen_header_path: Path) -> None:
+    r = fucina("info", str(qwen_header_path))
+    assert r.returncode == 1
+    assert r.stderr.startswith("fucina: error: tensor '")
+    assert "past the end of the file" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_info_on_garbage_file(tmp_path: Path) -> None:
+    p = tmp_path / "x.gguf"
+    p.write_bytes(b"PK\x03\x04 not a gguf")
+    r = fucina("info", str(p))
+    assert r.returncode == 1
+    assert "not a GGUF file" in r.stderr
+
+
+def test_version_flag() -> None:
+    r = fucina("--version")
+    assert r.returncode == 0 and r.stdout.startswith("fucina ")
