@@ -1,0 +1,214 @@
+//! K-quants: 256-element super-blocks Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and the Q8_K activation form.
+//!
+//! Layouts (little-endian, packed):
+//!
+//! | type | bytes | fields, in order |
+//! |------|-------|------------------|
+//! | Q2_K | 84  | `scales: [u8; 16]` (low nibble scale, high nibble min, per 16 elements), `qs: [u8; 64]` (2-bit), `d: f16`, `dmin: f16` |
+//! | Q3_K | 110 | `hmask: [u8; 32]` (3rd bit), `qs: [u8; 64]` (low 2 bits), `scales: [u8; 12]` (16 × 6-bit, signed −32), `d: f16` |
+//! | Q4_K | 144 | `d: f16`, `dmin: f16`, `scales: [u8; 12]` (8 × 6-bit scale + 8 × 6-bit min), `qs: [u8; 128]` |
+//! | Q5_K | 176 | `d: f16`, `dmin: f16`, `scales: [u8; 12]`, `qh: [u8; 32]` (5th bit), `qs: [u8; 128]` |
+//! | Q6_K | 210 | `ql: [u8; 128]` (low 4 bits), `qh: [u8; 64]` (high 2 bits), `scales: [i8; 16]`, `d: f16` |
+//! | Q8_K | 292 | `d: f32`, `qs: [i8; 256]`, `bsums: [i16; 16]` (sums of 16 quants) |
+//!
+//! Element order inside a super-block is ggml's (see the per-type index helpers);
+//! dequantization repeats gguf-py's float operations so results are bit-identical.
+
+use super::{f16_at, f32_at};
+
+/// Elements per K-quant super-block.
+pub const QK_K: usize = 256;
+/// Bytes of a Q2_K block.
+pub const Q2_K_BYTES: usize = 84;
+/// Bytes of a Q3_K block.
+pub const Q3_K_BYTES: usize = 110;
+/// Bytes of a Q4_K block.
+pub const Q4_K_BYTES: usize = 144;
+/// Bytes of a Q5_K block.
+pub const Q5_K_BYTES: usize = 176;
+/// Bytes of a Q6_K block.
+pub const Q6_K_BYTES: usize = 210;
+/// Bytes of a Q8_K block.
+pub const Q8_K_BYTES: usize = 292;
+
+/// Q2_K: 2-bit quant of element `i` (0..256).
+#[inline]
+pub(crate) fn q2_k_quant(qs: &[u8], i: usize) -> u8 {
+    let (half, j, l) = (i / 128, (i % 128) / 32, i % 32);
+    (qs[half * 32 + l] >> (2 * j)) & 3
+}
+
+pub(crate) fn dequantize_q2_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q2_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let (scales, qs) = (&b[0..16], &b[16..80]);
+        let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+        for (g, yg) in y.chunks_exact_mut(16).enumerate() {
+            let dl = d * f32::from(scales[g] & 0x0f);
+            let ml = dmin * f32::from(scales[g] >> 4);
+            for (k, y) in yg.iter_mut().enumerate() {
+                *y = dl * f32::from(q2_k_quant(qs, g * 16 + k)) - ml;
+            }
+        }
+    }
+}
+
+/// Q3_K: the 16 signed 6-bit scales.
+pub(crate) fn q3_k_scales(s: &[u8]) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        let low = (s[i % 8] >> (4 * (i / 8))) & 0x0f;
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 0x03;
+        *o = (low | (high << 4)) as i8 - 32;
+    }
+    out
+}
+
+/// Q3_K: signed 3-bit quant of element `i` (−4..=3).
+#[inline]
+pub(crate) fn q3_k_quant(hmask: &[u8], qs: &[u8], i: usize) -> i8 {
+    let low = q2_k_quant(qs, i) as i8;
+    let high_set = (hmask[i % 32] >> (i / 32)) & 1 == 1;
+    if high_set {
+        low
+    } else {
+        low - 4
+    }
+}
+
+pub(crate) fn dequantize_q3_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q3_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let (hmask, qs) = (&b[0..32], &b[32..96]);
+        let scales = q3_k_scales(&b[96..108]);
+        let d = f16_at(b, 108);
+        for (g, yg) in y.chunks_exact_mut(16).enumerate() {
+            let dl = d * f32::from(scales[g]);
+            for (k, y) in yg.iter_mut().enumerate() {
+                *y = dl * f32::from(q3_k_quant(hmask, qs, g * 16 + k));
+            }
+        }
+    }
+}
+
+/// Q4_K/Q5_K: unpack the 8 (scale, min) 6-bit pairs from the 12 packed bytes.
+#[inline]
+pub(crate) fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = s[j] & 0x3f;
+        mn[j] = s[j + 4] & 0x3f;
+        sc[j + 4] = (s[j + 8] & 0x0f) | ((s[j] >> 2) & 0x30);
+        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
+    }
+    (sc, mn)
+}
+
+/// Q4_K/Q5_K: low 4 bits of element `i`: sub-block `g = i/32` lives in byte
+/// `(g/2)*32 + i%32`, low nibble for even `g`, high for odd.
+#[inline]
+pub(crate) fn k_nibble(qs: &[u8], i: usize) -> u8 {
+    let g = i / 32;
+    (qs[(g / 2) * 32 + i % 32] >> (4 * (g % 2))) & 0x0f
+}
+
+pub(crate) fn dequantize_q4_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q4_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let (sc, mn) = k_scale_min(&b[4..16]);
+        let qs = &b[16..144];
+        for (g, yg) in y.chunks_exact_mut(32).enumerate() {
+            let dl = d * f32::from(sc[g]);
+            let ml = dmin * f32::from(mn[g]);
+            for (k, y) in yg.iter_mut().enumerate() {
+                *y = dl * f32::from(k_nibble(qs, g * 32 + k)) - ml;
+            }
+        }
+    }
+}
+
+pub(crate) fn dequantize_q5_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q5_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let (sc, mn) = k_scale_min(&b[4..16]);
+        let (qh, qs) = (&b[16..48], &b[48..176]);
+        for (g, yg) in y.chunks_exact_mut(32).enumerate() {
+            let dl = d * f32::from(sc[g]);
+            let ml = dmin * f32::from(mn[g]);
+            for (k, y) in yg.iter_mut().enumerate() {
+                let q = k_nibble(qs, g * 32 + k) | (((qh[k] >> g) & 1) << 4);
+                *y = dl * f32::from(q) - ml;
+            }
+        }
+    }
+}
+
+/// Q6_K: signed 6-bit quant of element `i` (−32..=31).
+#[inline]
+pub(crate) fn q6_k_quant(ql: &[u8], qh: &[u8], i: usize) -> i8 {
+    let (half, r) = (i / 128, i % 128);
+    let (t, l) = (r / 64, r % 64);
+    let low = (ql[half * 64 + l] >> (4 * t)) & 0x0f;
+    let (j, l2) = (r / 32, r % 32);
+    let high = (qh[half * 32 + l2] >> (2 * j)) & 0x03;
+    (low | (high << 4)) as i8 - 32
+}
+
+pub(crate) fn dequantize_q6_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q6_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let (ql, qh, scales) = (&b[0..128], &b[128..192], &b[192..208]);
+        let d = f16_at(b, 208);
+        for (g, yg) in y.chunks_exact_mut(16).enumerate() {
+            let dl = d * f32::from(scales[g] as i8);
+            for (k, y) in yg.iter_mut().enumerate() {
+                *y = dl * f32::from(q6_k_quant(ql, qh, g * 16 + k));
+            }
+        }
+    }
+}
+
+pub(crate) fn dequantize_q8_k(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q8_K_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let d = f32_at(b, 0);
+        for (&q, y) in b[4..260].iter().zip(y.iter_mut()) {
+            *y = d * f32::from(q as i8);
+        }
+    }
+}
+
+/// ggml's `nearest_int`: round half to even via the 1.5·2^23 trick (valid for |x| < 2^22).
+#[inline]
+pub(crate) fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+}
+
+/// Quantize activations to Q8_K (ggml's `quantize_row_q8_K_ref`).
+pub(crate) fn quantize_q8_k(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q8_K_BYTES)) {
+        let mut amax = 0f32;
+        let mut max = 0f32;
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        b.fill(0);
+        if amax == 0.0 {
+            continue;
+        }
+        let iscale = -127.0 / max;
+        let mut q = [0i8; QK_K];
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        b[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+        for (o, &v) in b[4..260].iter_mut().zip(&q) {
+            *o = v as u8;
+        }
+        for (g, chunk) in q.chunks_exact(16).enumerate() {
+            let s: i16 = chunk.iter().map(|&v| i16::from(v)).sum();
+            b[260 + 2 * g..262 + 2 * g].copy_from_slice(&s.to_le_bytes());
+        }
+    }
+}

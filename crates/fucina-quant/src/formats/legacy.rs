@@ -1,0 +1,227 @@
+//! Legacy 32-element block formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (+ the Q8_1 activation form).
+//!
+//! Layouts (little-endian, packed, no padding):
+//!
+//! | type | bytes | fields |
+//! |------|-------|--------|
+//! | Q4_0 | 18 | `d: f16`, `qs: [u8; 16]` — element `j` is `qs[j] & 15` (j < 16) or `qs[j-16] >> 4`; value `d·(q-8)` |
+//! | Q4_1 | 20 | `d: f16`, `m: f16`, `qs: [u8; 16]` — value `d·q + m` |
+//! | Q5_0 | 22 | `d: f16`, `qh: u32` (bit j = 5th bit of element j), `qs: [u8; 16]` — value `d·(q-16)` |
+//! | Q5_1 | 24 | `d: f16`, `m: f16`, `qh: u32`, `qs: [u8; 16]` — value `d·q + m` |
+//! | Q8_0 | 34 | `d: f16`, `qs: [i8; 32]` — value `d·q` |
+//! | Q8_1 (activations) | 36 | `d: f16`, `s: f16` (= d·Σq), `qs: [i8; 32]` |
+//!
+//! The dequantizers reproduce gguf-py's float operations in the same order, so
+//! the results are bit-identical; the quantizers follow gguf-py (= ggml's `_ref`).
+
+use super::{f16_at, put_f16, roundf};
+
+/// Elements per legacy block.
+pub const QK: usize = 32;
+/// Bytes of a Q4_0 block.
+pub const Q4_0_BYTES: usize = 18;
+/// Bytes of a Q4_1 block.
+pub const Q4_1_BYTES: usize = 20;
+/// Bytes of a Q5_0 block.
+pub const Q5_0_BYTES: usize = 22;
+/// Bytes of a Q5_1 block.
+pub const Q5_1_BYTES: usize = 24;
+/// Bytes of a Q8_0 block.
+pub const Q8_0_BYTES: usize = 34;
+/// Bytes of a Q8_1 activation block (ggml's current `block_q8_1`).
+pub const Q8_1_BYTES: usize = 36;
+
+fn nibble(qs: &[u8], j: usize) -> u8 {
+    if j < QK / 2 {
+        qs[j] & 0x0f
+    } else {
+        qs[j - QK / 2] >> 4
+    }
+}
+
+pub(crate) fn dequantize_q4_0(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q4_0_BYTES).zip(out.chunks_exact_mut(QK)) {
+        let d = f16_at(b, 0);
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(nibble(&b[2..], j) as i8 - 8);
+        }
+    }
+}
+
+pub(crate) fn dequantize_q4_1(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q4_1_BYTES).zip(out.chunks_exact_mut(QK)) {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(nibble(&b[4..], j)) + m;
+        }
+    }
+}
+
+fn q5(qh: u32, qs: &[u8], j: usize) -> u8 {
+    nibble(qs, j) | ((((qh >> j) & 1) as u8) << 4)
+}
+
+pub(crate) fn dequantize_q5_0(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q5_0_BYTES).zip(out.chunks_exact_mut(QK)) {
+        let d = f16_at(b, 0);
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(q5(qh, &b[6..], j) as i8 - 16);
+        }
+    }
+}
+
+pub(crate) fn dequantize_q5_1(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q5_1_BYTES).zip(out.chunks_exact_mut(QK)) {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(q5(qh, &b[8..], j)) + m;
+        }
+    }
+}
+
+pub(crate) fn dequantize_q8_0(src: &[u8], out: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(QK)) {
+        let d = f16_at(b, 0);
+        for (&q, y) in b[2..].iter().zip(y.iter_mut()) {
+            *y = f32::from(q as i8) * d;
+        }
+    }
+}
+
+/// Index of the first element with the largest magnitude (numpy `argmax(abs(x))`).
+fn signed_absmax(x: &[f32]) -> f32 {
+    let mut best = 0;
+    for (i, v) in x.iter().enumerate() {
+        if v.abs() > x[best].abs() {
+            best = i;
+        }
+    }
+    x[best]
+}
+
+fn min_max(x: &[f32]) -> (f32, f32) {
+    x.iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        })
+}
+
+fn inv(d: f32) -> f32 {
+    if d == 0.0 {
+        0.0
+    } else {
+        1.0 / d
+    }
+}
+
+/// `trunc(v)` clamped to `0..=max` the way gguf-py's `astype(uint8).clip(0, max)` does
+/// for the in-range values a quantizer produces.
+fn trunc_clip(v: f32, max: u8) -> u8 {
+    (v.trunc() as u8).min(max)
+}
+
+fn pack_nibbles(q: &[u8; QK], qs: &mut [u8]) {
+    for j in 0..QK / 2 {
+        qs[j] = (q[j] & 0x0f) | (q[j + QK / 2] << 4);
+    }
+}
+
+fn pack_qh(q: &[u8; QK]) -> [u8; 4] {
+    let mut qh = 0u32;
+    for (j, &v) in q.iter().enumerate() {
+        qh |= u32::from(v >> 4) << j;
+    }
+    qh.to_le_bytes()
+}
+
+pub(crate) fn quantize_q4_0(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q4_0_BYTES)) {
+        let d = signed_absmax(x) / -8.0;
+        let id = inv(d);
+        let mut q = [0u8; QK];
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = trunc_clip(v * id + 8.5, 15);
+        }
+        put_f16(b, 0, d);
+        pack_nibbles(&q, &mut b[2..]);
+    }
+}
+
+pub(crate) fn quantize_q4_1(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q4_1_BYTES)) {
+        let (min, max) = min_max(x);
+        let d = (max - min) / 15.0;
+        let id = inv(d);
+        let mut q = [0u8; QK];
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = trunc_clip((v - min) * id + 0.5, 15);
+        }
+        put_f16(b, 0, d);
+        put_f16(b, 2, min);
+        pack_nibbles(&q, &mut b[4..]);
+    }
+}
+
+pub(crate) fn quantize_q5_0(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q5_0_BYTES)) {
+        let d = signed_absmax(x) / -16.0;
+        let id = inv(d);
+        let mut q = [0u8; QK];
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = trunc_clip(v * id + 16.5, 31);
+        }
+        put_f16(b, 0, d);
+        b[2..6].copy_from_slice(&pack_qh(&q));
+        pack_nibbles(&q, &mut b[6..]);
+    }
+}
+
+pub(crate) fn quantize_q5_1(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q5_1_BYTES)) {
+        let (min, max) = min_max(x);
+        let d = (max - min) / 31.0;
+        let id = inv(d);
+        let mut q = [0u8; QK];
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = trunc_clip((v - min) * id + 0.5, 31);
+        }
+        put_f16(b, 0, d);
+        put_f16(b, 2, min);
+        b[4..8].copy_from_slice(&pack_qh(&q));
+        pack_nibbles(&q, &mut b[8..]);
+    }
+}
+
+/// Quantize one 32-block to Q8_0; returns the integer sum of the quants and the unrounded scale.
+fn q8_block(x: &[f32], b: &mut [u8]) -> (i32, f32) {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = inv(d);
+    put_f16(b, 0, d);
+    let mut sum = 0i32;
+    for (q, &v) in b[2..].iter_mut().zip(x) {
+        let r = roundf(v * id) as i8;
+        sum += i32::from(r);
+        *q = r as u8;
+    }
+    (sum, d)
+}
+
+pub(crate) fn quantize_q8_0(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_0_BYTES)) {
+        q8_block(x, b);
+    }
+}
+
+/// Quantize activations to Q8_1: Q8_0 quants plus `s = d·Σq` (as ggml's `quantize_row_q8_1_ref`).
+pub(crate) fn quantize_q8_1(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_1_BYTES)) {
+        let mut tmp = [0u8; Q8_0_BYTES];
+        let (sum, d) = q8_block(x, &mut tmp);
+        b[0..2].copy_from_slice(&tmp[0..2]);
+        put_f16(b, 2, sum as f32 * d);
+        b[4..].copy_from_slice(&tmp[2..]);
+    }
+}
