@@ -1,0 +1,267 @@
+//! Byte-level BPE merging (llama.cpp's `llm_tokenizer_bpe_session`), on token ids.
+//!
+//! llama.cpp merges strings of GPT-2 byte-level characters; since that encoding is a
+//! bijection, merging raw bytes instead gives the same result. Symbols are ids:
+//! `0..n_vocab` are tokens (the id llama.cpp's `text_to_token` returns for that text),
+//! and ids past the vocabulary stand for byte strings that a merge rule produces but
+//! the vocabulary lacks (emitted with llama.cpp's per-byte fallback).
+//!
+//! The merge order is llama.cpp's: repeatedly merge the adjacent pair of lowest rank,
+//! leftmost first. Short chunks use an O(n^2) scan over a flat array (fastest for
+//! the usual handful of symbols); long ones a heap with lazy deletion.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::error::{Result, TokenizerError};
+use crate::hash::{PairMap, StrMap};
+use crate::pretokenize::PreConfig;
+use crate::unicode;
+
+/// Chunks with more symbols than this use the heap merger.
+const SCAN_MAX: usize = 64;
+
+/// A byte-level BPE merge model.
+pub(crate) struct Bpe {
+    pub(crate) config: PreConfig,
+    n_vocab: u32,
+    byte_sym: [u32; 256],
+    pairs: PairMap,
+    /// Raw bytes -> token id, for `ignore_merges`.
+    raw: StrMap,
+    /// Raw bytes of symbol `n_vocab + i`.
+    synth: Vec<Vec<u8>>,
+    /// `text_to_token` of each one-byte string, for the fallback.
+    single_byte: [Option<u32>; 256],
+}
+
+impl Bpe {
+    /// Build from the token texts (byte-level encoded), the canonical text index and the
+    /// merge rules (`"left right"`, rank = position).
+    pub(crate) fn new(
+        config: PreConfig,
+        texts: &crate::vocab::Texts,
+        index: &StrMap,
+        merges: &fucina_gguf::StringArray,
+    ) -> Result<Self> {
+        let n_vocab = texts.len() as u32;
+        let mut raw = StrMap::with_capacity(texts.len(), texts.data_len());
+        for id in 0..n_vocab {
+            let text = texts.get(id);
+            if index.get(text) != Some(id) {
+                continue;
+            }
+            if let Some(bytes) = unicode::byte_level_decode(text) {
+                raw.insert(&bytes, id, true);
+            }
+        }
+        let mut bpe = Self {
+            config,
+            n_vocab,
+            byte_sym: [0; 256],
+            pairs: PairMap::with_capacity(merges.len()),
+            raw,
+            synth: Vec::new(),
+            single_byte: [None; 256],
+        };
+        let mut synth_index = StrMap::with_capacity(64, 256);
+        for b in 0..=255u8 {
+            bpe.byte_sym[b as usize] = bpe.symbol(&[b], &mut synth_index);
+            bpe.single_byte[b as usize] = index.get(&[b]);
+        }
+        let mut joined = Vec::new();
+        for (rank, line) in merges.iter().enumerate() {
+            // llama.cpp splits at the first space after position 0.
+            let split = line.iter().skip(1).position(|&c| c == b' ').map(|p| p + 1);
+            let Some(split) = split else {
+                return Err(TokenizerError::InvalidMetadata {
+                    key: "tokenizer.ggml.merges".into(),
+                    message: format!(
+                        "merge {rank} ({:?}) has no space separator",
+                        String::from_utf8_lossy(line)
+                    ),
+                });
+            };
+            let (Some(left), Some(right)) = (
+                unicode::byte_level_decode(&line[..split]),
+                unicode::byte_level_decode(&line[split + 1..]),
+            ) else {
+                continue; // a character outside the byte alphabet: this rule can never fire
+            };
+            if left.is_empty() || right.is_empty() {
+                continue;
+            }
+            joined.clear();
+            joined.extend_from_slice(&left);
+            joined.extend_from_slice(&right);
+            let l = bpe.symbol(&left, &mut synth_index);
+            let r = bpe.symbol(&right, &mut synth_index);
+            let m = bpe.symbol(&joined, &mut synth_index);
+            bpe.pairs.insert_first(l, r, rank as u32, m);
+        }
+        Ok(bpe)
+    }
+
+    fn symbol(&mut self, bytes: &[u8], synth_index: &mut StrMap) -> u32 {
+        if let Some(id) = self.raw.get(bytes) {
+            return id;
+        }
+        if let Some(i) = synth_index.get(bytes) {
+            return self.n_vocab + i;
+        }
+        let i = self.synth.len() as u32;
+        self.synth.push(bytes.to_vec());
+        synth_index.insert(bytes, i, false);
+        self.n_vocab + i
+    }
+
+    /// Encode one pretokenized chunk (raw, normalised bytes), appending ids to `out`.
+    pub(crate) fn encode_chunk(&self, chunk: &[u8], work: &mut MergeWork, out: &mut Vec<u32>) {
+        if chunk.is_empty() {
+            return;
+        }
+        if chunk.len() == 1 {
+            self.emit(self.byte_sym[chunk[0] as usize], out);
+            return;
+        }
+        if self.config.ignore_merges {
+            if let Some(id) = self.raw.get(chunk) {
+                out.push(id);
+                return;
+            }
+        }
+        if chunk.len() <= SCAN_MAX {
+            self.merge_scan(chunk, work);
+            for i in 0..work.syms.len() {
+                self.emit(work.syms[i], out);
+            }
+        } else {
+            self.merge_heap(chunk, work, out);
+        }
+    }
+
+    #[inline]
+    fn emit(&self, sym: u32, out: &mut Vec<u32>) {
+        if sym < self.n_vocab {
+            out.push(sym);
+            return;
+        }
+        // llama.cpp looks each byte of the symbol's byte-level text up as a one-byte
+        // token and drops the ones it does not find.
+        let Some(bytes) = self.synth.get((sym - self.n_vocab) as usize) else {
+            return;
+        };
+        for &b in bytes {
+            let (enc, n) = unicode::byte_level_char(b);
+            for &e in &enc[..n] {
+                if let Some(t) = self.single_byte[e as usize] {
+                    out.push(t);
+                }
+            }
+        }
+    }
+
+    /// Flat-array merging: find the lowest (rank, position) pair, merge, repeat.
+    fn merge_scan(&self, chunk: &[u8], w: &mut MergeWork) {
+        w.syms.clear();
+        w.syms
+            .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
+        w.ranks.clear();
+        w.ranks
+            .extend(w.syms.windows(2).map(|p| self.pairs.get(p[0], p[1])));
+        loop {
+            let mut best = u64::MAX;
+            let mut at = 0;
+            for (i, &r) in w.ranks.iter().enumerate() {
+                if r < best {
+                    best = r;
+                    at = i;
+                }
+            }
+            if best == u64::MAX {
+                break;
+            }
+            w.syms[at] = best as u32;
+            w.syms.remove(at + 1);
+            w.ranks.remove(at);
+            if at > 0 {
+                w.ranks[at - 1] = self.pairs.get(w.syms[at - 1], w.syms[at]);
+            }
+            if at < w.ranks.len() {
+                w.ranks[at] = self.pairs.get(w.syms[at], w.syms[at + 1]);
+            }
+        }
+    }
+
+    /// Heap merging with a linked list (llama.cpp's algorithm, for long chunks).
+    fn merge_heap(&self, chunk: &[u8], w: &mut MergeWork, out: &mut Vec<u32>) {
+        let n = chunk.len();
+        w.syms.clear();
+        w.syms
+            .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
+        w.next.clear();
+        w.next
+            .extend((1..=n).map(|i| if i < n { i as u32 } else { NONE }));
+        w.prev.clear();
+        w.prev
+            .extend((0..n).map(|i| if i == 0 { NONE } else { i as u32 - 1 }));
+        w.heap.clear();
+        for i in 0..n - 1 {
+            self.push_pair(w, i as u32, i as u32 + 1);
+        }
+        while let Some(Reverse((key, right, lsym, rsym))) = w.heap.pop() {
+            let left = key as u32 as usize;
+            let right = right as usize;
+            if w.syms[left] != lsym || w.syms[right] != rsym || w.next[left] != right as u32 {
+                continue; // stale: one side has merged since this pair was queued
+            }
+            let v = self.pairs.get(lsym, rsym);
+            if v == u64::MAX {
+                continue;
+            }
+            let merged = v as u32;
+            w.syms[left] = merged;
+            w.syms[right] = DEAD;
+            let after = w.next[right];
+            w.next[left] = after;
+            if after != NONE {
+                w.prev[after as usize] = left as u32;
+            }
+            if w.prev[left] != NONE {
+                self.push_pair(w, w.prev[left], left as u32);
+            }
+            if after != NONE {
+                self.push_pair(w, left as u32, after);
+            }
+        }
+        let mut i = 0u32;
+        while i != NONE {
+            self.emit(w.syms[i as usize], out);
+            i = w.next[i as usize];
+        }
+    }
+
+    #[inline]
+    fn push_pair(&self, w: &mut MergeWork, left: u32, right: u32) {
+        let (a, b) = (w.syms[left as usize], w.syms[right as usize]);
+        let v = self.pairs.get(a, b);
+        if v != u64::MAX {
+            let rank = v >> 32;
+            w.heap
+                .push(Reverse(((rank << 32) | left as u64, right, a, b)));
+        }
+    }
+}
+
+const NONE: u32 = u32::MAX;
+const DEAD: u32 = u32::MAX;
+
+/// Reusable buffers for merging (one per encoding thread).
+#[derive(Default)]
+pub(crate) struct MergeWork {
+    syms: Vec<u32>,
+    ranks: Vec<u64>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    heap: BinaryHeap<Reverse<(u64, u32, u32, u32)>>,
+}

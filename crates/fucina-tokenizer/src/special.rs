@@ -1,0 +1,318 @@
+//! Special-token partitioning with llama.cpp `tokenizer_st_partition` semantics.
+//!
+//! llama.cpp takes the special tokens (CONTROL, USER_DEFINED and UNKNOWN; with
+//! `parse_special` off only USER_DEFINED) longest first, and lets each claim every
+//! leftmost non-overlapping occurrence in the text not yet claimed. That is not the
+//! same as matching the longest token at each position ("ab" + "bcd" on "abcd" gives
+//! `a|bcd`), so this module reproduces the priority order exactly: a byte trie finds
+//! every occurrence in one pass, then occurrences are accepted in (priority, position)
+//! order unless they overlap an accepted one. When a text has more occurrences than
+//! [`OCCURRENCE_BUDGET`] allows (say, a megabyte of newlines against Gemma's newline
+//! tokens), it falls back to llama.cpp's token-by-token search over the free regions,
+//! restricted to tokens that occur at all. Equal-length tokens are ordered by id
+//! (llama.cpp uses an unstable sort there).
+
+use std::collections::BTreeMap;
+
+use crate::vocab::{attr, Vocab};
+
+/// Max occurrences per text byte (plus a constant) before the fallback search.
+const OCCURRENCE_BUDGET: usize = 4;
+
+/// A piece of the partitioned input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fragment {
+    /// Bytes `start..end` of the input, to be tokenized normally.
+    Text(usize, usize),
+    /// A special token matched in the text.
+    Token(u32),
+}
+
+struct Node {
+    /// Sorted `(byte, child)` edges.
+    edges: Vec<(u8, u32)>,
+    /// Priority rank of the token ending here.
+    rank: Option<u32>,
+}
+
+/// The special tokens in priority order plus a trie over their texts.
+pub(crate) struct Specials {
+    /// `(id, text, attrs)` in priority order (longest first, then id).
+    tokens: Vec<(u32, Vec<u8>, u16)>,
+    nodes: Vec<Node>,
+    first: [bool; 256],
+    any_user_defined: bool,
+}
+
+/// Reusable buffers.
+#[derive(Default)]
+pub(crate) struct PartitionWork {
+    occ: Vec<(u32, u32)>,
+    accepted: BTreeMap<usize, (usize, usize, usize, u32)>,
+    seen: Vec<bool>,
+}
+
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
+}
+
+impl Specials {
+    pub(crate) fn new(vocab: &Vocab) -> Self {
+        let mut ids: Vec<u32> = (0..vocab.texts.len() as u32)
+            .filter(|&id| {
+                vocab.attrs[id as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
+            .collect();
+        ids.sort_by(|&a, &b| {
+            vocab
+                .texts
+                .get(b)
+                .len()
+                .cmp(&vocab.texts.get(a).len())
+                .then(a.cmp(&b))
+        });
+        let tokens: Vec<(u32, Vec<u8>, u16)> = ids
+            .iter()
+            .map(|&id| (id, vocab.texts.get(id).to_vec(), vocab.attrs[id as usize]))
+            .collect();
+        let mut nodes = vec![Node {
+            edges: Vec::new(),
+            rank: None,
+        }];
+        let mut first = [false; 256];
+        for (rank, (_, text, _)) in tokens.iter().enumerate() {
+            let Some(&b0) = text.first() else { continue };
+            first[b0 as usize] = true;
+            let mut node = 0usize;
+            for &b in text {
+                node = match nodes[node].edges.binary_search_by_key(&b, |e| e.0) {
+                    Ok(i) => nodes[node].edges[i].1 as usize,
+                    Err(i) => {
+                        let child = nodes.len();
+                        nodes[node].edges.insert(i, (b, child as u32));
+                        nodes.push(Node {
+                            edges: Vec::new(),
+                            rank: None,
+                        });
+                        child
+                    }
+                };
+            }
+            // Duplicate texts: the first in priority order is found first by llama.cpp
+            // and leaves nothing for the others.
+            if nodes[node].rank.is_none() {
+                nodes[node].rank = Some(rank as u32);
+            }
+        }
+        let any_user_defined = tokens
+            .iter()
+            .any(|t| t.2 & (attr::CONTROL | attr::UNKNOWN) == 0);
+        Self {
+            tokens,
+            nodes,
+            first,
+            any_user_defined,
+        }
+    }
+
+    fn active(&self, rank: usize, parse_special: bool) -> bool {
+        parse_special || self.tokens[rank].2 & (attr::CONTROL | attr::UNKNOWN) == 0
+    }
+
+    /// Split `text` into fragments.
+    pub(crate) fn partition(
+        &self,
+        text: &[u8],
+        parse_special: bool,
+        w: &mut PartitionWork,
+        out: &mut Vec<Fragment>,
+    ) {
+        self.partition_with_budget(text, parse_special, OCCURRENCE_BUDGET, w, out);
+    }
+
+    fn partition_with_budget(
+        &self,
+        text: &[u8],
+        parse_special: bool,
+        per_byte: usize,
+        w: &mut PartitionWork,
+        out: &mut Vec<Fragment>,
+    ) {
+        out.clear();
+        if text.is_empty() {
+            return;
+        }
+        if self.tokens.is_empty() || !(parse_special || self.any_user_defined) {
+            out.push(Fragment::Text(0, text.len()));
+            return;
+        }
+        w.occ.clear();
+        let budget = per_byte
+            .saturating_mul(text.len())
+            .saturating_add(if per_byte == 0 { 0 } else { 1024 });
+        let mut over_budget = false;
+        for p in 0..text.len() {
+            if !self.first[text[p] as usize] {
+                continue;
+            }
+            let mut node = 0usize;
+            for &b in &text[p..] {
+                match self.nodes[node].edges.binary_search_by_key(&b, |e| e.0) {
+                    Ok(i) => node = self.nodes[node].edges[i].1 as usize,
+                    Err(_) => break,
+                }
+                if let Some(rank) = self.nodes[node].rank {
+                    if self.active(rank as usize, parse_special) {
+                        w.occ.push((rank, p as u32));
+                    }
+                }
+            }
+            if w.occ.len() > budget || per_byte == 0 {
+                over_budget = true;
+                break;
+            }
+        }
+        w.accepted.clear();
+        if over_budget {
+            self.accept_by_search(text, parse_special, w);
+        } else {
+            w.occ.sort_unstable();
+            for i in 0..w.occ.len() {
+                let (rank, start) = w.occ[i];
+                self.try_accept(text, rank, start as usize, w);
+            }
+        }
+        let mut pos = 0usize;
+        for (&lo, &(s, e, hi, rank)) in &w.accepted {
+            if pos < lo {
+                out.push(Fragment::Text(pos, lo));
+            }
+            debug_assert!(lo <= s && e <= hi);
+            out.push(Fragment::Token(self.tokens[rank as usize].0));
+            pos = hi;
+        }
+        if pos < text.len() {
+            out.push(Fragment::Text(pos, text.len()));
+        }
+    }
+
+    /// Accept the occurrence of token `rank` at `start` if it lies in a free region,
+    /// claiming the whitespace its LSTRIP/RSTRIP attributes strip as well.
+    fn try_accept(
+        &self,
+        text: &[u8],
+        rank: u32,
+        start: usize,
+        w: &mut PartitionWork,
+    ) -> Option<usize> {
+        let (_, tok, a) = &self.tokens[rank as usize];
+        let end = start + tok.len();
+        let free_lo = w
+            .accepted
+            .range(..=start)
+            .next_back()
+            .map_or(0, |(_, &(_, _, hi, _))| hi);
+        if free_lo > start {
+            return None;
+        }
+        let free_hi = w
+            .accepted
+            .range(start..)
+            .next()
+            .map_or(text.len(), |(&lo, _)| lo);
+        if free_hi < end {
+            return None;
+        }
+        let mut lo = start;
+        if a & attr::LSTRIP != 0 {
+            while lo > free_lo && is_c_space(text[lo - 1]) {
+                lo -= 1;
+            }
+        }
+        let mut hi = end;
+        if a & attr::RSTRIP != 0 {
+            while hi < free_hi && is_c_space(text[hi]) {
+                hi += 1;
+            }
+        }
+        w.accepted.insert(lo, (start, end, hi, rank));
+        Some(hi)
+    }
+
+    /// llama.cpp's own loop (token by token, leftmost occurrence in each free region),
+    /// for the tokens that occur at all.
+    fn accept_by_search(&self, text: &[u8], parse_special: bool, w: &mut PartitionWork) {
+        w.seen.clear();
+        w.seen.resize(self.tokens.len(), false);
+        for p in 0..text.len() {
+            if !self.first[text[p] as usize] {
+                continue;
+            }
+            let mut node = 0usize;
+            for &b in &text[p..] {
+                match self.nodes[node].edges.binary_search_by_key(&b, |e| e.0) {
+                    Ok(i) => node = self.nodes[node].edges[i].1 as usize,
+                    Err(_) => break,
+                }
+                if let Some(rank) = self.nodes[node].rank {
+                    w.seen[rank as usize] = true;
+                }
+            }
+        }
+        for rank in 0..self.tokens.len() {
+            if !w.seen[rank] || !self.active(rank, parse_special) {
+                continue;
+            }
+            let tok = &self.tokens[rank].1;
+            let mut from = 0usize;
+            while let Some(off) = find(&text[from..], tok) {
+                let start = from + off;
+                match self.try_accept(text, rank as u32, start, w) {
+                    Some(next) => from = next,
+                    None => {
+                        // Inside or across a claimed region: resume after that region.
+                        let blocked = w
+                            .accepted
+                            .range(..start + tok.len())
+                            .next_back()
+                            .map_or(start + 1, |(_, &(_, _, hi, _))| hi.max(start + 1));
+                        from = blocked;
+                    }
+                }
+                if from >= text.len() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// First occurrence of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        let off = hay[i..hay.len() - rest.len()]
+            .iter()
+            .position(|&b| b == first)?;
+        i += off;
+        if &hay[i + 1..i + needle.len()] == rest {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_substrings() {
+        assert_eq!(find(b"hello world", b"wor"), Some(6));
+        assert_eq!(find(b"aaa", b"aa"), Some(0));
+        assert_eq!(find(b"ab", b"abc"), None);
+        assert_eq!(find(b"xyz", b"z"), Some(2));
+    }
+}
