@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_golden
 
 import fucina
+from conftest import load_golden
 
 
 def canonical(value: Any) -> str:

@@ -8,6 +8,17 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "FucinaError",
+    "GGUFError",
+    "GGUFFile",
+    "GGUFWriter",
+    "TensorInfo",
+    "UnsupportedModelError",
+    "__version__",
+    "build_info",
+    "read_gguf_header",
+]
 
 class FucinaError(Exception):
     """Base class of every error fucina raises."""
@@ -58,7 +69,7 @@ class GGUFFile:
     downloads, vocabulary-only files).
     """
 
-    def __init__(self, path: str | PathLike[str], tensors: bool = True) -> None: ...
+    def __new__(cls, path: str | PathLike[str], tensors: bool = True) -> GGUFFile: ...
     @property
     def metadata(self) -> dict[str, Any]:
         """All key/value metadata as plain Python values (lists for arrays)."""
@@ -91,7 +102,7 @@ class GGUFFile:
     def __enter__(self) -> GGUFFile: ...
     def __exit__(self, *_args: object) -> bool: ...
     def __len__(self) -> int: ...
-    def __contains__(self, name: str) -> bool: ...
+    def __contains__(self, name: str, /) -> bool: ...
 
 def read_gguf_header(path: str | PathLike[str]) -> GGUFFile:
     """Parse only the header and key/value section (tensor data may be absent)."""
@@ -100,7 +111,7 @@ def read_gguf_header(path: str | PathLike[str]) -> GGUFFile:
 class GGUFWriter:
     """Builds a GGUF file: metadata in insertion order, then tensors."""
 
-    def __init__(self, version: int = 3) -> None: ...
+    def __new__(cls, version: int = 3) -> GGUFWriter: ...
     @staticmethod
     def from_file(file: GGUFFile, part: int = 0) -> GGUFWriter:
         """A writer holding a copy of one part of an open file."""

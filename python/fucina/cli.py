@@ -90,7 +90,8 @@ def _print_info(facts: dict[str, Any], f: _core.GGUFFile, header_only: bool) -> 
     out(f"parameters      {_fmt_count(facts['parameters'])} ({facts['parameters']:,})\n")
     out(f"tensors         {facts['n_tensors']} ({_fmt_bytes(facts['tensor_data_bytes'])} of data)\n")
     for ty, row in facts["quant_mix"].items():
-        out(f"  {ty:<8} {row['tensors']:>5} tensors {_fmt_count(row['elements']):>9} weights {_fmt_bytes(row['bytes']):>12}\n")
+        weights, size = _fmt_count(row["elements"]), _fmt_bytes(row["bytes"])
+        out(f"  {ty:<8} {row['tensors']:>5} tensors {weights:>9} weights {size:>12}\n")
     for key in ("context_length", "embedding_length", "block_count"):
         if facts[key] is not None:
             out(f"{key.replace('_', ' '):<15} {facts[key]}\n")
