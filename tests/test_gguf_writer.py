@@ -58,10 +58,16 @@ TENSORS: list[tuple[str, Q | None, np.ndarray, tuple[int, ...]]] = [
 ]
 
 
+# Arrays of arrays: gguf-py writes them (its reader cannot return them, so they are
+# only in the gguf-py -> fucina direction).
+NESTED = [[1, 2, 3], [4], [5, 6]]
+
+
 def write_with_gguf_py(path: Path, split_max_tensors: int = 0) -> None:
     w = gguf.GGUFWriter(path, "llama", split_max_tensors=split_max_tensors)
     for key, value, vtype, sub in VALUES:
         w.add_key_value(key, value, vtype, sub_type=sub)
+    w.add_key_value("a.nested", NESTED, T.ARRAY)
     for name, raw, data, _ in TENSORS:
         w.add_tensor(name, data, raw_dtype=raw)
     w.write_header_to_file()
@@ -114,6 +120,8 @@ def test_gguf_py_file_round_trips_byte_for_byte(tmp_path: Path) -> None:
     with fucina.GGUFFile(src) as f:
         assert f.metadata["a.str"] == ["a", "", "ccc", "日本語"]
         assert f.metadata_types["a.u64"] == "ARRAY[UINT64]"
+        assert f.metadata["a.nested"] == NESTED
+        assert f.metadata_types["a.nested"] == "ARRAY[ARRAY[INT32]]"
         np.testing.assert_array_equal(f.tensor("t.f16"), f16)
         np.testing.assert_array_equal(f.tensor("t.f32"), f32)
         assert f.tensor("t.q4_k").shape == (3, 144)
