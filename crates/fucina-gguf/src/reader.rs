@@ -265,12 +265,14 @@ pub(crate) fn parse_header(buf: &[u8], extent: Extent) -> Result<Header> {
     let version = c.u32(&|| "version".into())?;
     match version {
         2 | 3 => {}
-        v if v & 0xFFFF == 0 && v != 0 => return Err(GgufError::malformed(
-            4,
-            format!(
+        v if v & 0xFFFF == 0 && v != 0 => {
+            return Err(GgufError::malformed(
+                4,
+                format!(
                 "version field {v:#x} looks byte-swapped: big-endian GGUF files are not supported"
             ),
-        )),
+            ))
+        }
         v => return Err(GgufError::UnsupportedVersion { version: v }),
     }
     // A tensor info takes at least 8 (name len) + 4 (n_dims) + 4 (type) + 8 (offset) bytes.
