@@ -13,10 +13,15 @@
 //! # Ok::<(), fucina_quant::QuantError>(())
 //! ```
 
+pub mod activation;
+mod arch;
+pub mod dispatch;
 mod error;
 pub mod formats;
 pub mod half;
 
+pub use activation::ActType;
+pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
 pub use error::{QuantError, Result};
 pub use formats::{format, Format, REGISTRY};
 pub use fucina_gguf::GgmlType;
@@ -29,7 +34,7 @@ fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
 /// not a whole number of blocks.
 pub fn elements_in(ty: GgmlType, n_bytes: usize) -> Result<usize> {
     let f = supported(ty, "dequantize")?;
-    if n_bytes % f.type_size != 0 {
+    if !n_bytes.is_multiple_of(f.type_size) {
         return Err(QuantError::ByteLength {
             ty,
             what: "input",
@@ -43,7 +48,7 @@ pub fn elements_in(ty: GgmlType, n_bytes: usize) -> Result<usize> {
 /// Bytes taken by `n_elements` of `ty`, or an error when that is not a whole number of blocks.
 pub fn bytes_for(ty: GgmlType, n_elements: usize) -> Result<usize> {
     let f = supported(ty, "quantize")?;
-    if n_elements % f.block_size != 0 {
+    if !n_elements.is_multiple_of(f.block_size) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "input",

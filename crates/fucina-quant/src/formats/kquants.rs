@@ -212,3 +212,113 @@ pub(crate) fn quantize_q8_k(src: &[f32], out: &mut [u8]) {
         }
     }
 }
+
+// ---- scalar dot products with Q8_K activations (the oracle for the SIMD kernels) -------
+//
+// Per super-block: an exact integer sum `isum = Σ_g scale_g · Σ q·a` (and, for the
+// types with mins, `summs = Σ_g min_g · bsum_g`), then
+// `acc += (d_w·d_a)·isum − (dmin_w·d_a)·summs`, accumulated in order in one f32.
+
+/// Q8_K activation quant `i` of a block.
+#[inline]
+fn aq(a: &[u8], i: usize) -> i32 {
+    i32::from(a[4 + i] as i8)
+}
+
+/// Q8_K activation sum of the 16 quants of group `g`.
+#[inline]
+pub(crate) fn bsum(a: &[u8], g: usize) -> i32 {
+    i32::from(i16::from_le_bytes([a[260 + 2 * g], a[261 + 2 * g]]))
+}
+
+/// Q2_K weights · Q8_K activations.
+pub(crate) fn dot_q2_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (scales, qs) = (&x[0..16], &x[16..80]);
+        let (mut isum, mut summs) = (0i32, 0i32);
+        for (g, &sc) in scales.iter().enumerate() {
+            let s: i32 = (16 * g..16 * g + 16)
+                .map(|i| i32::from(q2_k_quant(qs, i)) * aq(y, i))
+                .sum();
+            isum += i32::from(sc & 0x0f) * s;
+            summs += i32::from(sc >> 4) * bsum(y, g);
+        }
+        let da = f32_at(y, 0);
+        acc += (f16_at(x, 80) * da) * isum as f32 - (f16_at(x, 82) * da) * summs as f32;
+    }
+    acc
+}
+
+/// Q3_K weights · Q8_K activations.
+pub(crate) fn dot_q3_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (hmask, qs) = (&x[0..32], &x[32..96]);
+        let scales = q3_k_scales(&x[96..108]);
+        let mut isum = 0i32;
+        for (g, &sc) in scales.iter().enumerate() {
+            let s: i32 = (16 * g..16 * g + 16)
+                .map(|i| i32::from(q3_k_quant(hmask, qs, i)) * aq(y, i))
+                .sum();
+            isum += i32::from(sc) * s;
+        }
+        acc += (f16_at(x, 108) * f32_at(y, 0)) * isum as f32;
+    }
+    acc
+}
+
+/// Q4_K / Q5_K shared tail: scale and min sums over the 8 sub-blocks.
+fn k_sums(sc: &[u8; 8], mn: &[u8; 8], y: &[u8], q: impl Fn(usize) -> i32) -> (i32, i32) {
+    let (mut isum, mut summs) = (0i32, 0i32);
+    for g in 0..8 {
+        let s: i32 = (32 * g..32 * g + 32).map(|i| q(i) * aq(y, i)).sum();
+        isum += i32::from(sc[g]) * s;
+        summs += i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1));
+    }
+    (isum, summs)
+}
+
+/// Q4_K weights · Q8_K activations.
+pub(crate) fn dot_q4_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (sc, mn) = k_scale_min(&x[4..16]);
+        let qs = &x[16..144];
+        let (isum, summs) = k_sums(&sc, &mn, y, |i| i32::from(k_nibble(qs, i)));
+        let da = f32_at(y, 0);
+        acc += (f16_at(x, 0) * da) * isum as f32 - (f16_at(x, 2) * da) * summs as f32;
+    }
+    acc
+}
+
+/// Q5_K weights · Q8_K activations.
+pub(crate) fn dot_q5_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (sc, mn) = k_scale_min(&x[4..16]);
+        let (qh, qs) = (&x[16..48], &x[48..176]);
+        let q = |i: usize| i32::from(k_nibble(qs, i) | (((qh[i % 32] >> (i / 32)) & 1) << 4));
+        let (isum, summs) = k_sums(&sc, &mn, y, q);
+        let da = f32_at(y, 0);
+        acc += (f16_at(x, 0) * da) * isum as f32 - (f16_at(x, 2) * da) * summs as f32;
+    }
+    acc
+}
+
+/// Q6_K weights · Q8_K activations.
+pub(crate) fn dot_q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (ql, qh, scales) = (&x[0..128], &x[128..192], &x[192..208]);
+        let mut isum = 0i32;
+        for (g, &sc) in scales.iter().enumerate() {
+            let s: i32 = (16 * g..16 * g + 16)
+                .map(|i| i32::from(q6_k_quant(ql, qh, i)) * aq(y, i))
+                .sum();
+            isum += i32::from(sc as i8) * s;
+        }
+        acc += (f16_at(x, 208) * f32_at(y, 0)) * isum as f32;
+    }
+    acc
+}

@@ -225,3 +225,89 @@ pub(crate) fn quantize_q8_1(src: &[f32], out: &mut [u8]) {
         b[4..].copy_from_slice(&tmp[2..]);
     }
 }
+
+// ---- scalar dot products (the oracle for the SIMD kernels) ----------------------------
+//
+// Each block contributes `(d_w·d_a)·Σ q_w·q_a` (plus `m_w·s_a` for the types with a
+// min); blocks are accumulated in order in one f32.
+
+#[inline]
+fn isum(a: impl Iterator<Item = i32>) -> i32 {
+    a.sum()
+}
+
+fn act_q8(a: &[u8]) -> impl Iterator<Item = i32> + '_ {
+    a.iter().map(|&v| i32::from(v as i8))
+}
+
+/// Q4_0 weights · Q8_0 activations.
+pub(crate) fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let s = isum(
+            (0..QK)
+                .map(|j| i32::from(nibble(&x[2..], j)) - 8)
+                .zip(act_q8(&y[2..]))
+                .map(|(p, q)| p * q),
+        );
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+    }
+    acc
+}
+
+/// Q4_1 weights · Q8_1 activations.
+pub(crate) fn dot_q4_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q4_1_BYTES).zip(a.chunks_exact(Q8_1_BYTES)) {
+        let s = isum(
+            (0..QK)
+                .map(|j| i32::from(nibble(&x[4..], j)))
+                .zip(act_q8(&y[4..]))
+                .map(|(p, q)| p * q),
+        );
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32 + f16_at(x, 2) * f16_at(y, 2);
+    }
+    acc
+}
+
+/// Q5_0 weights · Q8_0 activations.
+pub(crate) fn dot_q5_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q5_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+        let s = isum(
+            (0..QK)
+                .map(|j| i32::from(q5(qh, &x[6..], j)) - 16)
+                .zip(act_q8(&y[2..]))
+                .map(|(p, q)| p * q),
+        );
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+    }
+    acc
+}
+
+/// Q5_1 weights · Q8_1 activations.
+pub(crate) fn dot_q5_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q5_1_BYTES).zip(a.chunks_exact(Q8_1_BYTES)) {
+        let qh = u32::from_le_bytes([x[4], x[5], x[6], x[7]]);
+        let s = isum(
+            (0..QK)
+                .map(|j| i32::from(q5(qh, &x[8..], j)))
+                .zip(act_q8(&y[4..]))
+                .map(|(p, q)| p * q),
+        );
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32 + f16_at(x, 2) * f16_at(y, 2);
+    }
+    acc
+}
+
+/// Q8_0 weights · Q8_0 activations.
+pub(crate) fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let s = isum(act_q8(&x[2..]).zip(act_q8(&y[2..])).map(|(p, q)| p * q));
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+    }
+    acc
+}

@@ -15,6 +15,7 @@ pub mod ternary;
 
 use fucina_gguf::GgmlType;
 
+use crate::activation::ActType;
 use crate::half::{f16_to_f32, f32_to_f16};
 
 /// Dequantize whole blocks: `src.len()` is a multiple of the block bytes and
@@ -23,6 +24,26 @@ pub type DequantFn = fn(src: &[u8], out: &mut [f32]);
 /// Quantize whole blocks: `src.len()` is a multiple of the block size and
 /// `out.len()` the matching byte count (checked by the caller).
 pub type QuantFn = fn(src: &[f32], out: &mut [u8]);
+
+/// Dot product of one weight row with one activation row (both whole blocks; the
+/// kernel uses the shorter of the two). Safe for any input slices.
+pub type VecDotFn = fn(w: &[u8], a: &[u8]) -> f32;
+
+/// How a weight type takes part in dot products.
+#[derive(Clone, Copy, Debug)]
+pub enum Dot {
+    /// A block kernel against activations converted to `act`; `scalar` is the
+    /// reference every SIMD variant is tested against.
+    Kernel {
+        /// The activation format.
+        act: ActType,
+        /// The scalar reference kernel.
+        scalar: VecDotFn,
+    },
+    /// Generic path through row dequantization (rare formats): weight blocks are
+    /// dequantized to f32 and multiplied with f32 activations. Correct, not fast.
+    ViaDequant,
+}
 
 /// What the registry knows about one ggml type.
 #[derive(Clone, Copy, Debug)]
@@ -37,10 +58,12 @@ pub struct Format {
     pub dequantize: Option<DequantFn>,
     /// Reference quantizer, if one is implemented (bit-exact with gguf-py / ggml `_ref`).
     pub quantize: Option<QuantFn>,
+    /// Dot-product support (`None`: the type cannot be a matmul weight).
+    pub dot: Option<Dot>,
 }
 
 macro_rules! registry {
-    ($( $ty:ident => $deq:expr, $q:expr; )*) => {
+    ($( $ty:ident => $deq:expr, $q:expr, $dot:expr; )*) => {
         /// The registry: one row per supported ggml type.
         pub static REGISTRY: &[Format] = &[
             $( Format {
@@ -49,6 +72,7 @@ macro_rules! registry {
                 type_size: type_size(GgmlType::$ty),
                 dequantize: $deq,
                 quantize: $q,
+                dot: $dot,
             }, )*
         ];
     };
@@ -105,35 +129,35 @@ const fn type_size(ty: GgmlType) -> usize {
 // (the old f32 d/s layout) while ggml's current `block_q8_1` is 36, so no file
 // holding it can be read unambiguously. The integer types are not float data.
 registry! {
-    F32 => Some(float::dequantize_f32), Some(float::quantize_f32);
-    F16 => Some(float::dequantize_f16), Some(float::quantize_f16);
-    BF16 => Some(float::dequantize_bf16), Some(float::quantize_bf16);
-    Q4_0 => Some(legacy::dequantize_q4_0), Some(legacy::quantize_q4_0);
-    Q4_1 => Some(legacy::dequantize_q4_1), Some(legacy::quantize_q4_1);
-    Q5_0 => Some(legacy::dequantize_q5_0), Some(legacy::quantize_q5_0);
-    Q5_1 => Some(legacy::dequantize_q5_1), Some(legacy::quantize_q5_1);
-    Q8_0 => Some(legacy::dequantize_q8_0), Some(legacy::quantize_q8_0);
-    Q8_1 => None, None;
-    Q2_K => Some(kquants::dequantize_q2_k), None;
-    Q3_K => Some(kquants::dequantize_q3_k), None;
-    Q4_K => Some(kquants::dequantize_q4_k), Some(kquants_quant::quantize_q4_k);
-    Q5_K => Some(kquants::dequantize_q5_k), Some(kquants_quant::quantize_q5_k);
-    Q6_K => Some(kquants::dequantize_q6_k), Some(kquants_quant::quantize_q6_k);
-    Q8_K => Some(kquants::dequantize_q8_k), Some(kquants::quantize_q8_k);
-    IQ2_XXS => Some(iq::dequantize_iq2_xxs), None;
-    IQ2_XS => Some(iq::dequantize_iq2_xs), None;
-    IQ2_S => Some(iq::dequantize_iq2_s), None;
-    IQ3_XXS => Some(iq::dequantize_iq3_xxs), None;
-    IQ3_S => Some(iq::dequantize_iq3_s), None;
-    IQ1_S => Some(iq::dequantize_iq1_s), None;
-    IQ1_M => Some(iq::dequantize_iq1_m), None;
-    IQ4_NL => Some(iq::dequantize_iq4_nl), None;
-    IQ4_XS => Some(iq::dequantize_iq4_xs), None;
-    TQ1_0 => Some(ternary::dequantize_tq1_0), Some(ternary::quantize_tq1_0);
-    TQ2_0 => Some(ternary::dequantize_tq2_0), Some(ternary::quantize_tq2_0);
-    MXFP4 => Some(fp4::dequantize_mxfp4), Some(fp4::quantize_mxfp4);
-    NVFP4 => Some(fp4::dequantize_nvfp4), None;
-    Q1_0 => Some(q1_0::dequantize_q1_0), Some(q1_0::quantize_q1_0);
+    F32 => Some(float::dequantize_f32), Some(float::quantize_f32), Some(Dot::Kernel { act: ActType::F32, scalar: float::dot_f32 });
+    F16 => Some(float::dequantize_f16), Some(float::quantize_f16), Some(Dot::Kernel { act: ActType::F16, scalar: float::dot_f16 });
+    BF16 => Some(float::dequantize_bf16), Some(float::quantize_bf16), Some(Dot::Kernel { act: ActType::BF16, scalar: float::dot_bf16 });
+    Q4_0 => Some(legacy::dequantize_q4_0), Some(legacy::quantize_q4_0), Some(Dot::Kernel { act: ActType::Q8_0, scalar: legacy::dot_q4_0_q8_0 });
+    Q4_1 => Some(legacy::dequantize_q4_1), Some(legacy::quantize_q4_1), Some(Dot::Kernel { act: ActType::Q8_1, scalar: legacy::dot_q4_1_q8_1 });
+    Q5_0 => Some(legacy::dequantize_q5_0), Some(legacy::quantize_q5_0), Some(Dot::Kernel { act: ActType::Q8_0, scalar: legacy::dot_q5_0_q8_0 });
+    Q5_1 => Some(legacy::dequantize_q5_1), Some(legacy::quantize_q5_1), Some(Dot::Kernel { act: ActType::Q8_1, scalar: legacy::dot_q5_1_q8_1 });
+    Q8_0 => Some(legacy::dequantize_q8_0), Some(legacy::quantize_q8_0), Some(Dot::Kernel { act: ActType::Q8_0, scalar: legacy::dot_q8_0_q8_0 });
+    Q8_1 => None, None, None;
+    Q2_K => Some(kquants::dequantize_q2_k), None, Some(Dot::Kernel { act: ActType::Q8_K, scalar: kquants::dot_q2_k_q8_k });
+    Q3_K => Some(kquants::dequantize_q3_k), None, Some(Dot::Kernel { act: ActType::Q8_K, scalar: kquants::dot_q3_k_q8_k });
+    Q4_K => Some(kquants::dequantize_q4_k), Some(kquants_quant::quantize_q4_k), Some(Dot::Kernel { act: ActType::Q8_K, scalar: kquants::dot_q4_k_q8_k });
+    Q5_K => Some(kquants::dequantize_q5_k), Some(kquants_quant::quantize_q5_k), Some(Dot::Kernel { act: ActType::Q8_K, scalar: kquants::dot_q5_k_q8_k });
+    Q6_K => Some(kquants::dequantize_q6_k), Some(kquants_quant::quantize_q6_k), Some(Dot::Kernel { act: ActType::Q8_K, scalar: kquants::dot_q6_k_q8_k });
+    Q8_K => Some(kquants::dequantize_q8_k), Some(kquants::quantize_q8_k), Some(Dot::ViaDequant);
+    IQ2_XXS => Some(iq::dequantize_iq2_xxs), None, Some(Dot::ViaDequant);
+    IQ2_XS => Some(iq::dequantize_iq2_xs), None, Some(Dot::ViaDequant);
+    IQ2_S => Some(iq::dequantize_iq2_s), None, Some(Dot::ViaDequant);
+    IQ3_XXS => Some(iq::dequantize_iq3_xxs), None, Some(Dot::ViaDequant);
+    IQ3_S => Some(iq::dequantize_iq3_s), None, Some(Dot::ViaDequant);
+    IQ1_S => Some(iq::dequantize_iq1_s), None, Some(Dot::ViaDequant);
+    IQ1_M => Some(iq::dequantize_iq1_m), None, Some(Dot::ViaDequant);
+    IQ4_NL => Some(iq::dequantize_iq4_nl), None, Some(Dot::Kernel { act: ActType::Q8_0, scalar: iq::dot_iq4_nl_q8_0 });
+    IQ4_XS => Some(iq::dequantize_iq4_xs), None, Some(Dot::Kernel { act: ActType::Q8_K, scalar: iq::dot_iq4_xs_q8_k });
+    TQ1_0 => Some(ternary::dequantize_tq1_0), Some(ternary::quantize_tq1_0), Some(Dot::ViaDequant);
+    TQ2_0 => Some(ternary::dequantize_tq2_0), Some(ternary::quantize_tq2_0), Some(Dot::ViaDequant);
+    MXFP4 => Some(fp4::dequantize_mxfp4), Some(fp4::quantize_mxfp4), Some(Dot::ViaDequant);
+    NVFP4 => Some(fp4::dequantize_nvfp4), None, Some(Dot::ViaDequant);
+    Q1_0 => Some(q1_0::dequantize_q1_0), Some(q1_0::quantize_q1_0), Some(Dot::ViaDequant);
 }
 
 /// The registry row of `ty`, if the type is known to this crate.
