@@ -65,7 +65,7 @@ def main() -> None:
         for a, b in re.findall(r"\{0x([0-9A-Fa-f]+),\s*0x([0-9A-Fa-f]+)\}", block(src, "unicode_ranges_flags"))
     ]
     assert ranges[0][0] == 0 and ranges[-1][0] == MAX_CODEPOINTS, "ranges must cover [0, 0x110000)"
-    for (a, fa), (b, _) in zip(ranges, ranges[1:]):
+    for (a, fa), (b, _) in zip(ranges, ranges[1:], strict=False):
         assert a < b, "ranges must ascend"
         assert fa in OURS, f"range at {a:#x} has flags {fa:#x}: not exactly one category"
 
@@ -77,7 +77,7 @@ def main() -> None:
     ]
     # The contraction rules ('s, 'T, 'Re, ...) only ask whether a codepoint lowercases
     # to an ASCII letter; keep just the non-ASCII codepoints that do.
-    lower_ascii = [(c, l) for c, l in lower if c >= 0x80 and l < 0x80]
+    lower_ascii = [(c, low) for c, low in lower if c >= 0x80 and low < 0x80]
 
     # Merge adjacent ranges whose compact flags coincide.
     merged: list[tuple[int, int]] = []
@@ -115,8 +115,8 @@ def main() -> None:
     out.write("];\n\n")
     out.write("/// Non-ASCII codepoints whose lowercase (per llama.cpp) is an ASCII letter.\n")
     out.write(f"pub(crate) static LOWER_TO_ASCII: [(u32, u8); {len(lower_ascii)}] = [\n")
-    for c, l in lower_ascii:
-        out.write(f"    (0x{c:04X}, b'{chr(l)}'),\n")
+    for c, low in lower_ascii:
+        out.write(f"    (0x{c:04X}, b'{chr(low)}'),\n")
     out.write("];\n")
 
 

@@ -265,3 +265,87 @@ pub(crate) struct MergeWork {
     prev: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, u32, u32, u32)>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pretokenize::PreConfig;
+    use crate::vocab::Texts;
+
+    /// A random byte-level vocabulary over "abc " with `n` merges built bottom-up.
+    fn random_bpe(seed: u64, n: usize) -> Bpe {
+        let mut rng = seed;
+        let mut next = || {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) as usize
+        };
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let mut merges = Vec::new();
+        let alphabet: Vec<usize> = b"abc ".iter().map(|&b| b as usize).collect();
+        let mut pool = alphabet.clone();
+        while merges.len() < n {
+            let (l, r) = (pool[next() % pool.len()], pool[next() % pool.len()]);
+            let joined = [tokens[l].clone(), tokens[r].clone()].concat();
+            if tokens.contains(&joined) {
+                continue;
+            }
+            merges.push((l, r));
+            tokens.push(joined);
+            pool.push(tokens.len() - 1);
+        }
+        let enc = |raw: &[u8]| -> Vec<u8> {
+            let mut s = Vec::new();
+            for &b in raw {
+                let (c, k) = unicode::byte_level_char(b);
+                s.extend_from_slice(&c[..k]);
+            }
+            s
+        };
+        let mut texts = Texts::default();
+        let mut index = StrMap::with_capacity(tokens.len(), 0);
+        for (i, t) in tokens.iter().enumerate() {
+            texts.push(&enc(t));
+            index.insert(&enc(t), i as u32, true);
+        }
+        let merge_lines: fucina_gguf::StringArray = merges
+            .iter()
+            .map(|&(l, r)| [enc(&tokens[l]), b" ".to_vec(), enc(&tokens[r])].concat())
+            .collect();
+        let cfg = PreConfig::from_name("qwen2").expect("qwen2");
+        Bpe::new(cfg, &texts, &index, &merge_lines).expect("bpe")
+    }
+
+    #[test]
+    fn scan_and_heap_mergers_agree() {
+        let mut rng = 7u64;
+        for seed in 0..8 {
+            let bpe = random_bpe(seed, 300);
+            let mut w = MergeWork::default();
+            for len in [2usize, 3, 5, 17, 64, 65, 200] {
+                for _ in 0..20 {
+                    let text: Vec<u8> = (0..len)
+                        .map(|_| {
+                            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+                            b"abc "[(rng >> 40) as usize % 4]
+                        })
+                        .collect();
+                    bpe.merge_scan(&text, &mut w);
+                    let mut scan = Vec::new();
+                    for i in 0..w.syms.len() {
+                        bpe.emit(w.syms[i], &mut scan);
+                    }
+                    let mut heap = Vec::new();
+                    bpe.merge_heap(&text, &mut w, &mut heap);
+                    assert_eq!(
+                        scan,
+                        heap,
+                        "seed {seed}, text {:?}",
+                        String::from_utf8_lossy(&text)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -25,6 +25,7 @@ mod spm;
 mod stream;
 mod tokenizer;
 mod unicode;
+#[rustfmt::skip]
 mod unicode_tables;
 mod vocab;
 

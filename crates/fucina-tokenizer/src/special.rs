@@ -316,3 +316,136 @@ mod tests {
         assert_eq!(find(b"xyz", b"z"), Some(2));
     }
 }
+
+#[cfg(test)]
+mod reference_tests {
+    use fucina_gguf::{Array, Metadata, StringArray, Value};
+
+    use super::*;
+
+    /// llama.cpp's `tokenizer_st_partition`, transcribed literally (fragment list,
+    /// token by token, leftmost occurrence per fragment, LSTRIP/RSTRIP).
+    fn reference(vocab: &Vocab, text: &[u8], parse_special: bool) -> Vec<Fragment> {
+        let mut ids: Vec<u32> = (0..vocab.texts.len() as u32)
+            .filter(|&id| {
+                vocab.attrs[id as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
+            .collect();
+        ids.sort_by(|&a, &b| {
+            vocab
+                .texts
+                .get(b)
+                .len()
+                .cmp(&vocab.texts.get(a).len())
+                .then(a.cmp(&b))
+        });
+        let mut frags = if text.is_empty() {
+            vec![]
+        } else {
+            vec![Fragment::Text(0, text.len())]
+        };
+        for id in ids {
+            let a = vocab.attrs[id as usize];
+            if !parse_special && a & (attr::CONTROL | attr::UNKNOWN) != 0 {
+                continue;
+            }
+            let tok = vocab.texts.get(id);
+            let mut out = Vec::new();
+            for f in frags {
+                let Fragment::Text(mut lo, hi) = f else {
+                    out.push(f);
+                    continue;
+                };
+                while lo < hi {
+                    let Some(m) = find(&text[lo..hi], tok).map(|m| m + lo) else {
+                        break;
+                    };
+                    let mut left = m;
+                    if a & attr::LSTRIP != 0 {
+                        while left > lo && is_c_space(text[left - 1]) {
+                            left -= 1;
+                        }
+                    }
+                    if left > lo {
+                        out.push(Fragment::Text(lo, left));
+                    }
+                    out.push(Fragment::Token(id));
+                    lo = m + tok.len();
+                    if a & attr::RSTRIP != 0 {
+                        while lo < hi && is_c_space(text[lo]) {
+                            lo += 1;
+                        }
+                    }
+                }
+                if lo < hi {
+                    out.push(Fragment::Text(lo, hi));
+                }
+            }
+            frags = out;
+        }
+        frags
+    }
+
+    fn vocab(name: &str) -> Vocab {
+        let tokens = [
+            "a", "b", "c", "d", " ", "ab", "bcd", "cd", "  ", "   ", "abab", "<|x|>", "<|end|>",
+            "x", "<",
+        ];
+        let types = [1, 1, 1, 1, 1, 4, 4, 3, 4, 4, 4, 3, 2, 1, 1];
+        let mut md = Metadata::default();
+        md.insert("general.name", Value::string(name));
+        md.insert("tokenizer.ggml.model", Value::string("llama"));
+        md.insert(
+            "tokenizer.ggml.tokens",
+            Value::Array(Array::String(tokens.iter().collect::<StringArray>())),
+        );
+        md.insert(
+            "tokenizer.ggml.scores",
+            Value::Array(Array::F32(vec![0.0; tokens.len()])),
+        );
+        md.insert(
+            "tokenizer.ggml.token_type",
+            Value::Array(Array::I32(types.to_vec())),
+        );
+        Vocab::from_metadata(&md).expect("vocab").0
+    }
+
+    #[test]
+    fn trie_partition_equals_llama_cpp_loop() {
+        let mut rng = 99u64;
+        let pieces: [&[u8]; 9] = [
+            b"a", b"b", b"c", b"d", b" ", b"\t", b"<|x|>", b"<|end|>", b"<|",
+        ];
+        for name in ["plain", "Phi-3 mini"] {
+            let v = vocab(name);
+            let sp = Specials::new(&v);
+            let mut w = PartitionWork::default();
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            for _ in 0..4000 {
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let n = (rng >> 59) as usize + 1;
+                let mut text = Vec::new();
+                for k in 0..n * 3 {
+                    let r = (rng >> (k % 50)) as usize;
+                    text.extend_from_slice(pieces[r % pieces.len()]);
+                }
+                for parse in [false, true] {
+                    let want = reference(&v, &text, parse);
+                    sp.partition_with_budget(&text, parse, OCCURRENCE_BUDGET, &mut w, &mut fast);
+                    sp.partition_with_budget(&text, parse, 0, &mut w, &mut slow);
+                    let show = String::from_utf8_lossy(&text);
+                    assert_eq!(
+                        fast, want,
+                        "{name}: occurrence path on {show:?} (parse_special {parse})"
+                    );
+                    assert_eq!(
+                        slow, want,
+                        "{name}: search path on {show:?} (parse_special {parse})"
+                    );
+                }
+            }
+        }
+    }
+}
