@@ -26,6 +26,18 @@ pub enum QuantError {
         /// Bytes expected.
         expected: usize,
     },
+    /// A byte buffer is not a whole number of blocks.
+    #[error("{ty}: {what} has {found} bytes, not a multiple of the {type_size}-byte block")]
+    NotWholeBlocks {
+        /// The ggml type.
+        ty: GgmlType,
+        /// Which buffer.
+        what: &'static str,
+        /// Bytes found.
+        found: usize,
+        /// Bytes per block.
+        type_size: usize,
+    },
     /// An element count is not a multiple of the type's block size.
     #[error("{ty}: {what} has {found} elements, not a multiple of the block size {block_size}")]
     NotBlockMultiple {

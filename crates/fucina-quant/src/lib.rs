@@ -19,12 +19,16 @@ pub mod dispatch;
 mod error;
 pub mod formats;
 pub mod half;
+pub mod matmul;
+pub mod pool;
 
 pub use activation::ActType;
 pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
 pub use error::{QuantError, Result};
 pub use formats::{format, Format, REGISTRY};
 pub use fucina_gguf::GgmlType;
+pub use matmul::QMatrix;
+pub use pool::ThreadPool;
 
 fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
     format(ty).ok_or(QuantError::Unsupported { ty, op })
@@ -35,11 +39,11 @@ fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
 pub fn elements_in(ty: GgmlType, n_bytes: usize) -> Result<usize> {
     let f = supported(ty, "dequantize")?;
     if !n_bytes.is_multiple_of(f.type_size) {
-        return Err(QuantError::ByteLength {
+        return Err(QuantError::NotWholeBlocks {
             ty,
             what: "input",
             found: n_bytes,
-            expected: n_bytes / f.type_size * f.type_size,
+            type_size: f.type_size,
         });
     }
     Ok(n_bytes / f.type_size * f.block_size)

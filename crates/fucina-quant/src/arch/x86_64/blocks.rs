@@ -33,17 +33,27 @@ macro_rules! block_kernels {
             unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
         }
 
-        /// The f16 at `b[off..off + 2]`, widened with F16C.
+        /// The f16 at `b[off..off + 2]`, widened with F16C into all 8 lanes. Broadcasting
+        /// first matters: a scalar conversion lets the compiler merge the f16 into a
+        /// register it picks freely (often the accumulator), chaining every block's
+        /// scale to the previous block's FMA.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn f16s(b: &[u8], off: usize) -> f32 {
+        fn f16x8(b: &[u8], off: usize) -> __m256 {
             let h = u16::from_le_bytes([b[off], b[off + 1]]);
-            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h))))
+            _mm256_cvtph_ps(_mm_set1_epi16(h as i16))
         }
 
+        /// The f32 at `b[off..off + 4]` in all 8 lanes.
+        #[target_feature(enable = $feat)]
         #[inline]
-        fn f32s(b: &[u8], off: usize) -> f32 {
-            f32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+        fn f32x8(b: &[u8], off: usize) -> __m256 {
+            _mm256_set1_ps(f32::from_le_bytes([
+                b[off],
+                b[off + 1],
+                b[off + 2],
+                b[off + 3],
+            ]))
         }
 
         #[target_feature(enable = $feat)]
@@ -102,7 +112,7 @@ macro_rules! block_kernels {
                 let q = _mm256_sub_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(8));
                 let p = dot_i8(q, load_i256(&y[2..34]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
@@ -114,17 +124,17 @@ macro_rules! block_kernels {
         #[target_feature(enable = $feat)]
         fn q4_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
-            let mut summ = 0f32;
+            let mut summ = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(20).zip(a.chunks_exact(36)) {
                 let p = dot_u8(nibbles(&x[4..20]), load_i256(&y[4..36]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
-                summ += f16s(x, 2) * f16s(y, 2);
+                summ = _mm256_add_ps(summ, _mm256_mul_ps(f16x8(x, 2), f16x8(y, 2)));
             }
-            hsum(acc) + summ
+            hsum(acc) + _mm256_cvtss_f32(summ)
         }
 
         // Q5_0 (−16..=15) · Q8_0.
@@ -140,7 +150,7 @@ macro_rules! block_kernels {
                 );
                 let p = dot_i8(q, load_i256(&y[2..34]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
@@ -152,20 +162,20 @@ macro_rules! block_kernels {
         #[target_feature(enable = $feat)]
         fn q5_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
-            let mut summ = 0f32;
+            let mut summ = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(24).zip(a.chunks_exact(36)) {
                 let qh = u32::from_le_bytes([x[4], x[5], x[6], x[7]]);
                 let hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
                 let q = _mm256_or_si256(nibbles(&x[8..24]), hb);
                 let p = dot_u8(q, load_i256(&y[4..36]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
-                summ += f16s(x, 2) * f16s(y, 2);
+                summ = _mm256_add_ps(summ, _mm256_mul_ps(f16x8(x, 2), f16x8(y, 2)));
             }
-            hsum(acc) + summ
+            hsum(acc) + _mm256_cvtss_f32(summ)
         }
 
         // Q8_0 (any i8) · Q8_0.
@@ -175,7 +185,7 @@ macro_rules! block_kernels {
             for (x, y) in w.chunks_exact(34).zip(a.chunks_exact(34)) {
                 let p = dot_i8(load_i256(&x[2..34]), load_i256(&y[2..34]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
@@ -192,7 +202,7 @@ macro_rules! block_kernels {
                 let q = _mm256_shuffle_epi8(table, nibbles(&x[2..18]));
                 let p = dot_i8(q, load_i256(&y[2..34]));
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f16s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f16x8(y, 0)),
                     _mm256_cvtepi32_ps(p),
                     acc,
                 );
@@ -204,9 +214,9 @@ macro_rules! block_kernels {
         #[target_feature(enable = $feat)]
         fn q2_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
-            let mut accm = 0f32;
+            let mut accm = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(84).zip(a.chunks_exact(292)) {
-                let da = f32s(y, 0);
+                let da = f32x8(y, 0);
                 let sc = &x[0..16];
                 let summs: i32 = (0..16).map(|g| i32::from(sc[g] >> 4) * bsum(y, g)).sum();
                 let mut sumi = _mm256_setzero_si256();
@@ -221,13 +231,17 @@ macro_rules! block_kernels {
                     }
                 }
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 80) * da),
+                    _mm256_mul_ps(f16x8(x, 80), da),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );
-                accm += (f16s(x, 82) * da) * summs as f32;
+                accm = _mm256_fmadd_ps(
+                    _mm256_mul_ps(f16x8(x, 82), da),
+                    _mm256_set1_ps(summs as f32),
+                    accm,
+                );
             }
-            hsum(acc) - accm
+            hsum(acc) - _mm256_cvtss_f32(accm)
         }
 
         // Q3_K (u = 0..=7 stands for u − 4; signed 6-bit scales) · Q8_K. The offset is
@@ -256,7 +270,7 @@ macro_rules! block_kernels {
                     );
                 }
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 108) * f32s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 108), f32x8(y, 0)),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );
@@ -283,9 +297,9 @@ macro_rules! block_kernels {
         #[target_feature(enable = $feat)]
         fn q4_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
-            let mut accm = 0f32;
+            let mut accm = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(144).zip(a.chunks_exact(292)) {
-                let da = f32s(y, 0);
+                let da = f32x8(y, 0);
                 let (sc, mn) = k_scale_min(&x[4..16]);
                 let summs: i32 = (0..8)
                     .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
@@ -297,22 +311,26 @@ macro_rules! block_kernels {
                     _mm256_and_si256(q4, _mm256_set1_epi8(0x0f))
                 });
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * da),
+                    _mm256_mul_ps(f16x8(x, 0), da),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );
-                accm += (f16s(x, 2) * da) * summs as f32;
+                accm = _mm256_fmadd_ps(
+                    _mm256_mul_ps(f16x8(x, 2), da),
+                    _mm256_set1_ps(summs as f32),
+                    accm,
+                );
             }
-            hsum(acc) - accm
+            hsum(acc) - _mm256_cvtss_f32(accm)
         }
 
         // Q5_K (0..=31) · Q8_K. Pairs ≤ 2·31·127.
         #[target_feature(enable = $feat)]
         fn q5_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
-            let mut accm = 0f32;
+            let mut accm = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(176).zip(a.chunks_exact(292)) {
-                let da = f32s(y, 0);
+                let da = f32x8(y, 0);
                 let (sc, mn) = k_scale_min(&x[4..16]);
                 let summs: i32 = (0..8)
                     .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
@@ -330,13 +348,17 @@ macro_rules! block_kernels {
                     )
                 });
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * da),
+                    _mm256_mul_ps(f16x8(x, 0), da),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );
-                accm += (f16s(x, 2) * da) * summs as f32;
+                accm = _mm256_fmadd_ps(
+                    _mm256_mul_ps(f16x8(x, 2), da),
+                    _mm256_set1_ps(summs as f32),
+                    accm,
+                );
             }
-            hsum(acc) - accm
+            hsum(acc) - _mm256_cvtss_f32(accm)
         }
 
         // Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K. The offset is removed
@@ -372,7 +394,7 @@ macro_rules! block_kernels {
                     }
                 }
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 208) * f32s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 208), f32x8(y, 0)),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );
@@ -395,7 +417,7 @@ macro_rules! block_kernels {
                     sumi = madd_acc(sumi, p16, _mm256_set1_epi16(i16::from(sc[g])));
                 }
                 acc = _mm256_fmadd_ps(
-                    _mm256_set1_ps(f16s(x, 0) * f32s(y, 0)),
+                    _mm256_mul_ps(f16x8(x, 0), f32x8(y, 0)),
                     _mm256_cvtepi32_ps(sumi),
                     acc,
                 );

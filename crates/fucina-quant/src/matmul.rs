@@ -1,0 +1,182 @@
+//! Threaded quantized matrix products: `y = W·x` for one activation row (GEMV,
+//! decode) or many (GEMM, prefill). `W` is `rows × cols` in a ggml block type, row
+//! major (ggml `ne = [cols, rows]`); activations and outputs are f32, row major.
+//!
+//! Activations are converted once per call to the kernel's activation format; weight
+//! rows are split into chunks that threads claim from an atomic counter (so a thread
+//! slowed by another process does not hold the others back).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fucina_gguf::GgmlType;
+
+use crate::dispatch::{DotEntry, Kernels};
+use crate::pool::ThreadPool;
+use crate::{QuantError, Result};
+
+/// Chunks per thread: enough for balance, few enough that claiming is free.
+const CHUNKS_PER_THREAD: usize = 16;
+/// Weight rows per GEMM tile: a tile's weights stay in L1/L2 while every token passes.
+const GEMM_TILE_ROWS: usize = 16;
+
+/// A quantized weight matrix checked once: type, shape and byte length agree.
+#[derive(Clone, Copy, Debug)]
+pub struct QMatrix<'a> {
+    entry: DotEntry,
+    bytes: &'a [u8],
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+}
+
+impl<'a> QMatrix<'a> {
+    /// Wrap `bytes` as a `rows × cols` matrix of `ty`, with the dot kernels of `kernels`.
+    pub fn new(
+        kernels: &Kernels,
+        ty: GgmlType,
+        bytes: &'a [u8],
+        rows: usize,
+        cols: usize,
+    ) -> Result<QMatrix<'a>> {
+        let entry = kernels.entry(ty)?;
+        if cols == 0 || !cols.is_multiple_of(entry.block_size) {
+            return Err(QuantError::NotBlockMultiple {
+                ty,
+                what: "row",
+                found: cols,
+                block_size: entry.block_size,
+            });
+        }
+        let row_bytes = cols / entry.block_size * entry.type_size;
+        let total = rows
+            .checked_mul(row_bytes)
+            .ok_or_else(|| QuantError::Shape(format!("{rows} × {cols} {ty} overflows usize")))?;
+        if bytes.len() != total {
+            return Err(QuantError::ByteLength {
+                ty,
+                what: "weights",
+                found: bytes.len(),
+                expected: total,
+            });
+        }
+        Ok(QMatrix {
+            entry,
+            bytes,
+            rows,
+            cols,
+            row_bytes,
+        })
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The dot kernel in use.
+    pub fn entry(&self) -> &DotEntry {
+        &self.entry
+    }
+
+    fn row(&self, r: usize) -> &[u8] {
+        &self.bytes[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// `y = W·x` for one activation row (`x.len() == cols`, `y.len() == rows`).
+    pub fn gemv(&self, pool: &ThreadPool, x: &[f32], y: &mut [f32]) -> Result<()> {
+        self.gemm(pool, x, 1, y)
+    }
+
+    /// `Y = X·Wᵀ` for `n` activation rows: `x` is `n × cols`, `y` is `n × rows`.
+    pub fn gemm(&self, pool: &ThreadPool, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+        let ty = self.entry.ty;
+        let (want_x, want_y) = (n.saturating_mul(self.cols), n.saturating_mul(self.rows));
+        if x.len() != want_x {
+            return Err(QuantError::ElementCount {
+                ty,
+                what: "activations",
+                found: x.len(),
+                expected: want_x,
+            });
+        }
+        if y.len() != want_y {
+            return Err(QuantError::ElementCount {
+                ty,
+                what: "output",
+                found: y.len(),
+                expected: want_y,
+            });
+        }
+        if n == 0 || self.rows == 0 {
+            return Ok(());
+        }
+        let act = self.entry.act;
+        let act_row = act.row_bytes(self.cols);
+        let mut acts = vec![0u8; n * act_row];
+        for (src, dst) in x
+            .chunks_exact(self.cols)
+            .zip(acts.chunks_exact_mut(act_row))
+        {
+            act.quantize_into(src, dst);
+        }
+        let n_chunks = (pool.n_threads() * CHUNKS_PER_THREAD).min(self.rows);
+        let chunk_rows = self.rows.div_ceil(n_chunks);
+        let next = AtomicUsize::new(0);
+        let out = SharedOut::new(y);
+        let acts = &acts;
+        pool.run(&|_thread| loop {
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            let start = c * chunk_rows;
+            if start >= self.rows {
+                break;
+            }
+            let end = (start + chunk_rows).min(self.rows);
+            let mut tile = [0f32; GEMM_TILE_ROWS];
+            for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
+                let t1 = (t0 + GEMM_TILE_ROWS).min(end);
+                for (tok, a) in acts.chunks_exact(act_row).enumerate() {
+                    for (v, r) in tile.iter_mut().zip(t0..t1) {
+                        *v = self.entry.dot(self.row(r), a);
+                    }
+                    out.write(tok * self.rows + t0, &tile[..t1 - t0]);
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The output matrix shared by the threads of one call; each thread writes only the
+/// rows of the chunks it claimed from the atomic counter, so writes never overlap.
+struct SharedOut {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `SharedOut` is only used inside one `gemm` call, whose threads write
+// disjoint index ranges (rows claimed exclusively through an atomic counter) and
+// never read; the borrow of `y` outlives the call.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn new(y: &mut [f32]) -> SharedOut {
+        SharedOut {
+            ptr: y.as_mut_ptr(),
+            len: y.len(),
+        }
+    }
+
+    /// Write `vals` at `start..start + vals.len()`.
+    fn write(&self, start: usize, vals: &[f32]) {
+        assert!(start + vals.len() <= self.len, "output range out of bounds");
+        // SAFETY: the range is in bounds (checked above) of the `&mut [f32]` this was
+        // built from, which is borrowed for the whole call, and no other thread writes
+        // it (see the `Sync` impl).
+        unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), self.ptr.add(start), vals.len()) }
+    }
+}
