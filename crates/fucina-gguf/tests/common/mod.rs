@@ -10,18 +10,22 @@ use fucina_gguf::{Array, GgmlType, GgufWriter, StringArray, Value};
 pub struct B(pub Vec<u8>);
 
 impl B {
+    /// Append a byte.
     pub fn u8(mut self, v: u8) -> Self {
         self.0.push(v);
         self
     }
+    /// Append a little-endian u32.
     pub fn u32(mut self, v: u32) -> Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// Append a little-endian u64.
     pub fn u64(mut self, v: u64) -> Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// Append raw bytes.
     pub fn bytes(mut self, v: &[u8]) -> Self {
         self.0.extend_from_slice(v);
         self
@@ -57,6 +61,7 @@ impl B {
         }
         self
     }
+    /// Append `n` zero bytes.
     pub fn zeros(mut self, n: usize) -> Self {
         self.0.resize(self.0.len() + n, 0);
         self
