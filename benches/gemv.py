@@ -9,10 +9,13 @@ fraction of the memory read bandwidth measured in the same run, our time vs rayo
 with the same kernels (the thread-pool choice), and the ratio against ggml's
 `ggml_mul_mat` (ours/peer speed; > 1 means we are faster).
 
+Both sides stream weights from memory: a matrix smaller than 256 MiB is copied
+until the copies fill 256 MiB and successive GEMVs rotate through them (ours), or
+one graph holds one mul_mat node per copy (the peer: a decode step's pattern, so
+ggml's per-graph overhead is amortised as in llama.cpp).
+
 The peer is the ggml built by llama-cpp-python in benches/.peers (see
-benches/setup_peers.sh), driven through ctypes: one graph holding REPEAT
-independent mul_mat nodes on the same weights (a decode step's pattern, so ggml's
-per-graph overhead is amortised as it is in llama.cpp), computed with
+benches/setup_peers.sh), driven through ctypes and computed with
 `ggml_graph_compute_with_ctx` on the same thread count.
 
 Usage: python3 benches/gemv.py [--threads 2] [--filter Q8_0] [--no-peer]
@@ -72,11 +75,11 @@ class Ggml:
         c.ggml_graph_compute_with_ctx.restype = ctypes.c_int
         c.ggml_graph_compute_with_ctx.argtypes = [vp, vp, ctypes.c_int]
 
-    def time_gemv(self, ty: str, rows: int, cols: int, wbytes: int, threads: int, target_s: float = 1.0) -> float:
+    def time_gemv(self, ty: str, rows: int, cols: int, wbytes: int, threads: int, copies: int,
+                  target_s: float = 1.0) -> float:
         import numpy as np
 
-        repeat = max(1, min(64, int(2e-3 / max(wbytes / 15e9, 1e-7))))
-        ctx = self.base.ggml_init(Ggml.InitParams(wbytes + (256 << 20) + repeat * (rows + cols) * 8, None, False))
+        ctx = self.base.ggml_init(Ggml.InitParams((copies + 1) * wbytes + (256 << 20), None, False))
         try:
             w = self.base.ggml_new_tensor_2d(ctx, GGML_TYPES[ty], cols, rows)
             rng = np.random.default_rng(0)
@@ -87,8 +90,14 @@ class Ggml:
                 src = rng.uniform(-1, 1, n * cols).astype(np.float32)
                 dst = self.base.ggml_get_data(w) + r0 * row_bytes
                 self.base.ggml_quantize_chunk(GGML_TYPES[ty], src.ctypes.data, dst, 0, n, cols, None)
+            weights = [w]
+            for _ in range(copies - 1):
+                c = self.base.ggml_new_tensor_2d(ctx, GGML_TYPES[ty], cols, rows)
+                ctypes.memmove(self.base.ggml_get_data(c), self.base.ggml_get_data(w), wbytes)
+                weights.append(c)
             graph = self.base.ggml_new_graph(ctx)
-            for _ in range(repeat):
+            repeat = copies
+            for w in weights:
                 x = self.base.ggml_new_tensor_2d(ctx, 0, cols, 1)
                 xs = rng.uniform(-1, 1, cols).astype(np.float32)
                 ctypes.memmove(self.base.ggml_get_data(x), xs.ctypes.data, cols * 4)
@@ -128,7 +137,7 @@ def main() -> int:
         line = (f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
                 f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}")
         if peer is not None and r["type"] in GGML_TYPES:
-            t_peer = peer.time_gemv(r["type"], r["rows"], r["cols"], r["bytes"], args.threads)
+            t_peer = peer.time_gemv(r["type"], r["rows"], r["cols"], r["bytes"], args.threads, r["copies"])
             line += f"{t_peer * 1e6:>10.1f}{t_peer / r['seconds']:>10.2f}"
         print(line, flush=True)
     return 0

@@ -31,31 +31,68 @@ fn best(v: Vec<f64>) -> f64 {
     v.into_iter().fold(f64::INFINITY, f64::min)
 }
 
-/// Read bandwidth: `threads` threads each sum their half of a buffer far larger than the caches.
+/// Read bandwidth: the pool's threads sum 1 MiB chunks of a 512 MiB buffer (far
+/// larger than the caches), claimed from a counter like the GEMV's row chunks.
 fn memory_read_bandwidth(pool: &ThreadPool) -> f64 {
-    let words = 512usize << 20 >> 3; // 512 MiB
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    let words = 512usize << 20 >> 3;
     let buf: Vec<u64> = (0..words as u64).collect();
-    let parts = pool.n_threads();
-    let per = words / parts;
-    let sink = std::sync::atomic::AtomicU64::new(0);
+    let chunk = (1 << 20) >> 3;
+    let sink = AtomicU64::new(0);
     let mut times = Vec::new();
     for _ in 0..7 {
+        let next = AtomicUsize::new(0);
         let t = Instant::now();
-        pool.run(&|i| {
-            let mut acc = [0u64; 8];
-            for c in buf[i * per..(i + 1) * per].chunks_exact(8) {
-                for (a, v) in acc.iter_mut().zip(c) {
-                    *a = a.wrapping_add(*v);
+        pool.run(&|_| {
+            let mut acc = 0u64;
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c * chunk >= words {
+                    break;
                 }
+                acc ^= sum_words(&buf[c * chunk..(c + 1) * chunk]);
             }
-            sink.fetch_add(
-                acc.iter().fold(0, |s, v| s ^ v),
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            sink.fetch_add(acc, Ordering::Relaxed);
         });
         times.push(t.elapsed().as_secs_f64());
     }
-    (per * parts * 8) as f64 / best(times)
+    (words * 8) as f64 / best(times)
+}
+
+/// Wrapping sum of `words`, with AVX2 loads where the CPU has them.
+fn sum_words(words: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected just above.
+            return unsafe { sum_avx2(words) };
+        }
+    }
+    words.iter().fold(0, |s, v| s.wrapping_add(*v))
+}
+
+/// Sum with 256-bit loads, four independent accumulators (so the probe, like the
+/// GEMV kernels, is limited by memory rather than by narrow loads).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_avx2(words: &[u64]) -> u64 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_si256(); 4];
+    for c in words.chunks_exact(16) {
+        for (k, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `c` has 16 words, so words 4k..4k+4 are in bounds; loadu needs no alignment.
+            let v = unsafe { _mm256_loadu_si256(c[4 * k..].as_ptr().cast()) };
+            *a = _mm256_add_epi64(*a, v);
+        }
+    }
+    let s = _mm256_add_epi64(
+        _mm256_add_epi64(acc[0], acc[1]),
+        _mm256_add_epi64(acc[2], acc[3]),
+    );
+    let mut out = [0u64; 4];
+    // SAFETY: `out` is 32 writable bytes.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), s) };
+    out.iter().fold(0, |x, y| x.wrapping_add(*y))
 }
 
 fn main() {
@@ -100,26 +137,34 @@ fn main() {
             fucina_quant::quantize(ty, &splitmix(r0 as u64, (r1 - r0) * cols), &mut w)
                 .expect("quantize");
         }
-        let m = QMatrix::new(kernels, ty, &w, rows, cols).expect("matrix");
+        // Rotate through enough copies (≥ 256 MiB) that every GEMV streams its weights
+        // from memory, as in a real model whose layers do not fit the caches.
+        let copies = ((256usize << 20) / w.len()).max(1);
+        let all = w.repeat(copies);
+        let mats: Vec<QMatrix> = all
+            .chunks_exact(w.len())
+            .map(|c| QMatrix::new(kernels, ty, c, rows, cols).expect("matrix"))
+            .collect();
         let x = splitmix(99, cols);
         let mut y = vec![0f32; rows];
         // Enough repetitions for ~1 s per variant.
         let t = Instant::now();
-        m.gemv(&pool, &x, &mut y).expect("gemv");
+        mats[0].gemv(&pool, &x, &mut y).expect("gemv");
         let once = t.elapsed().as_secs_f64().max(1e-6);
         let reps = ((1.0 / once) as usize).clamp(5, 20_000);
         let mut ours = Vec::with_capacity(reps);
-        for _ in 0..reps {
+        for i in 0..reps {
             let t = Instant::now();
-            m.gemv(&pool, &x, &mut y).expect("gemv");
+            mats[i % copies].gemv(&pool, &x, &mut y).expect("gemv");
             ours.push(t.elapsed().as_secs_f64());
         }
         // The same kernel and activation conversion, threaded by rayon.
-        let e = *m.entry();
+        let e = *mats[0].entry();
         let row_bytes = w.len() / rows;
         let mut yr = vec![0f32; rows];
         let mut theirs = Vec::with_capacity(reps);
-        for _ in 0..reps {
+        for i in 0..reps {
+            let w = &all[(i % copies) * w.len()..][..w.len()];
             let t = Instant::now();
             let mut a = Vec::new();
             e.act.quantize_row(&x, &mut a).expect("activation");
@@ -136,7 +181,7 @@ fn main() {
         assert_eq!(y, yr, "rayon and pool results differ");
         let (t_ours, t_rayon) = (best(ours), best(theirs));
         println!(
-            r#"{{"kind": "gemv", "type": "{ty}", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t_ours:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "fraction_of_memory_bw": {:.3}, "kernel": "{:?}"}}"#,
+            r#"{{"kind": "gemv", "type": "{ty}", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t_ours:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "fraction_of_memory_bw": {:.3}, "copies": {copies}, "kernel": "{:?}"}}"#,
             w.len(),
             w.len() as f64 / t_ours,
             w.len() as f64 / t_ours / bw,
