@@ -10,13 +10,15 @@ gemma3 236
 
 from __future__ import annotations
 
-from . import assets
+from . import assets, quant
 from ._core import (
     FucinaError,
     GGUFError,
     GGUFFile,
     GGUFWriter,
+    StreamDecoder,
     TensorInfo,
+    Tokenizer,
     UnsupportedModelError,
     __version__,
     build_info,
@@ -28,10 +30,13 @@ __all__ = [
     "GGUFError",
     "GGUFFile",
     "GGUFWriter",
+    "StreamDecoder",
     "TensorInfo",
+    "Tokenizer",
     "UnsupportedModelError",
     "__version__",
     "assets",
     "build_info",
+    "quant",
     "read_gguf_header",
 ]

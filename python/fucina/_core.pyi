@@ -18,6 +18,10 @@ __all__ = [
     "__version__",
     "build_info",
     "read_gguf_header",
+    "dequantize",
+    "quantize",
+    "Tokenizer",
+    "StreamDecoder",
 ]
 
 class FucinaError(Exception):
@@ -83,8 +87,9 @@ class GGUFFile:
         """Tensor infos by name, in file order."""
     def tensor_bytes(self, name: str) -> npt.NDArray[np.uint8]:
         """A tensor's raw bytes: read-only, zero-copy."""
-    def tensor(self, name: str) -> npt.NDArray[Any]:
-        """A tensor as a zero-copy array (raw uint16 bits for BF16, raw blocks for quantized types)."""
+    def tensor(self, name: str, dequantize: bool = False) -> npt.NDArray[Any]:
+        """A tensor as a zero-copy array (raw uint16 bits for BF16, raw blocks for quantized
+        types), or with ``dequantize=True`` a new float32 array."""
     @property
     def version(self) -> int: ...
     @property
@@ -128,3 +133,62 @@ class GGUFWriter:
     def write(self, path: str | PathLike[str]) -> None:
         """Write the file atomically."""
     def to_bytes(self) -> bytes: ...
+
+def dequantize(raw: bytes, ggml_type: str | int, shape: Sequence[int]) -> npt.NDArray[np.float32]:
+    """Decode raw block bytes to float32 of ``shape`` (numpy order; last dim = ggml row)."""
+
+def quantize(array: npt.ArrayLike, ggml_type: str | int) -> bytes:
+    """Encode a float array (last dim a multiple of the block size) to block bytes."""
+
+@final
+class StreamDecoder:
+    """Token-by-token detokenizer that emits only complete UTF-8 characters."""
+
+    def push(self, id: int) -> str:
+        """Add one token; return the newly complete text (possibly "")."""
+    def flush(self) -> str:
+        """End of output: return held-back bytes (an incomplete tail becomes U+FFFD)."""
+    def reset(self) -> None:
+        """Drop held-back bytes."""
+
+@final
+class Tokenizer:
+    """A tokenizer read from GGUF metadata (byte-level BPE or SentencePiece), token-exact with llama.cpp."""
+
+    @staticmethod
+    def from_gguf(path: str | PathLike[str]) -> Tokenizer:
+        """Read the tokenizer from a GGUF file (only the metadata is read)."""
+    def encode(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of ``text``; ``parse_special`` maps control-token text to ids."""
+    def encode_batch(
+        self, texts: Sequence[str | bytes], add_special: bool = True, parse_special: bool = False
+    ) -> list[list[int]]:
+        """``encode`` over many texts, in parallel with the GIL released."""
+    def decode(self, ids: Sequence[int], special: bool = False) -> str:
+        """The text of ``ids`` (invalid UTF-8 replaced by U+FFFD)."""
+    def decode_bytes(self, ids: Sequence[int], special: bool = False) -> bytes:
+        """The raw bytes of ``ids``."""
+    def token_to_piece(self, id: int, special: bool = True) -> bytes:
+        """The bytes token ``id`` renders to (llama.cpp ``token_to_piece``)."""
+    def token_to_id(self, text: str | bytes) -> int | None:
+        """The id whose vocabulary text is ``text``, or None."""
+    def is_eog(self, id: int) -> bool:
+        """Whether ``id`` ends generation (EOS, end-of-turn, ...)."""
+    def stream_decoder(self, special: bool = False) -> StreamDecoder:
+        """A decoder for token-by-token output."""
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def bos_id(self) -> int | None: ...
+    @property
+    def eos_id(self) -> int | None: ...
+    @property
+    def eot_id(self) -> int | None: ...
+    @property
+    def add_bos(self) -> bool: ...
+    @property
+    def add_eos(self) -> bool: ...
+    @property
+    def kind(self) -> str:
+        """``"bpe"`` or ``"spm"``."""
+    def __len__(self) -> int: ...

@@ -101,7 +101,8 @@ macro_rules! ggml_types {
     ($( $variant:ident = $id:literal, $name:literal, $block:expr, $bytes:expr; )*) => {
         /// A ggml tensor element type (`ggml_type`), with its block geometry.
         ///
-        /// The table mirrors `GGML_QUANT_SIZES` in gguf-py / `type_traits` in ggml.
+        /// The table mirrors `type_traits` in ggml (and `GGML_QUANT_SIZES` in gguf-py, which
+        /// lags ggml: it lacks Q2_0 and still sizes Q8_1 at 40 bytes).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u32)]
         #[allow(missing_docs, non_camel_case_types)]
@@ -123,7 +124,8 @@ ggml_types! {
     Q5_0 = 6, "Q5_0", 32, 2 + 4 + 16;
     Q5_1 = 7, "Q5_1", 32, 2 + 2 + 4 + 16;
     Q8_0 = 8, "Q8_0", 32, 2 + 32;
-    Q8_1 = 9, "Q8_1", 32, 4 + 4 + 32;
+    // ggml's block_q8_1 is f16 d + f16 s + 32 quants (gguf-py's table still says 40).
+    Q8_1 = 9, "Q8_1", 32, 2 + 2 + 32;
     Q2_K = 10, "Q2_K", QK_K, 2 + 2 + QK_K / 16 + QK_K / 4;
     Q3_K = 11, "Q3_K", QK_K, 2 + QK_K / 4 + QK_K / 8 + 12;
     Q4_K = 12, "Q4_K", QK_K, 2 + 2 + QK_K / 2 + 12;
@@ -150,6 +152,7 @@ ggml_types! {
     MXFP4 = 39, "MXFP4", 32, 1 + 16;
     NVFP4 = 40, "NVFP4", 64, 4 + 32;
     Q1_0 = 41, "Q1_0", 128, 2 + 16;
+    Q2_0 = 42, "Q2_0", 64, 2 + 16;
 }
 
 impl GgmlType {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use fucina_gguf::{
-    Array, GgmlType, GgufError, GgufFile, GgufWriter, OpenOptions, TensorInfo, Value, ValueType,
+    Array, GgmlType, GgufFile, GgufWriter, OpenOptions, TensorInfo, Value, ValueType,
 };
 use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
@@ -262,14 +262,35 @@ impl PyGgufFile {
         Ok(arr.into_any())
     }
 
-    /// A tensor as a zero-copy numpy array in numpy (row-major) shape.
+    /// A tensor as a numpy array in numpy (row-major) shape.
     ///
-    /// F32/F16/F64/I8..I64 get their numpy dtype; BF16 comes as its raw `uint16`
-    /// bit patterns; quantized types come as raw blocks, `uint8` of shape
-    /// `(*shape[:-1], bytes_per_row)` (gguf-py's convention).
-    fn tensor<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let file = self.file()?;
+    /// By default the array is a zero-copy view: F32/F16/F64/I8..I64 get their numpy
+    /// dtype; BF16 comes as its raw `uint16` bit patterns; quantized types come as raw
+    /// blocks, `uint8` of shape `(*shape[:-1], bytes_per_row)` (gguf-py's convention).
+    /// With `dequantize=True` every float or quantized type is decoded to a new
+    /// float32 array (bit-identical to gguf-py's `gguf.quants.dequantize`).
+    #[pyo3(signature = (name, dequantize = false))]
+    fn tensor<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        dequantize: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let file = self.file()?.clone();
         let info = file.tensor(name).map_err(gguf_err)?;
+        let shape_tuple = PyTuple::new(py, info.shape())?;
+        if dequantize && info.ggml_type != GgmlType::F32 {
+            let bytes = file.info_bytes(info).map_err(gguf_err)?;
+            let n = usize::try_from(info.n_elements()).map_err(|_| {
+                gguf_value_error(format!("tensor '{name}' is too large for this platform"))
+            })?;
+            let mut out = vec![0f32; n];
+            py.detach(|| fucina_quant::dequantize(info.ggml_type, bytes, &mut out))
+                .map_err(crate::quant::quant_err)?;
+            return numpy::PyArray1::from_vec(py, out)
+                .into_any()
+                .call_method1("reshape", (shape_tuple,));
+        }
         let raw = self.tensor_bytes(py, name)?;
         let mut shape: Vec<u64> = info.shape();
         let dtype = match info.ggml_type {
@@ -655,6 +676,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorInfo>()?;
     m.add_class::<PyGgufWriter>()?;
     m.add_function(wrap_pyfunction!(read_gguf_header, m)?)?;
-    let _unused: Option<GgufError> = None;
     Ok(())
 }

@@ -3,6 +3,8 @@
 
 mod errors;
 mod gguf;
+mod quant;
+mod tokenizer;
 
 use pyo3::prelude::*;
 
@@ -18,6 +20,11 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         "n_cpus",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     )?;
+    // The kernel set chosen by CPU detection (or forced by FUCINA_ISA).
+    let isa = fucina_quant::Kernels::from_env()
+        .map(|k| k.isa().name().to_owned())
+        .unwrap_or_else(|e| format!("error: {e}"));
+    d.set_item("isa", isa)?;
     Ok(d)
 }
 
@@ -26,6 +33,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     gguf::register(m)?;
+    quant::register(m)?;
+    tokenizer::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

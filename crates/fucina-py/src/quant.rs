@@ -13,7 +13,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors::{raise, unsupported_model_error};
 
-fn quant_err(e: QuantError) -> PyErr {
+pub(crate) fn quant_err(e: QuantError) -> PyErr {
     match e {
         QuantError::Unsupported { .. } => Python::attach(|py| match unsupported_model_error(py) {
             Ok(ty) => raise(ty, e.to_string()),
@@ -64,7 +64,8 @@ fn dequantize<'py>(
         }
     }
     let mut out = vec![0f32; n];
-    py.detach(|| fucina_quant::dequantize(ty, raw, &mut out)).map_err(quant_err)?;
+    py.detach(|| fucina_quant::dequantize(ty, raw, &mut out))
+        .map_err(quant_err)?;
     numpy::PyArray1::from_vec(py, out).reshape(shape)
 }
 
@@ -91,7 +92,8 @@ fn quantize<'py>(
     }
     let src = arr.as_slice()?;
     let mut out = Vec::new();
-    py.detach(|| fucina_quant::quantize(ty, src, &mut out)).map_err(quant_err)?;
+    py.detach(|| fucina_quant::quantize(ty, src, &mut out))
+        .map_err(quant_err)?;
     Ok(PyBytes::new(py, &out))
 }
 

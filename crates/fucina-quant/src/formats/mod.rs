@@ -11,6 +11,7 @@ pub mod kquants;
 mod kquants_quant;
 pub mod legacy;
 pub mod q1_0;
+pub mod q2_0;
 pub mod ternary;
 
 use fucina_gguf::GgmlType;
@@ -83,7 +84,7 @@ const fn block_size(ty: GgmlType) -> usize {
     match ty {
         F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1,
         Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL | MXFP4 => 32,
-        NVFP4 => 64,
+        NVFP4 | Q2_0 => 64,
         Q1_0 => 128,
         _ => kquants::QK_K,
     }
@@ -101,7 +102,7 @@ const fn type_size(ty: GgmlType) -> usize {
         Q5_0 => legacy::Q5_0_BYTES,
         Q5_1 => legacy::Q5_1_BYTES,
         Q8_0 => legacy::Q8_0_BYTES,
-        Q8_1 => 40,
+        Q8_1 => 36,
         Q2_K => kquants::Q2_K_BYTES,
         Q3_K => kquants::Q3_K_BYTES,
         Q4_K => kquants::Q4_K_BYTES,
@@ -122,12 +123,14 @@ const fn type_size(ty: GgmlType) -> usize {
         MXFP4 => fp4::MXFP4_BYTES,
         NVFP4 => fp4::NVFP4_BYTES,
         Q1_0 => q1_0::Q1_0_BYTES,
+        Q2_0 => q2_0::Q2_0_BYTES,
     }
 }
 
-// Q8_1 is listed without a codec: gguf-py and fucina-gguf size it at 40 bytes
-// (the old f32 d/s layout) while ggml's current `block_q8_1` is 36, so no file
-// holding it can be read unambiguously. The integer types are not float data.
+// Q8_1 is listed without a codec: it is ggml's activation-side format (36-byte
+// `block_q8_1`, f16 d and s); gguf-py still sizes it at 40 (an old f32 layout), so
+// no file holding it can be checked against a reference. The integer types are
+// not float data.
 registry! {
     F32 => Some(float::dequantize_f32), Some(float::quantize_f32), Some(Dot::Kernel { act: ActType::F32, scalar: float::dot_f32 });
     F16 => Some(float::dequantize_f16), Some(float::quantize_f16), Some(Dot::Kernel { act: ActType::F16, scalar: float::dot_f16 });
@@ -158,6 +161,7 @@ registry! {
     MXFP4 => Some(fp4::dequantize_mxfp4), Some(fp4::quantize_mxfp4), Some(Dot::ViaDequant);
     NVFP4 => Some(fp4::dequantize_nvfp4), None, Some(Dot::ViaDequant);
     Q1_0 => Some(q1_0::dequantize_q1_0), Some(q1_0::quantize_q1_0), Some(Dot::ViaDequant);
+    Q2_0 => Some(q2_0::dequantize_q2_0), None, Some(Dot::ViaDequant);
 }
 
 /// The registry row of `ty`, if the type is known to this crate.

@@ -1,0 +1,66 @@
+"""fucina.quant and GGUFFile.tensor(dequantize=True) against gguf-py's codecs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf.quants
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as Q
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fucina
+import fucina.quant
+
+# Types gguf-py can both quantize and dequantize.
+ROUND_TRIP = [Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(ROUND_TRIP),
+    st.integers(1, 4),
+    hnp.arrays(np.float32, 64 * 4, elements=st.floats(-1e4, 1e4, width=32)),
+)
+def test_quantize_and_dequantize_bit_identical_to_gguf_py(ty: Q, rows: int, data: np.ndarray) -> None:
+    x = data[: rows * 64].reshape(rows, 64)
+    ours = fucina.quant.quantize(x, ty.name)
+    ref = gguf.quants.quantize(x, ty)
+    assert ours == ref.tobytes()
+    back = fucina.quant.dequantize(ours, ty.name, x.shape)
+    np.testing.assert_array_equal(back.view(np.uint32), gguf.quants.dequantize(ref, ty).view(np.uint32))
+
+
+def test_real_gemma_tensors_dequantize_like_gguf_py(gemma_path: Path) -> None:
+    with fucina.GGUFFile(gemma_path) as f:
+        seen = set()
+        for name, info in f.tensors.items():
+            if info.type in seen or info.n_bytes > 4_000_000:
+                continue
+            seen.add(info.type)
+            ours = f.tensor(name, dequantize=True)
+            assert ours.dtype == np.float32 and list(ours.shape) == info.shape
+            ref = gguf.quants.dequantize(f.tensor(name), Q[info.type])
+            np.testing.assert_array_equal(ours.view(np.uint32), ref.astype(np.float32).view(np.uint32), err_msg=name)
+        assert {"Q5_0", "Q4_K", "Q6_K", "F32"} <= seen
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="bytes hold 32 elements"):
+        fucina.quant.dequantize(b"\0" * 34, "Q8_0", (64,))
+    with pytest.raises(ValueError):
+        fucina.quant.dequantize(b"\0" * 33, "Q8_0", (32,))
+    with pytest.raises(fucina.FucinaError):
+        fucina.quant.dequantize(b"\0" * 36, "Q8_1", (32,))
+    with pytest.raises(ValueError, match="unknown ggml type|Q9_9"):
+        fucina.quant.quantize(np.zeros(32, np.float32), "Q9_9")
+    with pytest.raises(ValueError):
+        fucina.quant.quantize(np.zeros(31, np.float32), "Q8_0")
+
+
+def test_build_info_reports_the_kernel_set() -> None:
+    info = fucina.build_info()
+    assert info["isa"] in {"scalar", "avx2", "avx512"}
