@@ -40,8 +40,12 @@ GGML_TYPES = {"Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
 def run_ours(threads: int, filt: str, exe: Path | None) -> list[dict]:
     if exe is None:
         target = os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target" / "quant"))
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "fucina-quant", "--example", "gemv_bench"],
-                       cwd=ROOT, check=True, env={**os.environ, "CARGO_TARGET_DIR": target})
+        subprocess.run(
+            ["cargo", "build", "--release", "-q", "-p", "fucina-quant", "--example", "gemv_bench"],
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "CARGO_TARGET_DIR": target},
+        )
         exe = Path(target) / "release" / "examples" / "gemv_bench"
     out = subprocess.run([str(exe), str(threads), filt], check=True, capture_output=True, text=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -75,8 +79,9 @@ class Ggml:
         c.ggml_graph_compute_with_ctx.restype = ctypes.c_int
         c.ggml_graph_compute_with_ctx.argtypes = [vp, vp, ctypes.c_int]
 
-    def time_gemv(self, ty: str, rows: int, cols: int, wbytes: int, threads: int, copies: int,
-                  target_s: float = 1.0) -> float:
+    def time_gemv(
+        self, ty: str, rows: int, cols: int, wbytes: int, threads: int, copies: int, target_s: float = 1.0
+    ) -> float:
         import numpy as np
 
         ctx = self.base.ggml_init(Ggml.InitParams((copies + 1) * wbytes + (256 << 20), None, False))
@@ -129,13 +134,16 @@ def main() -> int:
     if peer is None:
         print("# peer: llama-cpp-python's ggml not found in benches/.peers (run benches/setup_peers.sh)")
     print(f"# {args.threads} threads, ISA {mem['isa']}, memory read bandwidth {mem['read_bytes_per_s'] / 1e9:.1f} GB/s")
-    print(f"{'matrix':<22}{'MB':>8}{'ours us':>10}{'GB/s':>8}{'of mem':>8}{'rayon/ours':>11}{'peer us':>10}{'ours/peer':>10}")
+    header = f"{'matrix':<22}{'MB':>8}{'ours us':>10}{'GB/s':>8}{'of mem':>8}"
+    print(f"{header}{'rayon/ours':>11}{'peer us':>10}{'ours/peer':>10}")
     for r in rows:
         if r["kind"] != "gemv":
             continue
         name = f"{r['type']} {r['rows']}x{r['cols']}"
-        line = (f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
-                f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}")
+        line = (
+            f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
+            f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"
+        )
         if peer is not None and r["type"] in GGML_TYPES:
             t_peer = peer.time_gemv(r["type"], r["rows"], r["cols"], r["bytes"], args.threads, r["copies"])
             line += f"{t_peer * 1e6:>10.1f}{t_peer / r['seconds']:>10.2f}"

