@@ -40,17 +40,24 @@ fn capacity_for(n: usize) -> usize {
 }
 
 /// An immutable-after-build map from byte strings to `u32` values. Keys are kept in
-/// one arena; a slot holds `(hash, key index)`.
+/// one arena; a slot holds the hash tag, the value and where its key lies, so a hit
+/// costs one slot read and one key comparison.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StrMap {
     data: Vec<u8>,
-    ends: Vec<u32>,
-    values: Vec<u32>,
-    slots: Vec<(u32, u32)>,
+    slots: Vec<Slot>,
+    len: usize,
     mask: usize,
 }
 
-const EMPTY: u32 = u32::MAX;
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    tag: u32,
+    value: u32,
+    off: u32,
+    /// Key length + 1; 0 marks an empty slot.
+    len1: u32,
+}
 
 impl StrMap {
     /// A map sized for `n` keys of `bytes` total length.
@@ -58,28 +65,27 @@ impl StrMap {
         let cap = capacity_for(n);
         Self {
             data: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(n),
-            values: Vec::with_capacity(n),
-            slots: vec![(0, EMPTY); cap],
+            slots: vec![Slot::default(); cap],
+            len: 0,
             mask: cap - 1,
         }
     }
 
-    fn key(&self, i: u32) -> &[u8] {
-        let i = i as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.data[start..self.ends[i] as usize]
+    #[inline]
+    fn key(&self, slot: &Slot) -> &[u8] {
+        &self.data[slot.off as usize..(slot.off + slot.len1 - 1) as usize]
     }
 
+    #[inline]
     fn find_slot(&self, key: &[u8], h: u64) -> (usize, bool) {
         let tag = h as u32;
         let mut s = (h >> 32) as usize & self.mask;
         loop {
-            let (t, k) = self.slots[s];
-            if k == EMPTY {
+            let slot = &self.slots[s];
+            if slot.len1 == 0 {
                 return (s, false);
             }
-            if t == tag && self.key(k) == key {
+            if slot.tag == tag && slot.len1 as usize == key.len() + 1 && self.key(slot) == key {
                 return (s, true);
             }
             s = (s + 1) & self.mask;
@@ -88,19 +94,15 @@ impl StrMap {
 
     fn grow(&mut self) {
         let cap = self.slots.len() * 2;
-        let mut slots = vec![(0, EMPTY); cap];
+        let mut slots = vec![Slot::default(); cap];
         let mask = cap - 1;
-        for &(t, k) in &self.slots {
-            if k == EMPTY {
-                continue;
-            }
-            let h = hash_bytes(self.key(k));
-            debug_assert_eq!(h as u32, t);
+        for slot in self.slots.iter().filter(|s| s.len1 != 0) {
+            let h = hash_bytes(self.key(slot));
             let mut s = (h >> 32) as usize & mask;
-            while slots[s].1 != EMPTY {
+            while slots[s].len1 != 0 {
                 s = (s + 1) & mask;
             }
-            slots[s] = (t, k);
+            slots[s] = *slot;
         }
         self.slots = slots;
         self.mask = mask;
@@ -108,35 +110,39 @@ impl StrMap {
 
     /// Insert `key -> value`; an existing key is overwritten when `replace`, else kept.
     pub(crate) fn insert(&mut self, key: &[u8], value: u32, replace: bool) {
-        if (self.ends.len() + 1) * 2 > self.slots.len() {
+        if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
         let h = hash_bytes(key);
         let (s, found) = self.find_slot(key, h);
         if found {
             if replace {
-                let k = self.slots[s].1 as usize;
-                self.values[k] = value;
+                self.slots[s].value = value;
             }
             return;
         }
+        let off = self.data.len() as u32;
         self.data.extend_from_slice(key);
-        self.ends.push(self.data.len() as u32);
-        self.values.push(value);
-        self.slots[s] = (h as u32, (self.ends.len() - 1) as u32);
+        self.slots[s] = Slot {
+            tag: h as u32,
+            value,
+            off,
+            len1: key.len() as u32 + 1,
+        };
+        self.len += 1;
     }
 
     /// The value of `key`.
     #[inline]
     pub(crate) fn get(&self, key: &[u8]) -> Option<u32> {
         let (s, found) = self.find_slot(key, hash_bytes(key));
-        found.then(|| self.values[self.slots[s].1 as usize])
+        found.then(|| self.slots[s].value)
     }
 
     /// Number of keys.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 }
 

@@ -42,14 +42,33 @@ pub(crate) struct Specials {
     nodes: Vec<Node>,
     first: [bool; 256],
     any_user_defined: bool,
+    /// Some token strips whitespace: acceptance then reaches beyond a token's own bytes.
+    any_strip: bool,
+    /// `[parse_special][byte]`: when every active token starting with `byte` is a run of
+    /// it (Gemma's newline, tab and space tokens), those tokens as `(len, rank)`, longest
+    /// first; empty otherwise.
+    runs: [Vec<Vec<(u32, u32)>>; 2],
+}
+
+/// `Occ::rank` of a run record: a maximal run of one byte whose tokens are all runs.
+const RUN: u32 = u32::MAX;
+
+/// An occurrence of token `rank` at `start..end`, or a run record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Occ {
+    rank: u32,
+    start: u32,
+    end: u32,
 }
 
 /// Reusable buffers.
 #[derive(Default)]
 pub(crate) struct PartitionWork {
-    occ: Vec<(u32, u32)>,
+    occ: Vec<Occ>,
     accepted: BTreeMap<usize, (usize, usize, usize, u32)>,
     seen: Vec<bool>,
+    component: Vec<(u32, u32)>,
+    flat: Vec<(usize, usize, u32)>,
 }
 
 fn is_c_space(b: u8) -> bool {
@@ -107,11 +126,36 @@ impl Specials {
         let any_user_defined = tokens
             .iter()
             .any(|t| t.2 & (attr::CONTROL | attr::UNKNOWN) == 0);
+        let any_strip = tokens
+            .iter()
+            .any(|t| t.2 & (attr::LSTRIP | attr::RSTRIP) != 0);
+        let mut runs = [vec![Vec::new(); 256], vec![Vec::new(); 256]];
+        for (parse, lists) in runs.iter_mut().enumerate() {
+            let mut mixed = [false; 256];
+            for (rank, (_, text, a)) in tokens.iter().enumerate() {
+                let active = parse == 1 || a & (attr::CONTROL | attr::UNKNOWN) == 0;
+                let Some(&c) = text.first().filter(|_| active) else {
+                    continue;
+                };
+                if text.iter().all(|&b| b == c) {
+                    lists[c as usize].push((text.len() as u32, rank as u32));
+                } else {
+                    mixed[c as usize] = true;
+                }
+            }
+            for (list, mixed) in lists.iter_mut().zip(mixed) {
+                if mixed {
+                    list.clear();
+                }
+            }
+        }
         Self {
             tokens,
             nodes,
             first,
             any_user_defined,
+            any_strip,
+            runs,
         }
     }
 
@@ -151,19 +195,41 @@ impl Specials {
             .saturating_mul(text.len())
             .saturating_add(if per_byte == 0 { 0 } else { 1024 });
         let mut over_budget = false;
-        for p in 0..text.len() {
-            if !self.first[text[p] as usize] {
+        let runs = &self.runs[parse_special as usize];
+        let mut p = 0;
+        while p < text.len() {
+            let c = text[p];
+            if !self.first[c as usize] {
+                p += 1;
+                continue;
+            }
+            // Only run tokens start with `c`: note the whole run once instead of every
+            // occurrence in it (quadratic in its length).
+            if let Some(&(min_len, _)) = runs[c as usize].last().filter(|_| !self.any_strip) {
+                let e = p + text[p..].iter().take_while(|&&b| b == c).count();
+                if e - p >= min_len as usize {
+                    w.occ.push(Occ {
+                        rank: RUN,
+                        start: p as u32,
+                        end: e as u32,
+                    });
+                }
+                p = e;
                 continue;
             }
             let mut node = 0usize;
-            for &b in &text[p..] {
+            for (k, &b) in text[p..].iter().enumerate() {
                 match self.nodes[node].edges.binary_search_by_key(&b, |e| e.0) {
                     Ok(i) => node = self.nodes[node].edges[i].1 as usize,
                     Err(_) => break,
                 }
                 if let Some(rank) = self.nodes[node].rank {
                     if self.active(rank as usize, parse_special) {
-                        w.occ.push((rank, p as u32));
+                        w.occ.push(Occ {
+                            rank,
+                            start: p as u32,
+                            end: (p + k + 1) as u32,
+                        });
                     }
                 }
             }
@@ -171,6 +237,13 @@ impl Specials {
                 over_budget = true;
                 break;
             }
+            p += 1;
+        }
+        if !over_budget && !self.any_strip {
+            self.accept_by_component(text, runs, w);
+            let accepted = w.flat.iter().copied();
+            self.emit(text.len(), accepted, out);
+            return;
         }
         w.accepted.clear();
         if over_budget {
@@ -178,21 +251,90 @@ impl Specials {
         } else {
             w.occ.sort_unstable();
             for i in 0..w.occ.len() {
-                let (rank, start) = w.occ[i];
+                let Occ { rank, start, .. } = w.occ[i];
                 self.try_accept(text, rank, start as usize, w);
             }
         }
+        let accepted = w
+            .accepted
+            .iter()
+            .map(|(&lo, &(_, _, hi, rank))| (lo, hi, rank));
+        self.emit(text.len(), accepted, out);
+    }
+
+    /// Fragments from accepted `(start, end, rank)` claims in text order.
+    fn emit(
+        &self,
+        len: usize,
+        accepted: impl Iterator<Item = (usize, usize, u32)>,
+        out: &mut Vec<Fragment>,
+    ) {
         let mut pos = 0usize;
-        for (&lo, &(s, e, hi, rank)) in &w.accepted {
+        for (lo, hi, rank) in accepted {
             if pos < lo {
                 out.push(Fragment::Text(pos, lo));
             }
-            debug_assert!(lo <= s && e <= hi);
             out.push(Fragment::Token(self.tokens[rank as usize].0));
             pos = hi;
         }
-        if pos < text.len() {
-            out.push(Fragment::Text(pos, text.len()));
+        if pos < len {
+            out.push(Fragment::Text(pos, len));
+        }
+    }
+
+    /// Without whitespace stripping, an occurrence is only ever blocked by occurrences
+    /// it overlaps, so each cluster of overlapping occurrences (the scan lists them by
+    /// start) is resolved on its own: usually a single occurrence, accepted as is. A run
+    /// on its own resolves greedily: longest-first priority tiles a run of one byte
+    /// from the left with the longest token that still fits.
+    fn accept_by_component(&self, text: &[u8], runs: &[Vec<(u32, u32)>], w: &mut PartitionWork) {
+        w.flat.clear();
+        let mut i = 0;
+        while i < w.occ.len() {
+            let mut j = i + 1;
+            let mut reach = w.occ[i].end;
+            while j < w.occ.len() && w.occ[j].start < reach {
+                reach = reach.max(w.occ[j].end);
+                j += 1;
+            }
+            let o = w.occ[i];
+            if j == i + 1 && o.rank != RUN {
+                w.flat.push((o.start as usize, o.end as usize, o.rank));
+            } else if j == i + 1 {
+                let lens = &runs[text[o.start as usize] as usize];
+                let mut pos = o.start;
+                while let Some(&(len, rank)) = lens.iter().find(|&&(len, _)| pos + len <= o.end) {
+                    w.flat.push((pos as usize, (pos + len) as usize, rank));
+                    pos += len;
+                }
+            } else {
+                w.component.clear();
+                for o in &w.occ[i..j] {
+                    if o.rank != RUN {
+                        w.component.push((o.rank, o.start));
+                        continue;
+                    }
+                    for &(len, rank) in &runs[text[o.start as usize] as usize] {
+                        if o.end - o.start >= len {
+                            w.component
+                                .extend((o.start..=o.end - len).map(|s| (rank, s)));
+                        }
+                    }
+                }
+                w.component.sort_unstable();
+                let first = w.flat.len();
+                for &(rank, start) in &w.component {
+                    let (s, e) = (
+                        start as usize,
+                        start as usize + self.tokens[rank as usize].1.len(),
+                    );
+                    if w.flat[first..].iter().all(|&(a, b, _)| e <= a || b <= s) {
+                        w.flat.push((s, e, rank));
+                    }
+                }
+                w.flat[first..].sort_unstable();
+            }
+            i = j;
         }
     }
 
@@ -389,9 +531,11 @@ mod reference_tests {
     fn vocab(name: &str) -> Vocab {
         let tokens = [
             "a", "b", "c", "d", " ", "ab", "bcd", "cd", "  ", "   ", "abab", "<|x|>", "<|end|>",
-            "x", "<",
+            "x", "<", "\t\t", "\t\t\t\t", "\t\t\t", "d\t\t", " x", "\n", "\n\n\n",
         ];
-        let types = [1, 1, 1, 1, 1, 4, 4, 3, 4, 4, 4, 3, 2, 1, 1];
+        let types = [
+            1, 1, 1, 1, 1, 4, 4, 3, 4, 4, 4, 3, 2, 1, 1, 4, 4, 3, 4, 4, 4, 4,
+        ];
         let mut md = Metadata::default();
         md.insert("general.name", Value::string(name));
         md.insert("tokenizer.ggml.model", Value::string("llama"));
@@ -413,8 +557,9 @@ mod reference_tests {
     #[test]
     fn trie_partition_equals_llama_cpp_loop() {
         let mut rng = 99u64;
-        let pieces: [&[u8]; 9] = [
-            b"a", b"b", b"c", b"d", b" ", b"\t", b"<|x|>", b"<|end|>", b"<|",
+        let pieces: [&[u8]; 13] = [
+            b"a", b"b", b"c", b"d", b" ", b"\t", b"<|x|>", b"<|end|>", b"<|", b"\t\t", b"x", b"\n",
+            b"\n\n",
         ];
         for name in ["plain", "Phi-3 mini"] {
             let v = vocab(name);

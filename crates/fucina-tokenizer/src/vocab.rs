@@ -418,52 +418,55 @@ impl Vocab {
         fim: &mut [Option<u32>; 6],
     ) {
         let n = self.texts.len() as u32;
-        let mut slots: Vec<(&mut Option<u32>, &[&str])> = vec![(eot, EOT_TEXTS), (eom, EOM_TEXTS)];
+        // llama.cpp walks its text->id map; the ids it can meet are the canonical ids of
+        // the listed texts, and per slot the first one found wins (here: the lowest).
+        let first_of =
+            |v: &Self, list: &[&str]| list.iter().filter_map(|t| v.index.get(t.as_bytes())).min();
         let [p, s, m, pad, rep, sep] = fim;
-        slots.extend([(p, FIM_PRE), (s, FIM_SUF), (m, FIM_MID)]);
-        slots.push((pad, FIM_PAD));
-        slots.push((rep, FIM_REP));
-        slots.push((sep, FIM_SEP));
-        for id in 0..n {
-            if !self.canonical(id) {
-                continue;
-            }
-            let text = self.texts.get(id);
-            for (slot, list) in slots.iter_mut() {
-                if slot.is_none() && list.iter().any(|t| t.as_bytes() == text) {
-                    **slot = Some(id);
+        let slots: [(&mut Option<u32>, &[&str]); 8] = [
+            (eot, EOT_TEXTS),
+            (eom, EOM_TEXTS),
+            (p, FIM_PRE),
+            (s, FIM_SUF),
+            (m, FIM_MID),
+            (pad, FIM_PAD),
+            (rep, FIM_REP),
+            (sep, FIM_SEP),
+        ];
+        let mut fim_eog = Vec::new();
+        let mut found = [None; 8];
+        for (i, (slot, list)) in slots.into_iter().enumerate() {
+            if slot.is_none() {
+                *slot = first_of(self, list);
+                if let Some(id) = *slot {
                     self.attrs[id as usize] |= attr::CONTROL;
                 }
             }
+            found[i] = *slot;
+            if i >= 5 {
+                fim_eog.extend(*slot);
+            }
         }
-        let (eot, eom) = (*slots[0].0, *slots[1].0);
-        let fim_eog: Vec<u32> = slots[5..8].iter().filter_map(|(s, _)| **s).collect();
-        drop(slots);
+        let (eot, eom) = (found[0], found[1]);
 
         for id in 0..n {
-            let unused = self.texts.get(id).windows(6).any(|w| w == b"unused");
-            if unused && self.attrs[id as usize] & attr::CONTROL != 0 && self.canonical(id) {
+            if self.attrs[id as usize] & attr::CONTROL != 0
+                && self.texts.get(id).windows(6).any(|w| w == b"unused")
+                && self.canonical(id)
+            {
                 self.attrs[id as usize] |= attr::UNUSED;
             }
         }
 
         let mut eog = fim_eog;
-        for id in 0..n {
-            if !self.canonical(id) {
-                continue;
-            }
-            let text = self.texts.get(id);
-            if EOG_TEXTS.iter().any(|t| t.as_bytes() == text) {
+        for t in EOG_TEXTS {
+            if let Some(id) = self.index.get(t.as_bytes()) {
                 eog.push(id);
                 self.attrs[id as usize] |= attr::CONTROL;
             }
         }
-        for id in 0..n {
-            if self.canonical(id)
-                && ALWAYS_RENDER
-                    .iter()
-                    .any(|t| t.as_bytes() == self.texts.get(id))
-            {
+        for t in ALWAYS_RENDER {
+            if let Some(id) = self.index.get(t.as_bytes()) {
                 self.attrs[id as usize] = attr::USER_DEFINED;
             }
         }
