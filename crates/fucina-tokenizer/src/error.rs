@@ -70,6 +70,14 @@ pub enum TokenizerError {
         /// The limit.
         max: usize,
     },
+    /// A text too long to index with 32-bit offsets.
+    #[error("input of {len} bytes is too long to tokenize in one call (limit {max} bytes)")]
+    InputTooLarge {
+        /// The input length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A token id passed to decode is not in the vocabulary.
     #[error("token id {id} is out of range (vocabulary size {vocab_size})")]
     InvalidTokenId {

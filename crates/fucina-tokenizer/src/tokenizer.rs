@@ -17,6 +17,10 @@ use crate::stream::StreamDecoder;
 use crate::unicode;
 use crate::vocab::{attr, Kind, Vocab};
 
+/// Longest input per call: positions are kept as 32-bit (SentencePiece symbol links as
+/// signed 32-bit) integers, and U+FFFD substitution can triple invalid bytes.
+const MAX_INPUT: usize = (i32::MAX / 4) as usize;
+
 /// Changes to the special-token policy read from the metadata.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SpecialOverrides {
@@ -336,6 +340,12 @@ impl Tokenizer {
         parse_special: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
+        if text.len() > MAX_INPUT {
+            return Err(TokenizerError::InputTooLarge {
+                len: text.len(),
+                max: MAX_INPUT,
+            });
+        }
         let v = &self.vocab;
         if add_special && v.add_bos {
             out.push(

@@ -35,6 +35,8 @@ pub mod attr {
 
 /// Token ids beyond this are refused (ids travel as `u32`; merges need headroom).
 const MAX_VOCAB: usize = 1 << 30;
+/// Total token text beyond this is refused (offsets are `u32`).
+const MAX_TEXT_BYTES: usize = 1 << 31;
 
 /// Tokenizer family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +261,15 @@ impl Vocab {
                 key: tokens_key.into(),
                 len: n,
                 max: MAX_VOCAB,
+            });
+        }
+        // Token bytes (plus "[EMPTY_i]" stand-ins) are indexed with 32-bit offsets.
+        let text_bytes = tokens.data_len().saturating_add(n.saturating_mul(20));
+        if text_bytes > MAX_TEXT_BYTES {
+            return Err(TokenizerError::TooLarge {
+                key: format!("{tokens_key} (bytes)"),
+                len: text_bytes,
+                max: MAX_TEXT_BYTES,
             });
         }
         let check_len = |key: &str, len: usize| {
