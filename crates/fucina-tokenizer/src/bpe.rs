@@ -46,13 +46,12 @@ impl Bpe {
     ) -> Result<Self> {
         let n_vocab = texts.len() as u32;
         let mut raw = StrMap::with_capacity(texts.len(), texts.data_len());
+        let mut buf = Vec::new();
         for id in 0..n_vocab {
             let text = texts.get(id);
-            if index.get(text) != Some(id) {
-                continue;
-            }
-            if let Some(bytes) = unicode::byte_level_decode(text) {
-                raw.insert(&bytes, id, true);
+            buf.clear();
+            if unicode::byte_level_decode_into(text, &mut buf) && index.get(text) == Some(id) {
+                raw.insert(&buf, id, true);
             }
         }
         let mut bpe = Self {
@@ -70,6 +69,7 @@ impl Bpe {
             bpe.single_byte[b as usize] = index.get(&[b]);
         }
         let mut joined = Vec::new();
+        let mut left = Vec::new();
         for (rank, line) in merges.iter().enumerate() {
             // llama.cpp splits at the first space after position 0.
             let split = line.iter().skip(1).position(|&c| c == b' ').map(|p| p + 1);
@@ -82,20 +82,20 @@ impl Bpe {
                     ),
                 });
             };
-            let (Some(left), Some(right)) = (
-                unicode::byte_level_decode(&line[..split]),
-                unicode::byte_level_decode(&line[split + 1..]),
-            ) else {
-                continue; // a character outside the byte alphabet: this rule can never fire
-            };
-            if left.is_empty() || right.is_empty() {
+            // `joined` = left bytes then right bytes; a character outside the byte
+            // alphabet means the rule can never fire.
+            left.clear();
+            joined.clear();
+            if !unicode::byte_level_decode_into(&line[..split], &mut left)
+                || !unicode::byte_level_decode_into(&line[split + 1..], &mut joined)
+                || left.is_empty()
+                || joined.is_empty()
+            {
                 continue;
             }
-            joined.clear();
-            joined.extend_from_slice(&left);
-            joined.extend_from_slice(&right);
+            let r = bpe.symbol(&joined, &mut synth_index);
+            joined.splice(0..0, left.iter().copied());
             let l = bpe.symbol(&left, &mut synth_index);
-            let r = bpe.symbol(&right, &mut synth_index);
             let m = bpe.symbol(&joined, &mut synth_index);
             bpe.pairs.insert_first(l, r, rank as u32, m);
         }

@@ -205,11 +205,42 @@ pub(crate) fn codepoint_to_byte(cp: u32) -> Option<u8> {
     INV.get(cp as usize).and_then(|&b| u8::try_from(b).ok())
 }
 
-/// A byte-level vocabulary string back to raw bytes; `None` if it holds a character
-/// outside the 256-codepoint alphabet (such a token can never be produced by merges).
+/// A byte-level vocabulary string back to raw bytes, appended to `out`; `false` (with
+/// `out` partly written) if it holds a character outside the 256-codepoint alphabet
+/// (such a token can never be produced by merges).
+pub(crate) fn byte_level_decode_into(text: &[u8], out: &mut Vec<u8>) -> bool {
+    let mut i = 0;
+    while i < text.len() {
+        let b = text[i];
+        if b < 0x80 {
+            // Printable ASCII except space stands for itself; anything else is outside.
+            if !(0x21..=0x7E).contains(&b) {
+                return false;
+            }
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        // The alphabet lies below U+0144: two-byte sequences with lead C2..C5.
+        let Some(&c) = text.get(i + 1) else {
+            return false;
+        };
+        if !(0xC2..=0xC5).contains(&b) || c & 0xC0 != 0x80 {
+            return false;
+        }
+        match codepoint_to_byte((((b & 0x1F) as u32) << 6) | (c & 0x3F) as u32) {
+            Some(raw) => out.push(raw),
+            None => return false,
+        }
+        i += 2;
+    }
+    true
+}
+
+/// [`byte_level_decode_into`] into a new vector.
 pub(crate) fn byte_level_decode(text: &[u8]) -> Option<Vec<u8>> {
-    let s = std::str::from_utf8(text).ok()?;
-    s.chars().map(|c| codepoint_to_byte(c as u32)).collect()
+    let mut out = Vec::with_capacity(text.len());
+    byte_level_decode_into(text, &mut out).then_some(out)
 }
 
 /// The UTF-8 bytes of raw byte `b`'s byte-level character (1 or 2 bytes).
@@ -225,6 +256,11 @@ pub(crate) fn byte_level_char(b: u8) -> ([u8; 2], usize) {
 /// llama.cpp's `llama_decode_text`: render a byte-level token text as raw bytes, with
 /// its `[UNK_BYTE_0x..]` marker for characters outside the alphabet.
 pub(crate) fn llama_decode_text(text: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    if byte_level_decode_into(text, out) {
+        return;
+    }
+    out.truncate(start);
     let mut i = 0;
     while i < text.len() {
         let (cp, n) = decode_lenient(text, i);
