@@ -238,6 +238,7 @@ pub(crate) fn byte_level_decode_into(text: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// [`byte_level_decode_into`] into a new vector.
+#[cfg(test)]
 pub(crate) fn byte_level_decode(text: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len());
     byte_level_decode_into(text, &mut out).then_some(out)
