@@ -75,6 +75,21 @@ fn spec_examples_hold() {
 }
 
 #[test]
+fn merges_through_tokens_missing_from_the_vocabulary() {
+    // llama.cpp merges by rank whether or not the result is a token; a final symbol
+    // that is not a token falls back to its bytes' one-character tokens.
+    let mut md = Metadata::default();
+    md.insert("tokenizer.ggml.model", Value::string("gpt2"));
+    md.insert("tokenizer.ggml.pre", Value::string("gpt-2"));
+    md.insert("tokenizer.ggml.tokens", strings(&["a", "b", "c", "abc"]));
+    md.insert("tokenizer.ggml.merges", strings(&["a b", "ab c"]));
+    let t = Tokenizer::from_metadata(&md).expect("bpe");
+    assert_eq!(t.encode("abc", false, false).expect("encode"), [3], "via the non-token 'ab'");
+    assert_eq!(t.encode("ab", false, false).expect("encode"), [0, 1], "'ab' falls back to bytes");
+    assert_eq!(t.encode("ba", false, false).expect("encode"), [1, 0]);
+}
+
+#[test]
 fn missing_or_unsupported_model() {
     let mut md = bpe_metadata();
     md.remove("tokenizer.ggml.model");
