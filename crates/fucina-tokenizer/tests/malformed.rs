@@ -84,8 +84,16 @@ fn merges_through_tokens_missing_from_the_vocabulary() {
     md.insert("tokenizer.ggml.tokens", strings(&["a", "b", "c", "abc"]));
     md.insert("tokenizer.ggml.merges", strings(&["a b", "ab c"]));
     let t = Tokenizer::from_metadata(&md).expect("bpe");
-    assert_eq!(t.encode("abc", false, false).expect("encode"), [3], "via the non-token 'ab'");
-    assert_eq!(t.encode("ab", false, false).expect("encode"), [0, 1], "'ab' falls back to bytes");
+    assert_eq!(
+        t.encode("abc", false, false).expect("encode"),
+        [3],
+        "via the non-token 'ab'"
+    );
+    assert_eq!(
+        t.encode("ab", false, false).expect("encode"),
+        [0, 1],
+        "'ab' falls back to bytes"
+    );
     assert_eq!(t.encode("ba", false, false).expect("encode"), [1, 0]);
 }
 
