@@ -1,0 +1,166 @@
+//! Model families as data over shared blocks: each family module says which
+//! tensors its layers carry (q/k norms, post-norms, biases, RoPE factors); the
+//! binder here turns that into [`LayerWeights`] with shapes checked against the
+//! [`Config`]. The forward itself is family-agnostic.
+
+pub mod gemma3;
+pub mod llama;
+pub mod qwen2;
+pub mod qwen3;
+
+use std::sync::Arc;
+
+use fucina_gguf::GgufFile;
+
+use crate::config::{Config, Family};
+use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
+use crate::Result;
+
+/// Whether a family's layers carry a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// Must be present.
+    Required,
+    /// Bound when present (llama.cpp's `TENSOR_NOT_REQUIRED`).
+    Optional,
+    /// Not part of the family's graph (ignored if present, as llama.cpp does).
+    Absent,
+}
+
+/// The tensors a family's layers carry beyond the common ones.
+#[derive(Clone, Copy, Debug)]
+pub struct FamilySpec {
+    /// `attn_q_norm` / `attn_k_norm` (per-head RMSNorm before RoPE).
+    pub qk_norm: Presence,
+    /// `post_attention_norm` / `post_ffw_norm` (Gemma's sandwich norms).
+    pub post_norms: Presence,
+    /// `attn_q/k/v.bias`.
+    pub qkv_bias: Presence,
+    /// `attn_output.bias`, `ffn_{gate,up,down}.bias`.
+    pub out_ffn_bias: Presence,
+    /// `output.bias` on the head.
+    pub output_bias: Presence,
+    /// `rope_freqs.weight` (llama3 frequency factors).
+    pub rope_freqs: Presence,
+}
+
+/// The spec of `family`.
+pub fn spec(family: Family) -> FamilySpec {
+    match family {
+        Family::Gemma3 => gemma3::SPEC,
+        Family::Qwen3 => qwen3::SPEC,
+        Family::Qwen2 => qwen2::SPEC,
+        Family::Llama => llama::SPEC,
+    }
+}
+
+/// One transformer block's weights.
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    /// Pre-attention RMSNorm.
+    pub attn_norm: Vec<f32>,
+    /// Query projection.
+    pub wq: Linear,
+    /// Key projection.
+    pub wk: Linear,
+    /// Value projection.
+    pub wv: Linear,
+    /// Output projection.
+    pub wo: Linear,
+    /// Query/key/value/output biases.
+    pub bq: Option<Vec<f32>>,
+    /// Key bias.
+    pub bk: Option<Vec<f32>>,
+    /// Value bias.
+    pub bv: Option<Vec<f32>>,
+    /// Output bias.
+    pub bo: Option<Vec<f32>>,
+    /// Per-head query RMSNorm weight.
+    pub q_norm: Option<Vec<f32>>,
+    /// Per-head key RMSNorm weight.
+    pub k_norm: Option<Vec<f32>>,
+    /// RMSNorm on the attention output before the residual add.
+    pub post_attn_norm: Option<Vec<f32>>,
+    /// Pre-FFN RMSNorm.
+    pub ffn_norm: Vec<f32>,
+    /// FFN gate projection.
+    pub gate: Linear,
+    /// FFN up projection.
+    pub up: Linear,
+    /// FFN down projection.
+    pub down: Linear,
+    /// FFN biases.
+    pub b_gate: Option<Vec<f32>>,
+    /// Up bias.
+    pub b_up: Option<Vec<f32>>,
+    /// Down bias.
+    pub b_down: Option<Vec<f32>>,
+    /// RMSNorm on the FFN output before the residual add.
+    pub post_ffn_norm: Option<Vec<f32>>,
+    /// RoPE frequency factors (`n_rot / 2` values).
+    pub rope_freqs: Option<Arc<Vec<f32>>>,
+}
+
+fn vec_by(file: &GgufFile, name: &str, len: usize, p: Presence) -> Result<Option<Vec<f32>>> {
+    match p {
+        Presence::Required => load_vector(file, name, len).map(Some),
+        Presence::Optional => load_vector_opt(file, name, len),
+        Presence::Absent => Ok(None),
+    }
+}
+
+/// Bind layer `il` of a model of `config`, per `spec`.
+pub fn bind_layer(
+    file: &Arc<GgufFile>,
+    config: &Config,
+    spec: &FamilySpec,
+    il: usize,
+    rope_freqs: Option<&Arc<Vec<f32>>>,
+) -> Result<LayerWeights> {
+    let l = &config.layers[il];
+    let n = |s: &str| layer_name(il, s);
+    let e = config.n_embd;
+    Ok(LayerWeights {
+        attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
+        wq: Linear::bind(file, &n("attn_q.weight"), l.q_dim(), e)?,
+        wk: Linear::bind(file, &n("attn_k.weight"), l.k_dim(), e)?,
+        wv: Linear::bind(file, &n("attn_v.weight"), l.v_dim(), e)?,
+        wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
+        bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
+        bk: vec_by(file, &n("attn_k.bias"), l.k_dim(), spec.qkv_bias)?,
+        bv: vec_by(file, &n("attn_v.bias"), l.v_dim(), spec.qkv_bias)?,
+        bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
+        q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+        k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+        post_attn_norm: vec_by(file, &n("post_attention_norm.weight"), e, spec.post_norms)?,
+        ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
+        gate: Linear::bind(file, &n("ffn_gate.weight"), l.n_ff, e)?,
+        up: Linear::bind(file, &n("ffn_up.weight"), l.n_ff, e)?,
+        down: Linear::bind(file, &n("ffn_down.weight"), e, l.n_ff)?,
+        b_gate: vec_by(file, &n("ffn_gate.bias"), l.n_ff, spec.out_ffn_bias)?,
+        b_up: vec_by(file, &n("ffn_up.bias"), l.n_ff, spec.out_ffn_bias)?,
+        b_down: vec_by(file, &n("ffn_down.bias"), e, spec.out_ffn_bias)?,
+        post_ffn_norm: vec_by(file, &n("post_ffw_norm.weight"), e, spec.post_norms)?,
+        rope_freqs: rope_freqs.cloned(),
+    })
+}
+
+/// `rope_freqs.weight` (or its per-layer duplicate `blk.0.rope_freqs.weight`) when
+/// the family reads it.
+pub fn bind_rope_freqs(
+    file: &GgufFile,
+    config: &Config,
+    spec: &FamilySpec,
+) -> Result<Option<Arc<Vec<f32>>>> {
+    let half = config.layers.first().map_or(0, |l| l.rope.n_rot / 2);
+    let name = ["rope_freqs.weight", "blk.0.rope_freqs.weight"]
+        .into_iter()
+        .find(|n| has_tensor(file, n));
+    match (spec.rope_freqs, name) {
+        (Presence::Absent, _) | (Presence::Optional, None) => Ok(None),
+        (_, Some(n)) => Ok(Some(Arc::new(load_vector(file, n, half)?))),
+        (Presence::Required, None) => {
+            Err(crate::ModelError::MissingTensor("rope_freqs.weight".into()))
+        }
+    }
+}

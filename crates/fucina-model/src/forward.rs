@@ -1,0 +1,392 @@
+//! The batched forward: rows of (sequence, position, token) in, logits of the
+//! flagged rows out, K/V appended to each sequence's cache.
+//!
+//! One call runs prefill (many rows of one sequence), decode (one row) or a mix of
+//! sequences. Every op is row-local except attention, which reads only the row's
+//! own sequence up to its own position, so a row's logits do not depend on which
+//! other rows share the batch: batched == single-row, bitwise (the property the
+//! speculative decoder relies on). Buffers live in a caller-owned [`Scratch`] and
+//! only grow, so steady-state decode allocates nothing.
+
+use std::cell::RefCell;
+use std::sync::Mutex;
+
+use crate::config::Activation;
+use crate::kv_cache::KvCache;
+use crate::matmul::{matmul, MatmulScratch};
+use crate::model::Model;
+use crate::ops::act::{geglu_inplace, swiglu_inplace};
+use crate::ops::attention::{attend_head, AttnParams, AttnScratch};
+use crate::ops::norm::{rms_norm, rms_norm_inplace};
+use crate::ops::rope::{apply_rope, rope_cache};
+use crate::parallel::SharedMut;
+use crate::{ModelError, Result};
+
+/// One input row of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRow {
+    /// Index of the sequence's cache in the `caches` slice.
+    pub seq: usize,
+    /// Position of the token in its sequence; must continue the cache (the first
+    /// row of a sequence is at `cache.len()`, the next at `+1`, ...).
+    pub pos: usize,
+    /// Token id.
+    pub token: u32,
+    /// Whether to return this row's logits.
+    pub logits: bool,
+}
+
+impl BatchRow {
+    /// Rows for `tokens` of sequence `seq` starting at `start`, logits for the last
+    /// row only (`all_logits`: for every row).
+    pub fn sequence(seq: usize, start: usize, tokens: &[u32], all_logits: bool) -> Vec<BatchRow> {
+        let n = tokens.len();
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| BatchRow {
+                seq,
+                pos: start + i,
+                token,
+                logits: all_logits || i + 1 == n,
+            })
+            .collect()
+    }
+}
+
+/// Reusable buffers of the forward (one per concurrent caller).
+#[derive(Default, Debug)]
+pub struct Scratch {
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    o: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    cs: Vec<f32>,
+    logits: Vec<f32>,
+    mm: MatmulScratch,
+    out_rows: Vec<usize>,
+    all_rows: Vec<usize>,
+    rope_group: Vec<usize>,
+}
+
+fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    &mut v[..n]
+}
+
+fn add_bias(y: &mut [f32], bias: Option<&Vec<f32>>, width: usize) {
+    if let Some(b) = bias {
+        for row in y.chunks_exact_mut(width) {
+            for (v, bb) in row.iter_mut().zip(b) {
+                *v += bb;
+            }
+        }
+    }
+}
+
+thread_local! {
+    static ATTN_SCRATCH: RefCell<AttnScratch> = RefCell::new(AttnScratch::default());
+}
+
+impl Model {
+    /// Run `rows` through the model, appending their K/V to `caches[row.seq]`, and
+    /// return the logits of the rows flagged `logits`, in row order
+    /// (`n_flagged × n_vocab`, row-major). On error no cache length changes.
+    pub fn forward<'s>(
+        &self,
+        rows: &[BatchRow],
+        caches: &mut [KvCache],
+        scratch: &'s mut Scratch,
+    ) -> Result<&'s [f32]> {
+        self.validate(rows, caches)?;
+        let cfg = &self.config;
+        let (m, e) = (rows.len(), cfg.n_embd);
+        let s = scratch;
+
+        s.out_rows.clear();
+        s.out_rows.extend(
+            rows.iter()
+                .enumerate()
+                .filter(|(_, r)| r.logits)
+                .map(|(i, _)| i),
+        );
+        s.all_rows.clear();
+        s.all_rows.extend(0..m);
+
+        // Embeddings.
+        let x = grow(&mut s.x, m * e);
+        for (r, row) in rows.iter().enumerate() {
+            self.tok_embd
+                .dequantize_row(row.token as usize, &mut x[r * e..(r + 1) * e])?;
+        }
+        if let Some(scale) = cfg.embed_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
+
+        // RoPE cos/sin per distinct layer RoPE config, per row.
+        s.rope_group.clear();
+        let mut groups: Vec<usize> = Vec::new(); // representative layer of each group
+        for l in &cfg.layers {
+            let g = groups
+                .iter()
+                .position(|&il| cfg.layers[il].rope == l.rope)
+                .unwrap_or_else(|| {
+                    groups.push(s.rope_group.len());
+                    groups.len() - 1
+                });
+            s.rope_group.push(g);
+        }
+        let n_rot_max = cfg.layers.iter().map(|l| l.rope.n_rot).max().unwrap_or(0);
+        let cs = grow(&mut s.cs, groups.len() * m * n_rot_max);
+        for (g, &il) in groups.iter().enumerate() {
+            let rope = &cfg.layers[il].rope;
+            let ff = self.layers[il].rope_freqs.as_deref().map(|v| v.as_slice());
+            for (r, row) in rows.iter().enumerate() {
+                let o = (g * m + r) * n_rot_max;
+                rope_cache(rope, ff, row.pos as i64, &mut cs[o..o + rope.n_rot]);
+            }
+        }
+
+        let mut m_cur = m;
+        for (il, (lc, lw)) in cfg.layers.iter().zip(&self.layers).enumerate() {
+            let last = il + 1 == cfg.n_layer;
+            let (qd, kd, vd, ad) = (lc.q_dim(), lc.k_dim(), lc.v_dim(), lc.attn_out_dim());
+
+            // Attention block: norm, q/k/v, q/k norms, RoPE, cache write.
+            let xn = grow(&mut s.xn, m * e);
+            for r in 0..m {
+                rms_norm(
+                    &s.x[r * e..(r + 1) * e],
+                    &lw.attn_norm,
+                    cfg.rms_eps,
+                    &mut xn[r * e..(r + 1) * e],
+                );
+            }
+            let (q, k, v) = (
+                grow(&mut s.q, m * qd),
+                grow(&mut s.k, m * kd),
+                grow(&mut s.v, m * vd),
+            );
+            matmul(&self.pool, &lw.wq, xn, m, q, &mut s.mm)?;
+            matmul(&self.pool, &lw.wk, xn, m, k, &mut s.mm)?;
+            matmul(&self.pool, &lw.wv, xn, m, v, &mut s.mm)?;
+            add_bias(q, lw.bq.as_ref(), qd);
+            add_bias(k, lw.bk.as_ref(), kd);
+            add_bias(v, lw.bv.as_ref(), vd);
+            let g = s.rope_group[il];
+            for r in 0..m {
+                let qr = &mut q[r * qd..(r + 1) * qd];
+                let kr = &mut k[r * kd..(r + 1) * kd];
+                if let Some(w) = &lw.q_norm {
+                    qr.chunks_exact_mut(lc.head_dim_k)
+                        .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+                }
+                if let Some(w) = &lw.k_norm {
+                    kr.chunks_exact_mut(lc.head_dim_k)
+                        .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+                }
+                let o = (g * m + r) * n_rot_max;
+                let c = &s.cs[o..o + lc.rope.n_rot];
+                apply_rope(lc.rope.kind, qr, lc.head_dim_k, lc.rope.n_rot, c);
+                apply_rope(lc.rope.kind, kr, lc.head_dim_k, lc.rope.n_rot, c);
+                if cfg.q_scale != 1.0 {
+                    qr.iter_mut().for_each(|x| *x *= cfg.q_scale);
+                }
+                let row = rows[r];
+                caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
+            }
+
+            // Attention for the rows that continue (all, or the output rows at the last layer).
+            let act_rows: &[usize] = if last { &s.out_rows } else { &s.all_rows };
+            let n_act = act_rows.len();
+            if n_act == 0 {
+                break;
+            }
+            let attn = grow(&mut s.attn, n_act * ad);
+            let params = AttnParams {
+                group: lc.n_head / lc.n_head_kv,
+                head_dim_k: lc.head_dim_k,
+                head_dim_v: lc.head_dim_v,
+                window: lc.sliding_window,
+                kq_scale: cfg.kq_scale,
+                softcap: cfg.attn_softcap,
+            };
+            let caches_ro: &[KvCache] = caches;
+            let q_ro: &[f32] = q;
+            let out = SharedMut::new(attn);
+            let err: Mutex<Option<ModelError>> = Mutex::new(None);
+            let n_head = lc.n_head;
+            self.pool.run(n_act * n_head, &|t| {
+                let (i, h) = (t / n_head, t % n_head);
+                let r = act_rows[i];
+                let row = rows[r];
+                let qh = &q_ro[r * qd + h * lc.head_dim_k..r * qd + (h + 1) * lc.head_dim_k];
+                // SAFETY: task (i, h) alone writes head h of compact row i.
+                let oh = unsafe { out.slice(i * ad + h * lc.head_dim_v, lc.head_dim_v) };
+                let res = ATTN_SCRATCH.with(|sc| {
+                    attend_head(
+                        &caches_ro[row.seq],
+                        il,
+                        h,
+                        qh,
+                        row.pos,
+                        &params,
+                        oh,
+                        &mut sc.borrow_mut(),
+                    )
+                });
+                if let Err(e) = res {
+                    *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                }
+            });
+            if let Some(e) = err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                return Err(e);
+            }
+
+            // Keep only the continuing rows of the residual stream.
+            if last && n_act != m_cur {
+                for (i, &r) in s.out_rows.iter().enumerate() {
+                    s.x.copy_within(r * e..(r + 1) * e, i * e);
+                }
+            }
+            m_cur = n_act;
+            let mc = m_cur;
+
+            let o = grow(&mut s.o, mc * e);
+            matmul(&self.pool, &lw.wo, &s.attn[..mc * ad], mc, o, &mut s.mm)?;
+            add_bias(o, lw.bo.as_ref(), e);
+            if let Some(w) = &lw.post_attn_norm {
+                o.chunks_exact_mut(e)
+                    .for_each(|r| rms_norm_inplace(r, w, cfg.rms_eps));
+            }
+            for (xv, ov) in s.x[..mc * e].iter_mut().zip(o.iter()) {
+                *xv += ov;
+            }
+
+            // FFN block.
+            let xn = grow(&mut s.xn, mc * e);
+            for r in 0..mc {
+                rms_norm(
+                    &s.x[r * e..(r + 1) * e],
+                    &lw.ffn_norm,
+                    cfg.rms_eps,
+                    &mut xn[r * e..(r + 1) * e],
+                );
+            }
+            let ff = lc.n_ff;
+            let (gate, up) = (grow(&mut s.gate, mc * ff), grow(&mut s.up, mc * ff));
+            matmul(&self.pool, &lw.gate, xn, mc, gate, &mut s.mm)?;
+            matmul(&self.pool, &lw.up, xn, mc, up, &mut s.mm)?;
+            add_bias(gate, lw.b_gate.as_ref(), ff);
+            add_bias(up, lw.b_up.as_ref(), ff);
+            match cfg.activation {
+                Activation::Silu => swiglu_inplace(gate, up),
+                Activation::GeluTanh => geglu_inplace(gate, up),
+            }
+            let o = grow(&mut s.o, mc * e);
+            matmul(&self.pool, &lw.down, gate, mc, o, &mut s.mm)?;
+            add_bias(o, lw.b_down.as_ref(), e);
+            if let Some(w) = &lw.post_ffn_norm {
+                o.chunks_exact_mut(e)
+                    .for_each(|r| rms_norm_inplace(r, w, cfg.rms_eps));
+            }
+            for (xv, ov) in s.x[..mc * e].iter_mut().zip(o.iter()) {
+                *xv += ov;
+            }
+        }
+
+        // Publish the new positions.
+        let mut counts = vec![0usize; caches.len()];
+        for r in rows {
+            counts[r.seq] += 1;
+        }
+        for (c, n) in caches.iter_mut().zip(counts) {
+            c.advance(n)?;
+        }
+
+        // Output head for the flagged rows (already compacted at the last layer).
+        let n_out = s.out_rows.len();
+        let vsz = cfg.n_vocab;
+        if n_out == 0 {
+            return Ok(&s.logits[..0]);
+        }
+        let xn = grow(&mut s.xn, n_out * e);
+        for r in 0..n_out {
+            rms_norm(
+                &s.x[r * e..(r + 1) * e],
+                &self.output_norm,
+                cfg.rms_eps,
+                &mut xn[r * e..(r + 1) * e],
+            );
+        }
+        let logits = grow(&mut s.logits, n_out * vsz);
+        matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
+        add_bias(logits, self.output_bias.as_ref(), vsz);
+        if let Some(c) = cfg.final_softcap {
+            logits.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+        }
+        Ok(&s.logits[..n_out * vsz])
+    }
+
+    fn validate(&self, rows: &[BatchRow], caches: &[KvCache]) -> Result<()> {
+        if rows.is_empty() {
+            return Err(ModelError::InvalidBatch("empty batch".into()));
+        }
+        let cfg = &self.config;
+        let mut next: Vec<Option<usize>> = vec![None; caches.len()];
+        for (i, r) in rows.iter().enumerate() {
+            let cache = caches.get(r.seq).ok_or_else(|| {
+                ModelError::InvalidBatch(format!(
+                    "row {i}: sequence {} but {} caches",
+                    r.seq,
+                    caches.len()
+                ))
+            })?;
+            if r.token as usize >= cfg.n_vocab {
+                return Err(ModelError::InvalidBatch(format!(
+                    "row {i}: token {} outside the vocabulary of {}",
+                    r.token, cfg.n_vocab
+                )));
+            }
+            let want = next[r.seq].unwrap_or(cache.len());
+            if r.pos != want {
+                return Err(ModelError::InvalidBatch(format!(
+                    "row {i}: sequence {} continues at position {want}, row says {}",
+                    r.seq, r.pos
+                )));
+            }
+            if r.pos >= cache.capacity() {
+                return Err(ModelError::KvCacheOverflow {
+                    needed: r.pos + 1,
+                    capacity: cache.capacity(),
+                });
+            }
+            next[r.seq] = Some(want + 1);
+        }
+        for (si, c) in caches.iter().enumerate() {
+            if next[si].is_none() {
+                continue;
+            }
+            let ok = c.n_layers() == cfg.n_layer
+                && cfg.layers.iter().enumerate().all(|(il, l)| {
+                    let g = c.layer(il).geometry();
+                    g.n_head_kv == l.n_head_kv
+                        && g.head_dim_k == l.head_dim_k
+                        && g.head_dim_v == l.head_dim_v
+                });
+            if !ok {
+                return Err(ModelError::KvCacheShapeMismatch(format!(
+                    "cache {si} was not made for this model"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,472 @@
+//! Per-sequence KV cache (spec §13.4): post-RoPE keys and values of every layer,
+//! indexed by position, pre-allocated at a fixed capacity.
+//!
+//! Storage per layer, by dtype:
+//! - `F16` (default, llama.cpp's default `type_k/type_v`) and `F32` (reference
+//!   numerics for parity tests): K as `[pos][kv_head][head_dim]`; V transposed as
+//!   `[kv_head][head_dim][capacity]`, llama.cpp's `v_trans` layout, so the
+//!   probability-weighted sum over positions is one contiguous dot per output dim.
+//! - `Q8_0` (opt-in; `--cache-type-k/v q8_0`): K and V both `[pos][kv_head]` rows of
+//!   `head_dim / 32` Q8_0 blocks (34 bytes per 32 values). Scores are integer
+//!   Q8_0×Q8_0 dots of a quantized query against the cached K blocks.
+//!
+//! The cache has no window logic: every position is kept and sliding-window layers
+//! mask at read time, which keeps `truncate` (the speculative rewind) trivial.
+//! Rows at positions `>= len` may be written by a forward in progress; `advance`
+//! publishes them.
+
+use fucina_gguf::GgmlType;
+use fucina_quant::formats::{DequantFn, QuantFn};
+use fucina_quant::half::f32_to_f16;
+use fucina_quant::{DotEntry, Kernels};
+
+use crate::config::Config;
+use crate::{ModelError, Result};
+
+/// Element type of the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvDtype {
+    /// IEEE half (2 bytes / value).
+    F16,
+    /// Q8_0 blocks (1.0625 bytes / value); needs head_dim % 32 == 0.
+    Q8_0,
+    /// f32 (4 bytes / value): exact attention, for reference comparisons.
+    F32,
+}
+
+impl KvDtype {
+    /// The ggml type of the stored elements.
+    pub fn ggml_type(self) -> GgmlType {
+        match self {
+            KvDtype::F16 => GgmlType::F16,
+            KvDtype::Q8_0 => GgmlType::Q8_0,
+            KvDtype::F32 => GgmlType::F32,
+        }
+    }
+
+    /// Parse `"f16" | "q8_0" | "f32"`.
+    pub fn parse(s: &str) -> Result<KvDtype> {
+        match s.to_ascii_lowercase().as_str() {
+            "f16" => Ok(KvDtype::F16),
+            "q8_0" => Ok(KvDtype::Q8_0),
+            "f32" => Ok(KvDtype::F32),
+            _ => Err(ModelError::InvalidConfig(format!(
+                "unknown KV cache type '{s}' (f16, q8_0, f32)"
+            ))),
+        }
+    }
+}
+
+/// Geometry of one layer's cache slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvGeometry {
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Key head dimension.
+    pub head_dim_k: usize,
+    /// Value head dimension.
+    pub head_dim_v: usize,
+}
+
+/// One layer's buffers.
+#[derive(Clone, Debug)]
+pub struct KvLayer {
+    geom: KvGeometry,
+    k: Vec<u8>,
+    v: Vec<u8>,
+    k_row: usize,
+    v_row: usize,
+}
+
+impl KvLayer {
+    /// Geometry of the layer.
+    pub fn geometry(&self) -> KvGeometry {
+        self.geom
+    }
+
+    /// Bytes of K for (`pos`, `kv_head`).
+    #[inline]
+    pub fn k_row(&self, pos: usize, kv_head: usize) -> &[u8] {
+        let i = pos * self.geom.n_head_kv + kv_head;
+        &self.k[i * self.k_row..(i + 1) * self.k_row]
+    }
+
+    /// Q8_0 caches: bytes of V for (`pos`, `kv_head`).
+    #[inline]
+    pub fn v_row(&self, pos: usize, kv_head: usize) -> &[u8] {
+        let i = pos * self.geom.n_head_kv + kv_head;
+        &self.v[i * self.v_row..(i + 1) * self.v_row]
+    }
+
+    /// F16/F32 caches: element bytes of V^T for (`kv_head`, `dim`) over `positions`.
+    #[inline]
+    pub fn vt_span(
+        &self,
+        kv_head: usize,
+        dim: usize,
+        start: usize,
+        end: usize,
+        elem: usize,
+        capacity: usize,
+    ) -> &[u8] {
+        let base = (kv_head * self.geom.head_dim_v + dim) * capacity;
+        &self.v[(base + start) * elem..(base + end) * elem]
+    }
+}
+
+/// The post-RoPE K/V store of one sequence, for every layer.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    dtype: KvDtype,
+    capacity: usize,
+    len: usize,
+    layers: Vec<KvLayer>,
+    quant: QuantFn,
+    dequant: DequantFn,
+    dot: DotEntry,
+}
+
+impl KvCache {
+    /// A cache of `capacity` positions with per-layer geometry.
+    pub fn new(geoms: &[KvGeometry], capacity: usize, dtype: KvDtype) -> Result<KvCache> {
+        let ty = dtype.ggml_type();
+        let format = fucina_quant::format(ty).ok_or_else(|| {
+            ModelError::InvalidConfig(format!("KV dtype {ty} has no block format"))
+        })?;
+        let (Some(quant), Some(dequant)) = (format.quantize, format.dequantize) else {
+            return Err(ModelError::InvalidConfig(format!(
+                "KV dtype {ty} has no quantizer"
+            )));
+        };
+        let dot = Kernels::from_env()?.entry(ty)?;
+        let mut layers = Vec::with_capacity(geoms.len());
+        for (il, g) in geoms.iter().enumerate() {
+            let (k_row, v_row) = match dtype {
+                KvDtype::Q8_0 => {
+                    for d in [g.head_dim_k, g.head_dim_v] {
+                        if d % 32 != 0 {
+                            return Err(ModelError::KvCacheHeadDimNotBlockAligned {
+                                layer: il,
+                                head_dim: d,
+                            });
+                        }
+                    }
+                    (g.head_dim_k / 32 * 34, g.head_dim_v / 32 * 34)
+                }
+                KvDtype::F16 => (g.head_dim_k * 2, g.head_dim_v * 2),
+                KvDtype::F32 => (g.head_dim_k * 4, g.head_dim_v * 4),
+            };
+            let bytes = |row: usize| {
+                capacity
+                    .checked_mul(g.n_head_kv)
+                    .and_then(|n| n.checked_mul(row))
+                    .ok_or_else(|| {
+                        ModelError::InvalidConfig(format!(
+                            "KV cache of {capacity} positions overflows"
+                        ))
+                    })
+            };
+            layers.push(KvLayer {
+                geom: *g,
+                k: vec![0u8; bytes(k_row)?],
+                v: vec![0u8; bytes(v_row)?],
+                k_row,
+                v_row,
+            });
+        }
+        Ok(KvCache {
+            dtype,
+            capacity,
+            len: 0,
+            layers,
+            quant,
+            dequant,
+            dot,
+        })
+    }
+
+    /// A cache shaped for `config`'s layers.
+    pub fn for_config(config: &Config, capacity: usize, dtype: KvDtype) -> Result<KvCache> {
+        let geoms: Vec<KvGeometry> = config
+            .layers
+            .iter()
+            .map(|l| KvGeometry {
+                n_head_kv: l.n_head_kv,
+                head_dim_k: l.head_dim_k,
+                head_dim_v: l.head_dim_v,
+            })
+            .collect();
+        KvCache::new(&geoms, capacity, dtype)
+    }
+
+    /// Storage dtype.
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
+    }
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Positions the cache can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Number of layers.
+    pub fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+    /// Layer `il`'s buffers.
+    pub fn layer(&self, il: usize) -> &KvLayer {
+        &self.layers[il]
+    }
+    /// Bytes of K/V storage (all layers, full capacity).
+    pub fn byte_size(&self) -> usize {
+        self.layers.iter().map(|l| l.k.len() + l.v.len()).sum()
+    }
+    /// The score kernel for this dtype (K rows × converted query).
+    pub(crate) fn dot(&self) -> &DotEntry {
+        &self.dot
+    }
+    /// Dequantizer of the stored rows.
+    pub(crate) fn dequant(&self) -> DequantFn {
+        self.dequant
+    }
+
+    /// Write the K/V rows of one position of layer `il` (at `pos >= len`, pending
+    /// until [`advance`](Self::advance)). `k` is `n_head_kv × head_dim_k`, `v`
+    /// is `n_head_kv × head_dim_v`.
+    pub fn write(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) -> Result<()> {
+        let cap = self.capacity;
+        let (quant, dtype) = (self.quant, self.dtype);
+        let layer = self
+            .layers
+            .get_mut(il)
+            .ok_or_else(|| ModelError::KvCacheShapeMismatch(format!("no layer {il}")))?;
+        let g = layer.geom;
+        if k.len() != g.n_head_kv * g.head_dim_k || v.len() != g.n_head_kv * g.head_dim_v {
+            return Err(ModelError::KvCacheShapeMismatch(format!(
+                "layer {il}: k/v rows of {} / {} values, expected {} / {}",
+                k.len(),
+                v.len(),
+                g.n_head_kv * g.head_dim_k,
+                g.n_head_kv * g.head_dim_v
+            )));
+        }
+        if pos >= cap {
+            return Err(ModelError::KvCacheOverflow {
+                needed: pos + 1,
+                capacity: cap,
+            });
+        }
+        let kb = layer.k_row * g.n_head_kv;
+        quant(k, &mut layer.k[pos * kb..(pos + 1) * kb]);
+        match dtype {
+            KvDtype::Q8_0 => {
+                let vb = layer.v_row * g.n_head_kv;
+                quant(v, &mut layer.v[pos * vb..(pos + 1) * vb]);
+            }
+            KvDtype::F16 => {
+                for (i, &x) in v.iter().enumerate() {
+                    let o = (i * cap + pos) * 2;
+                    layer.v[o..o + 2].copy_from_slice(&f32_to_f16(x).to_le_bytes());
+                }
+            }
+            KvDtype::F32 => {
+                for (i, &x) in v.iter().enumerate() {
+                    let o = (i * cap + pos) * 4;
+                    layer.v[o..o + 4].copy_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Append `m` positions' rows for layer `il` at offset `len` (does not advance:
+    /// call [`advance`](Self::advance) once after every layer is written).
+    pub fn append_layer(
+        &mut self,
+        il: usize,
+        k_rows: &[f32],
+        v_rows: &[f32],
+        m: usize,
+    ) -> Result<()> {
+        if m == 0 {
+            return Ok(());
+        }
+        if k_rows.len() % m != 0 || v_rows.len() % m != 0 {
+            return Err(ModelError::KvCacheShapeMismatch(format!(
+                "{} / {} values are not {m} rows",
+                k_rows.len(),
+                v_rows.len()
+            )));
+        }
+        let (kw, vw) = (k_rows.len() / m, v_rows.len() / m);
+        for r in 0..m {
+            let pos = self.len + r;
+            self.write(
+                il,
+                pos,
+                &k_rows[r * kw..(r + 1) * kw],
+                &v_rows[r * vw..(r + 1) * vw],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Publish `m` more positions.
+    pub fn advance(&mut self, m: usize) -> Result<()> {
+        let new = self.len.checked_add(m).filter(|&n| n <= self.capacity);
+        self.len = new.ok_or(ModelError::KvCacheOverflow {
+            needed: self.len.saturating_add(m),
+            capacity: self.capacity,
+        })?;
+        Ok(())
+    }
+
+    /// Forget every position (buffers are kept).
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    /// Keep the first `keep_len` positions (no-op when `keep_len >= len`).
+    pub fn truncate(&mut self, keep_len: usize) {
+        self.len = self.len.min(keep_len);
+    }
+
+    /// Copy positions `start..end` of `src` into the same positions here and set
+    /// `len = end` (prefix sharing between sequences). Requires `len == start`,
+    /// `end <= src.len()` and identical dtype and geometry.
+    pub fn copy_rows(&mut self, src: &KvCache, start: usize, end: usize) -> Result<()> {
+        if self.dtype != src.dtype
+            || self.layers.len() != src.layers.len()
+            || self
+                .layers
+                .iter()
+                .zip(&src.layers)
+                .any(|(a, b)| a.geom != b.geom)
+        {
+            return Err(ModelError::KvCacheShapeMismatch(
+                "copy_rows between caches of different dtype or geometry".into(),
+            ));
+        }
+        if self.len != start || start > end || end > src.len {
+            return Err(ModelError::KvCacheShapeMismatch(format!(
+                "copy_rows {start}..{end}: destination len {}, source len {}",
+                self.len, src.len
+            )));
+        }
+        if end > self.capacity {
+            return Err(ModelError::KvCacheOverflow {
+                needed: end,
+                capacity: self.capacity,
+            });
+        }
+        let (cap_d, cap_s) = (self.capacity, src.capacity);
+        let elem = match self.dtype {
+            KvDtype::F16 => 2,
+            KvDtype::F32 => 4,
+            KvDtype::Q8_0 => 0,
+        };
+        for (d, s) in self.layers.iter_mut().zip(&src.layers) {
+            let kb = d.k_row * d.geom.n_head_kv;
+            d.k[start * kb..end * kb].copy_from_slice(&s.k[start * kb..end * kb]);
+            if elem == 0 {
+                let vb = d.v_row * d.geom.n_head_kv;
+                d.v[start * vb..end * vb].copy_from_slice(&s.v[start * vb..end * vb]);
+            } else {
+                for row in 0..d.geom.n_head_kv * d.geom.head_dim_v {
+                    let (od, os) = (row * cap_d, row * cap_s);
+                    d.v[(od + start) * elem..(od + end) * elem]
+                        .copy_from_slice(&s.v[(os + start) * elem..(os + end) * elem]);
+                }
+            }
+        }
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geom() -> Vec<KvGeometry> {
+        vec![KvGeometry {
+            n_head_kv: 2,
+            head_dim_k: 32,
+            head_dim_v: 32,
+        }]
+    }
+
+    #[test]
+    fn append_advance_truncate() {
+        let mut c = KvCache::new(&geom(), 8, KvDtype::F16).unwrap();
+        let k = vec![0.5f32; 3 * 64];
+        let v = vec![0.25f32; 3 * 64];
+        c.append_layer(0, &k, &v, 3).unwrap();
+        c.advance(3).unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.layer(0).k_row(2, 1), &[0x00, 0x38].repeat(32)[..]); // f16 0.5
+        c.truncate(1);
+        assert_eq!(c.len(), 1);
+        c.truncate(5);
+        assert_eq!(c.len(), 1);
+        assert!(matches!(
+            c.advance(8),
+            Err(ModelError::KvCacheOverflow { .. })
+        ));
+        assert!(c.write(0, 8, &k[..64], &v[..64]).is_err());
+        assert!(c.write(0, 0, &k[..63], &v[..64]).is_err());
+    }
+
+    #[test]
+    fn q8_0_halves_f16_and_needs_aligned_heads() {
+        let f16 = KvCache::new(&geom(), 64, KvDtype::F16).unwrap();
+        let q8 = KvCache::new(&geom(), 64, KvDtype::Q8_0).unwrap();
+        assert!(q8.byte_size() * 100 <= f16.byte_size() * 54);
+        let bad = [KvGeometry {
+            n_head_kv: 1,
+            head_dim_k: 48,
+            head_dim_v: 48,
+        }];
+        assert!(matches!(
+            KvCache::new(&bad, 4, KvDtype::Q8_0),
+            Err(ModelError::KvCacheHeadDimNotBlockAligned { head_dim: 48, .. })
+        ));
+    }
+
+    #[test]
+    fn copy_rows_reproduces_the_source() {
+        for dtype in [KvDtype::F16, KvDtype::Q8_0, KvDtype::F32] {
+            let mut a = KvCache::new(&geom(), 6, dtype).unwrap();
+            for p in 0..4 {
+                let k: Vec<f32> = (0..64).map(|i| (i + p * 64) as f32 * 0.01).collect();
+                let v: Vec<f32> = k.iter().map(|x| -x).collect();
+                a.write(0, p, &k, &v).unwrap();
+            }
+            a.advance(4).unwrap();
+            let mut b = KvCache::new(&geom(), 6, dtype).unwrap();
+            assert!(b.copy_rows(&a, 1, 3).is_err()); // len must equal start
+            b.copy_rows(&a, 0, 3).unwrap();
+            assert_eq!(b.len(), 3);
+            let (la, lb) = (a.layer(0), b.layer(0));
+            for p in 0..3 {
+                assert_eq!(la.k_row(p, 1), lb.k_row(p, 1));
+            }
+            if dtype == KvDtype::Q8_0 {
+                assert_eq!(la.v_row(2, 0), lb.v_row(2, 0));
+            } else {
+                let e = if dtype == KvDtype::F16 { 2 } else { 4 };
+                assert_eq!(la.vt_span(1, 5, 0, 3, e, 6), lb.vt_span(1, 5, 0, 3, e, 6));
+            }
+            let mut c = KvCache::new(&geom(), 6, KvDtype::F32).unwrap();
+            if dtype != KvDtype::F32 {
+                assert!(c.copy_rows(&a, 0, 2).is_err());
+            }
+        }
+    }
+}

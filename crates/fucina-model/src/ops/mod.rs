@@ -1,0 +1,7 @@
+//! Tensor ops of the forward, each written to follow ggml's CPU numerics
+//! (accumulation width, operation order) so logits track llama.cpp closely.
+
+pub mod act;
+pub mod attention;
+pub mod norm;
+pub mod rope;

@@ -1,0 +1,201 @@
+//! Binding GGUF tensors, by llama.cpp's tensor names, to typed weights (spec §13.2).
+//!
+//! A [`Linear`] keeps the tensor's bytes where they are (the mmapped file, shared
+//! through an `Arc`) in their GGUF precision: nothing is widened at load time, so
+//! binding a model is a metadata walk. Norm weights and biases are small and are
+//! read into `Vec<f32>`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use fucina_gguf::{GgmlType, GgufFile, TensorInfo};
+use fucina_quant::{DotEntry, Kernels};
+
+use crate::{ModelError, Result};
+
+/// A `[out, in]` weight matrix in its GGUF block format, borrowed from the file.
+#[derive(Clone)]
+pub struct Linear {
+    name: Arc<str>,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    file: Arc<GgufFile>,
+    part: usize,
+    range: Range<usize>,
+    dot: DotEntry,
+}
+
+impl std::fmt::Debug for Linear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Linear")
+            .field("name", &self.name)
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish()
+    }
+}
+
+impl Linear {
+    /// Bind tensor `name` as an `[rows (out), cols (in)]` matrix: GGUF dims must be
+    /// exactly `[cols, rows]` (ggml order) and the type must have a dot kernel.
+    pub fn bind(file: &Arc<GgufFile>, name: &str, rows: usize, cols: usize) -> Result<Linear> {
+        let info = tensor_info(file, name)?;
+        let expected = [cols as u64, rows as u64];
+        if info.dims.as_slice() != expected {
+            return Err(ModelError::WeightShape {
+                name: name.to_owned(),
+                found: info.dims.clone(),
+                expected: expected.to_vec(),
+            });
+        }
+        let format =
+            fucina_quant::format(info.ggml_type).ok_or(ModelError::UnsupportedWeightType {
+                name: name.to_owned(),
+                ty: info.ggml_type,
+                why: "unknown block format",
+            })?;
+        if format.dot.is_none() || format.dequantize.is_none() {
+            return Err(ModelError::UnsupportedWeightType {
+                name: name.to_owned(),
+                ty: info.ggml_type,
+                why: "no dot product for this type",
+            });
+        }
+        if cols % format.block_size != 0 {
+            return Err(ModelError::UnsupportedWeightType {
+                name: name.to_owned(),
+                ty: info.ggml_type,
+                why: "row length is not a whole number of blocks",
+            });
+        }
+        let dot = Kernels::from_env()?.entry(info.ggml_type)?;
+        let row_bytes = cols / format.block_size * format.type_size;
+        let (part, range) = locate(file, info)?;
+        if range.len() != row_bytes * rows {
+            return Err(ModelError::WeightShape {
+                name: name.to_owned(),
+                found: info.dims.clone(),
+                expected: expected.to_vec(),
+            });
+        }
+        Ok(Linear {
+            name: name.into(),
+            ty: info.ggml_type,
+            rows,
+            cols,
+            row_bytes,
+            file: Arc::clone(file),
+            part,
+            range,
+            dot,
+        })
+    }
+
+    /// The dot kernel (and activation format) this weight multiplies with.
+    pub fn dot(&self) -> &DotEntry {
+        &self.dot
+    }
+
+    /// The tensor's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The block format.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+    /// Output features (rows).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Input features (columns).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    /// All rows' bytes, row-major.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        // The range was validated against this part's bytes at bind time and the
+        // file is immutable, so the slice is in bounds.
+        &self.file.parts()[self.part].bytes()[self.range.clone()]
+    }
+
+    /// Dequantize row `i` into `out` (`out.len() == cols`): the embedding lookup.
+    pub fn dequantize_row(&self, i: usize, out: &mut [f32]) -> Result<()> {
+        if i >= self.rows {
+            return Err(ModelError::InvalidBatch(format!(
+                "row {i} of '{}' ({} rows)",
+                self.name, self.rows
+            )));
+        }
+        let b = &self.bytes()[i * self.row_bytes..(i + 1) * self.row_bytes];
+        fucina_quant::dequantize(self.ty, b, out)?;
+        Ok(())
+    }
+}
+
+fn tensor_info<'a>(file: &'a GgufFile, name: &str) -> Result<&'a TensorInfo> {
+    file.tensors()
+        .get(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_owned()))
+}
+
+fn locate(file: &GgufFile, info: &TensorInfo) -> Result<(usize, Range<usize>)> {
+    let bytes = file.info_bytes(info)?;
+    let part = &file.parts()[info.part];
+    let base = part.bytes().as_ptr() as usize;
+    let start = bytes.as_ptr() as usize - base;
+    Ok((info.part, start..start + bytes.len()))
+}
+
+/// Whether the file holds tensor `name`.
+pub fn has_tensor(file: &GgufFile, name: &str) -> bool {
+    file.tensors().contains_key(name)
+}
+
+/// Read a 1-D tensor of exactly `len` elements (F32/F16/BF16) into f32.
+pub fn load_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    let info = tensor_info(file, name)?;
+    if info.dims.as_slice() != [len as u64] {
+        return Err(ModelError::WeightShape {
+            name: name.to_owned(),
+            found: info.dims.clone(),
+            expected: vec![len as u64],
+        });
+    }
+    if !matches!(
+        info.ggml_type,
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16
+    ) {
+        return Err(ModelError::UnsupportedWeightType {
+            name: name.to_owned(),
+            ty: info.ggml_type,
+            why: "vectors must be F32, F16 or BF16",
+        });
+    }
+    let mut out = vec![0f32; len];
+    fucina_quant::dequantize(info.ggml_type, file.info_bytes(info)?, &mut out)?;
+    Ok(out)
+}
+
+/// [`load_vector`] when the tensor is present, `None` when it is absent.
+pub fn load_vector_opt(file: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+    if has_tensor(file, name) {
+        load_vector(file, name, len).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// `blk.{il}.{suffix}`: the GGUF per-layer tensor name.
+pub fn layer_name(il: usize, suffix: &str) -> String {
+    format!("blk.{il}.{suffix}")
+}
