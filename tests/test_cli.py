@@ -73,3 +73,21 @@ def test_info_on_garbage_file(tmp_path: Path) -> None:
 def test_version_flag() -> None:
     r = fucina("--version")
     assert r.returncode == 0 and r.stdout.startswith("fucina ")
+
+
+def test_run_streams_the_greedy_continuation(gemma_path: Path) -> None:
+    from fucina import LLM
+
+    prompt = "The capital of France is"
+    want = LLM(gemma_path, n_ctx=64).generate(prompt, max_tokens=12)
+    r = fucina("run", prompt, "-n", "12", "-c", "64")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want + "\n"
+    r = fucina("run", prompt, "-n", "4", "--echo", "-v")
+    assert r.returncode == 0 and r.stdout.startswith(prompt)
+    assert "prompt tokens" in r.stderr
+
+
+def test_run_reports_missing_model_cleanly(tmp_path: Path) -> None:
+    r = fucina("run", "hi", "--model", str(tmp_path / "missing.gguf"))
+    assert r.returncode == 1 and "missing.gguf" in r.stderr and "Traceback" not in r.stderr

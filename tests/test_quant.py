@@ -23,7 +23,9 @@ ROUND_TRIP = [Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0]
 @given(
     st.sampled_from(ROUND_TRIP),
     st.integers(1, 4),
-    hnp.arrays(np.float32, 64 * 4, elements=st.floats(-1e4, 1e4, width=32)),
+    # Magnitudes below 1e-6 make gguf-py divide by subnormal scales and cast NaN to
+    # uint8, which numpy leaves platform-defined: not a contract worth pinning.
+    hnp.arrays(np.float32, 64 * 4, elements=st.floats(-1e4, 1e4, width=32).filter(lambda v: v == 0 or abs(v) > 1e-6)),
 )
 def test_quantize_and_dequantize_bit_identical_to_gguf_py(ty: Q, rows: int, data: np.ndarray) -> None:
     x = data[: rows * 64].reshape(rows, 64)

@@ -16,6 +16,8 @@ from ._core import (
     GGUFError,
     GGUFFile,
     GGUFWriter,
+    Model,
+    Session,
     StreamDecoder,
     TensorInfo,
     Tokenizer,
@@ -24,8 +26,12 @@ from ._core import (
     build_info,
     read_gguf_header,
 )
+from .llm import LLM
 
 __all__ = [
+    "LLM",
+    "Model",
+    "Session",
     "FucinaError",
     "GGUFError",
     "GGUFFile",

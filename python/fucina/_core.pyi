@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 from os import PathLike
+from pathlib import Path
 from typing import Any, final
 
 import numpy as np
@@ -22,6 +23,8 @@ __all__ = [
     "quantize",
     "Tokenizer",
     "StreamDecoder",
+    "Model",
+    "Session",
 ]
 
 class FucinaError(Exception):
@@ -95,7 +98,7 @@ class GGUFFile:
     @property
     def alignment(self) -> int: ...
     @property
-    def paths(self) -> list[str]: ...
+    def paths(self) -> list[Path]: ...
     @property
     def data_offsets(self) -> list[int]: ...
     @property
@@ -192,3 +195,46 @@ class Tokenizer:
     def kind(self) -> str:
         """``"bpe"`` or ``"spm"``."""
     def __len__(self) -> int: ...
+
+@final
+class Model:
+    """A model's weights bound from a GGUF file (memory-mapped, GGUF precision); shared by sessions."""
+
+    def __new__(cls, path: str | PathLike[str], n_threads: int | None = None) -> Model: ...
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def n_layer(self) -> int: ...
+    @property
+    def n_embd(self) -> int: ...
+    @property
+    def n_ctx_train(self) -> int: ...
+    @property
+    def n_threads(self) -> int: ...
+    @property
+    def weight_bytes_per_token(self) -> int:
+        """Bytes of weights read to produce one token."""
+    @property
+    def path(self) -> Path: ...
+
+@final
+class Session:
+    """One sequence over a model: its KV cache and evaluated tokens."""
+
+    def __new__(cls, model: Model, n_ctx: int = 4096, kv_cache_type: str = "f16") -> Session: ...
+    def eval(self, tokens: Sequence[int], all: bool = False) -> npt.NDArray[np.float32]:
+        """Append tokens; logits of the last token, or of every appended token with ``all``."""
+    def eval_argmax(self, tokens: Sequence[int]) -> int:
+        """Append tokens; argmax of the last token's logits."""
+    def generate_greedy(self, prompt: Sequence[int], max_tokens: int, stop_ids: Sequence[int] = ...) -> list[int]:
+        """Greedy continuation of ``prompt``, stopping after any of ``stop_ids``."""
+    def reset(self) -> None: ...
+    def truncate(self, n: int) -> None: ...
+    @property
+    def tokens(self) -> list[int]: ...
+    @property
+    def n_ctx(self) -> int: ...
+    @property
+    def kv_cache_bytes(self) -> int: ...

@@ -1,8 +1,10 @@
 """The ``fucina`` command line.
 
-    fucina info [PATH] [--header-only] [--json]   describe a GGUF model (default: the embedded model)
+    fucina run PROMPT [--model PATH] [--max-tokens N]   continue PROMPT (greedy), streaming
+    fucina info [PATH] [--header-only] [--json]          describe a GGUF model
 
-More subcommands (run, chat, serve, tokenize, bench) arrive with the engine.
+PATH / --model default to the embedded model (Gemma 3 270M). More subcommands
+(chat, serve, tokenize, bench) arrive with the engine.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,10 +124,55 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .llm import LLM
+
+    t0 = time.perf_counter()
+    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_cache_type=args.kv_cache_type)
+    t_load = time.perf_counter() - t0
+    show_progress = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if show_progress and total > 512:
+            sys.stderr.write(f"\rprefill {done}/{total} tokens")
+            if done == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    ids = llm.tokenize(args.prompt)
+    out = sys.stdout
+    if args.echo:
+        out.write(args.prompt)
+    n = 0
+    t1 = time.perf_counter()
+    for piece in llm.stream(ids, max_tokens=args.max_tokens, on_prefill=progress):
+        out.write(piece)
+        out.flush()
+        n += 1
+    out.write("\n")
+    if args.verbose:
+        dt = time.perf_counter() - t1
+        sys.stderr.write(
+            f"[{llm.model.architecture}, {len(ids)} prompt tokens, {len(llm.tokens) - len(ids) + 1} generated, "
+            f"load {t_load * 1e3:.0f} ms, generation {dt:.2f} s]\n"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fucina", description="Run LLMs from GGUF files on your own machine.")
     parser.add_argument("--version", action="version", version=f"fucina {_core.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="continue a prompt", description="Continue a prompt (greedy decoding).")
+    run.add_argument("prompt", help="the text to continue")
+    run.add_argument("-m", "--model", type=Path, default=None, help="GGUF file (default: the embedded model)")
+    run.add_argument("-n", "--max-tokens", type=int, default=128, help="tokens to generate (default 128)")
+    run.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    run.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    run.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
+    run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
+    run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
+    run.set_defaults(func=_cmd_run)
     info = sub.add_parser("info", help="describe a GGUF model", description="Describe a GGUF model file.")
     info.add_argument("path", nargs="?", type=Path, help="GGUF file (default: the embedded default model)")
     info.add_argument(

@@ -27,7 +27,7 @@ fn make_type(
     Ok(ty.cast_into::<PyType>()?.unbind())
 }
 
-fn fucina_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+pub(crate) fn fucina_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     FUCINA_ERROR
         .get_or_try_init(py, || {
             let bases = PyTuple::new(py, [py.get_type::<PyException>()])?;

@@ -3,6 +3,7 @@
 
 mod errors;
 mod gguf;
+mod llm;
 mod quant;
 mod tokenizer;
 
@@ -34,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     gguf::register(m)?;
     quant::register(m)?;
+    llm::register(m)?;
     tokenizer::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Generation speed: fucina vs llama.cpp (llama-cpp-python), same GGUF, same threads.
+
+    python benches/generate.py [--threads 2] [--models default,synthetic]
+
+Models: the embedded Gemma 3 270M, and `benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`
+(Qwen3-4B shapes, random weights in the Q4_K_M type mix; make it with
+`python tools/make_synthetic_model.py benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`).
+The peer runs from benches/.peers (benches/setup_peers.sh). Each engine runs in
+its own process, one after the other, on identical token ids; both use an f16
+KV cache and greedy argmax. Reported per model:
+
+- load: constructing the model + context (file in page cache);
+- prefill: tokens/s evaluating a 512-token prompt into an empty context;
+- decode@128 / decode@2048: tokens/s of 32 single-token steps after a 128- or
+  2048-token context;
+- peak RSS of the process;
+
+and ours/peer ratios (>1 is better for speeds, <1 for RSS and load time), plus the
+fraction of memory bandwidth decode reaches (weight bytes per token x tok/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
+SYNTHETIC = ROOT / "benches" / ".models" / "qwen3-4b-synthetic-q4_k_m.gguf"
+DECODE_STEPS = 32
+
+CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+engine, path, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = np.random.default_rng(0)
+ids = [int(x) for x in rng.integers(1000, 20000, size=2048 + 64)]
+n_ctx = 2048 + 64
+out = {}
+t0 = time.perf_counter()
+if engine == "fucina":
+    import fucina
+    model = fucina.Model(path, n_threads=threads)
+    sess = fucina.Session(model, n_ctx=n_ctx)
+    out["load_s"] = time.perf_counter() - t0
+    out["weight_bytes_per_token"] = model.weight_bytes_per_token
+    def reset(): sess.reset()
+    def prefill(toks): sess.eval(toks)
+    def step(tok): return sess.eval_argmax([tok])
+else:
+    from llama_cpp import Llama
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_threads=threads, n_threads_batch=threads, verbose=False)
+    out["load_s"] = time.perf_counter() - t0
+    def reset(): llm.reset()
+    def prefill(toks): llm.eval(toks)
+    def step(tok):
+        llm.eval([tok])
+        return int(np.argmax(llm.scores[llm.n_tokens - 1]))
+
+def decode_after(ctx):
+    reset(); prefill(ids[:ctx])
+    tok = ids[ctx]
+    step(tok)  # warm-up step
+    t = time.perf_counter()
+    for _ in range(STEPS):
+        tok = step(tok)
+    return STEPS / (time.perf_counter() - t)
+
+reset(); prefill(ids[:64])  # warm-up
+reset()
+t = time.perf_counter(); prefill(ids[:512]); out["prefill_tps"] = 512 / (time.perf_counter() - t)
+out["decode128_tps"] = decode_after(128)
+out["decode2048_tps"] = decode_after(2048)
+out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(out))
+""".replace("STEPS", str(DECODE_STEPS))
+
+
+def run(engine: str, path: Path, threads: int) -> dict[str, float]:
+    py = sys.executable if engine == "fucina" else str(PEER_PY)
+    r = subprocess.run([py, "-c", CHILD, engine, str(path), str(threads)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{engine} failed on {path}:\n{r.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(r.stdout.strip().splitlines()[-1])
+    return result
+
+
+def memory_bandwidth() -> float:
+    """Single-pass read bandwidth of this machine (bytes/s), numpy sum over 1 GiB."""
+    import time
+
+    import numpy as np
+
+    a = np.ones(1 << 27, dtype=np.float64)
+    a.sum()
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        a.sum()
+        best = max(best, a.nbytes / (time.perf_counter() - t))
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--models", default="default,synthetic")
+    args = ap.parse_args()
+    if not PEER_PY.exists():
+        raise SystemExit("peer virtualenv missing: run benches/setup_peers.sh")
+    import fucina
+
+    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC}
+    bw = memory_bandwidth()
+    print(f"# {args.threads} threads; memory read bandwidth (numpy, 1 thread) {bw / 1e9:.1f} GB/s")
+    for key in args.models.split(","):
+        path = models[key]
+        if not path.exists():
+            print(f"# {key}: {path} missing (see tools/make_synthetic_model.py)")
+            continue
+        ours, peer = run("fucina", path, args.threads), run("llama.cpp", path, args.threads)
+        print(f"\n## {path.name} ({path.stat().st_size / 1e9:.2f} GB)")
+        print(f"{'metric':<16}{'fucina':>12}{'llama.cpp':>12}{'ours/peer':>11}")
+        for k, label, fmt in [
+            ("load_s", "load s", "{:.3f}"),
+            ("prefill_tps", "prefill tok/s", "{:.1f}"),
+            ("decode128_tps", "decode@128", "{:.2f}"),
+            ("decode2048_tps", "decode@2048", "{:.2f}"),
+            ("peak_rss", "peak RSS MB", "{:.0f}"),
+        ]:
+            a, b = ours[k], peer[k]
+            if k == "peak_rss":
+                a, b = a / 1e6, b / 1e6
+            print(f"{label:<16}{fmt.format(a):>12}{fmt.format(b):>12}{a / b:>11.3f}")
+        frac = ours["weight_bytes_per_token"] * ours["decode128_tps"] / bw
+        print(
+            f"decode@128 reads {ours['weight_bytes_per_token'] / 1e6:.0f} MB of weights/token: {frac:.2f} of bandwidth"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+//! Python bindings for `fucina-model`: `Model` (weights, shared) and `Session`
+//! (one sequence's KV cache and position). `fucina.LLM` composes them in Python.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use fucina_model::{KvDtype, Model, ModelError, ModelOptions, Session};
+use numpy::PyArray1;
+use pyo3::prelude::*;
+
+use crate::errors::{raise, unsupported_model_error};
+
+/// Map a model error to the Python hierarchy.
+fn model_err(e: ModelError) -> PyErr {
+    Python::attach(|py| match e {
+        ModelError::Gguf(g) => crate::errors::gguf_err(g),
+        ModelError::Quant(q) => crate::quant::quant_err(q),
+        e @ (ModelError::UnsupportedArchitecture { .. }
+        | ModelError::UnsupportedWeightType { .. }) => match unsupported_model_error(py) {
+            Ok(ty) => raise(ty, e.to_string()),
+            Err(err) => err,
+        },
+        other => match crate::errors::fucina_error(py) {
+            Ok(ty) => raise(ty, other.to_string()),
+            Err(err) => err,
+        },
+    })
+}
+
+/// A model's weights, bound from a GGUF file (memory-mapped, in GGUF precision).
+/// Shared by any number of sessions.
+#[pyclass(frozen, module = "fucina._core", name = "Model")]
+pub struct PyModel {
+    inner: Arc<Model>,
+    path: PathBuf,
+}
+
+#[pymethods]
+impl PyModel {
+    #[new]
+    #[pyo3(signature = (path, n_threads = None))]
+    fn new(py: Python<'_>, path: PathBuf, n_threads: Option<usize>) -> PyResult<Self> {
+        let options = ModelOptions {
+            n_threads: n_threads.unwrap_or(0),
+        };
+        let model = py
+            .detach(|| Model::load(&path, options))
+            .map_err(model_err)?;
+        Ok(Self {
+            inner: Arc::new(model),
+            path,
+        })
+    }
+
+    /// `general.architecture` of the file.
+    #[getter]
+    fn architecture(&self) -> &'static str {
+        self.inner.config().family.arch()
+    }
+
+    /// Vocabulary size (rows of the output head).
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.inner.config().n_vocab
+    }
+
+    /// Number of transformer layers.
+    #[getter]
+    fn n_layer(&self) -> usize {
+        self.inner.config().n_layer
+    }
+
+    /// Width of the residual stream.
+    #[getter]
+    fn n_embd(&self) -> usize {
+        self.inner.config().n_embd
+    }
+
+    /// Context length the model was trained with.
+    #[getter]
+    fn n_ctx_train(&self) -> usize {
+        self.inner.config().n_ctx_train
+    }
+
+    /// Threads the forward runs on.
+    #[getter]
+    fn n_threads(&self) -> usize {
+        self.inner.n_threads()
+    }
+
+    /// Bytes of weights read to produce one token (for bandwidth estimates).
+    #[getter]
+    fn weight_bytes_per_token(&self) -> usize {
+        self.inner.weight_bytes_per_token()
+    }
+
+    /// The GGUF file the weights come from.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.inner.config();
+        format!(
+            "Model(architecture={:?}, n_layer={}, n_embd={}, n_vocab={}, n_threads={})",
+            c.family.arch(),
+            c.n_layer,
+            c.n_embd,
+            c.n_vocab,
+            self.inner.n_threads()
+        )
+    }
+}
+
+/// One sequence over a model: its KV cache and the tokens evaluated so far.
+#[pyclass(frozen, module = "fucina._core", name = "Session")]
+pub struct PySession {
+    inner: Mutex<Session>,
+    n_vocab: usize,
+}
+
+impl PySession {
+    fn with<T>(&self, f: impl FnOnce(&mut Session) -> T) -> PyResult<T> {
+        let mut guard = self.inner.lock().map_err(|_| {
+            pyo3::exceptions::PyRuntimeError::new_err("session poisoned by an earlier panic")
+        })?;
+        Ok(f(&mut guard))
+    }
+}
+
+#[pymethods]
+impl PySession {
+    #[new]
+    #[pyo3(signature = (model, n_ctx = 4096, kv_cache_type = "f16"))]
+    fn new(model: &PyModel, n_ctx: usize, kv_cache_type: &str) -> PyResult<Self> {
+        let dtype = KvDtype::parse(kv_cache_type).map_err(model_err)?;
+        let session = Session::new(model.inner.clone(), n_ctx, dtype).map_err(model_err)?;
+        Ok(Self {
+            inner: Mutex::new(session),
+            n_vocab: model.inner.config().n_vocab,
+        })
+    }
+
+    /// Append `tokens`; return float32 logits of the last token (`[n_vocab]`) or, with
+    /// `all`, of every appended token (`[len(tokens), n_vocab]`).
+    #[pyo3(signature = (tokens, all = false))]
+    fn eval<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: Vec<u32>,
+        all: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let logits = py
+            .detach(|| self.with(|s| s.eval(&tokens, all).map(<[f32]>::to_vec)))?
+            .map_err(model_err)?;
+        let rows = logits.len() / self.n_vocab.max(1);
+        let arr = PyArray1::from_vec(py, logits).into_any();
+        if all {
+            arr.call_method1("reshape", ((rows, self.n_vocab),))
+        } else {
+            Ok(arr)
+        }
+    }
+
+    /// Append `tokens` and return the argmax of the last token's logits (no array copy).
+    fn eval_argmax(&self, py: Python<'_>, tokens: Vec<u32>) -> PyResult<u32> {
+        py.detach(|| self.with(|s| s.eval(&tokens, false).map(fucina_model::argmax)))?
+            .map_err(model_err)
+    }
+
+    /// Greedy continuation of `prompt` (appended to what is already evaluated): up to
+    /// `max_tokens` tokens, stopping after any token in `stop_ids` (included).
+    #[pyo3(signature = (prompt, max_tokens, stop_ids = Vec::new()))]
+    fn generate_greedy(
+        &self,
+        py: Python<'_>,
+        prompt: Vec<u32>,
+        max_tokens: usize,
+        stop_ids: Vec<u32>,
+    ) -> PyResult<Vec<u32>> {
+        py.detach(|| {
+            self.with(|s| s.generate_greedy(&prompt, max_tokens, |t| stop_ids.contains(&t)))
+        })?
+        .map_err(model_err)
+    }
+
+    /// Forget everything (the cache keeps its memory).
+    fn reset(&self) -> PyResult<()> {
+        self.with(Session::reset)
+    }
+
+    /// Keep only the first `n` tokens.
+    fn truncate(&self, n: usize) -> PyResult<()> {
+        self.with(|s| s.truncate(n))
+    }
+
+    /// Tokens evaluated so far.
+    #[getter]
+    fn tokens(&self) -> PyResult<Vec<u32>> {
+        self.with(|s| s.tokens().to_vec())
+    }
+
+    /// Positions the KV cache holds.
+    #[getter]
+    fn n_ctx(&self) -> PyResult<usize> {
+        self.with(|s| s.n_ctx())
+    }
+
+    /// Bytes of KV cache memory.
+    #[getter]
+    fn kv_cache_bytes(&self) -> PyResult<usize> {
+        self.with(|s| s.cache().byte_size())
+    }
+}
+
+/// Register `Model` and `Session`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyModel>()?;
+    m.add_class::<PySession>()?;
+    Ok(())
+}

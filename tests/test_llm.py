@@ -1,0 +1,90 @@
+"""fucina.LLM on the real Gemma 3 270M: the Python generation API and its contracts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fucina
+from conftest import GOLDENS
+
+
+@pytest.fixture(scope="module")
+def llm(gemma_path: Path) -> fucina.LLM:
+    return fucina.LLM(gemma_path, n_ctx=256, n_threads=2)
+
+
+def golden_prompts() -> list[dict[str, object]]:
+    data = json.loads((GOLDENS / "model" / "gemma3-270m" / "logits.json").read_text())
+    prompts: list[dict[str, object]] = data["prompts"]
+    return prompts
+
+
+def test_tokenize_matches_llama_cpp_for_golden_prompts(llm: fucina.LLM) -> None:
+    for p in golden_prompts():
+        assert llm.tokenize(str(p["prompt"]), parse_special=True) == p["tokens"]
+
+
+def test_generate_equals_joined_stream(llm: fucina.LLM) -> None:
+    prompt = "The three primary colors are"
+    text = llm.generate(prompt, max_tokens=16)
+    assert isinstance(text, str) and len(text) > 0
+    assert "".join(llm.stream(prompt, max_tokens=16)) == text
+    # Token ids and text agree.
+    ids = list(llm.stream_tokens(prompt, max_tokens=16))
+    assert llm.detokenize(ids) == text
+
+
+def test_stop_strings_cut_before_the_stop(llm: fucina.LLM) -> None:
+    prompt = "Shopping list:\n- eggs\n- milk\n-"
+    full = llm.generate(prompt, max_tokens=24)
+    assert "\n" in full
+    cut = llm.generate(prompt, max_tokens=24, stop="\n")
+    assert cut == full[: full.index("\n")]
+    assert llm.generate(prompt, max_tokens=24, stop=["zzz-not-there"]) == full
+
+
+def test_logits_shapes_and_incremental_eval(llm: fucina.LLM) -> None:
+    ids = llm.tokenize("The quick brown fox")
+    all_rows = llm.logits(ids, all=True)
+    assert all_rows.shape == (len(ids), llm.n_vocab) and all_rows.dtype == np.float32
+    assert llm.tokens == ids
+    last = llm.logits(ids)
+    assert last.shape == (llm.n_vocab,)
+    # Prefill in one batch vs token-by-token: same argmax at every position.
+    llm.reset()
+    stepwise = np.stack([llm.eval([t]) for t in ids])
+    assert (stepwise.argmax(axis=1) == all_rows.argmax(axis=1)).all()
+    np.testing.assert_allclose(stepwise, all_rows, rtol=0, atol=1e-2 * float(np.ptp(all_rows)))
+
+
+def test_q8_0_kv_cache_halves_memory(gemma_path: Path) -> None:
+    f16 = fucina.LLM(gemma_path, n_ctx=256, kv_cache_type="f16")
+    q8 = fucina.LLM(gemma_path, n_ctx=256, kv_cache_type="q8_0")
+    ratio = q8.session.kv_cache_bytes / f16.session.kv_cache_bytes
+    assert ratio == pytest.approx(34 / 64, rel=1e-6)
+    ids = f16.tokenize("Water boils at a temperature of")
+    a, b = f16.logits(ids), q8.logits(ids)
+    assert int(a.argmax()) == int(b.argmax())
+
+
+def test_context_overflow_and_bad_arguments(gemma_path: Path, llm: fucina.LLM) -> None:
+    small = fucina.LLM(gemma_path, n_ctx=8)
+    with pytest.raises(fucina.FucinaError, match="KV cache overflow"):
+        small.logits(list(range(2, 20)))
+    with pytest.raises(ValueError, match="kv_cache_type"):
+        fucina.LLM(gemma_path, kv_cache_type="q4")
+    with pytest.raises(ValueError, match="empty"):
+        llm.generate("", max_tokens=4) if not llm.tokenizer.add_bos else llm.generate([], max_tokens=4)
+
+
+def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
+    p = tmp_path / "m.gguf"
+    w = fucina.GGUFWriter()
+    w.add("general.architecture", "mamba")
+    w.write(p)
+    with pytest.raises(fucina.UnsupportedModelError, match=r"'mamba'.*gemma3"):
+        fucina.Model(p)
