@@ -72,6 +72,8 @@ pub struct Scratch {
     out_rows: Vec<usize>,
     all_rows: Vec<usize>,
     rope_group: Vec<usize>,
+    rope_reps: Vec<usize>,
+    counts: Vec<usize>,
 }
 
 fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
@@ -132,17 +134,22 @@ impl Model {
 
         // RoPE cos/sin per distinct layer RoPE config, per row.
         s.rope_group.clear();
-        let mut groups: Vec<usize> = Vec::new(); // representative layer of each group
-        for l in &cfg.layers {
-            let g = groups
+        s.rope_reps.clear(); // representative layer of each group
+        for (il, l) in cfg.layers.iter().enumerate() {
+            let g = match s
+                .rope_reps
                 .iter()
-                .position(|&il| cfg.layers[il].rope == l.rope)
-                .unwrap_or_else(|| {
-                    groups.push(s.rope_group.len());
-                    groups.len() - 1
-                });
+                .position(|&r| cfg.layers[r].rope == l.rope)
+            {
+                Some(g) => g,
+                None => {
+                    s.rope_reps.push(il);
+                    s.rope_reps.len() - 1
+                }
+            };
             s.rope_group.push(g);
         }
+        let groups = &s.rope_reps;
         let n_rot_max = cfg.layers.iter().map(|l| l.rope.n_rot).max().unwrap_or(0);
         let cs = grow(&mut s.cs, groups.len() * m * n_rot_max);
         for (g, &il) in groups.iter().enumerate() {
@@ -303,11 +310,12 @@ impl Model {
         }
 
         // Publish the new positions.
-        let mut counts = vec![0usize; caches.len()];
+        s.counts.clear();
+        s.counts.resize(caches.len(), 0);
         for r in rows {
-            counts[r.seq] += 1;
+            s.counts[r.seq] += 1;
         }
-        for (c, n) in caches.iter_mut().zip(counts) {
+        for (c, &n) in caches.iter_mut().zip(&s.counts) {
             c.advance(n)?;
         }
 

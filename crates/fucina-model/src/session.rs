@@ -19,6 +19,7 @@ pub struct Session {
     scratch: Scratch,
     tokens: Vec<u32>,
     logits: Vec<f32>,
+    rows: Vec<BatchRow>,
     n_batch: usize,
 }
 
@@ -35,6 +36,7 @@ impl Session {
             scratch: Scratch::default(),
             tokens: Vec::new(),
             logits: Vec::new(),
+            rows: Vec::new(),
             n_batch: DEFAULT_N_BATCH,
         })
     }
@@ -79,13 +81,18 @@ impl Session {
         for (ci, chunk) in tokens.chunks(self.n_batch).enumerate() {
             let at = start + ci * self.n_batch;
             let last_chunk = at + chunk.len() == start + tokens.len();
-            let mut rows = BatchRow::sequence(0, at, chunk, all);
-            if !last_chunk && !all {
-                rows.iter_mut().for_each(|r| r.logits = false);
-            }
+            let n = chunk.len();
+            self.rows.clear();
+            self.rows
+                .extend(chunk.iter().enumerate().map(|(i, &token)| BatchRow {
+                    seq: 0,
+                    pos: at + i,
+                    token,
+                    logits: all || (last_chunk && i + 1 == n),
+                }));
             let out = self
                 .model
-                .forward(&rows, &mut self.cache, &mut self.scratch)?;
+                .forward(&self.rows, &mut self.cache, &mut self.scratch)?;
             self.logits.extend_from_slice(out);
             self.tokens.extend_from_slice(chunk);
         }
