@@ -100,7 +100,7 @@ impl Model {
             output_norm,
             output_bias,
             layers,
-            pool: ThreadPool::new(options.n_threads),
+            pool: ThreadPool::new(options.n_threads)?,
         })
     }
 

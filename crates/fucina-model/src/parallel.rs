@@ -1,207 +1,56 @@
-//! A small persistent thread pool for the forward: `run(n_tasks, f)` calls
-//! `f(0..n_tasks)` across the caller and the workers and returns when all are done.
+//! Parallel sections of the forward on fucina-quant's persistent thread pool:
+//! `run(n_tasks, f)` calls `f(0..n_tasks)` across the threads that show up and
+//! returns when all tasks are done.
 //!
-//! Workers spin briefly on an epoch counter before parking, so the ~100 parallel
-//! sections of one decode step do not pay a thread wake-up each (spawning scoped
-//! threads per matmul costs tens of microseconds a call). Tasks are handed out by
-//! an atomic counter; what a task computes never depends on which thread runs it,
-//! so results are identical for any thread count.
+//! Tasks are claimed from an atomic counter, so a thread the OS has descheduled
+//! (two cores shared with other processes) never holds the others back: the ones
+//! running simply take its share. What a task computes never depends on which
+//! thread runs it, so results are identical for any thread count.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-type TaskFn = dyn Fn(usize) + Sync;
+use crate::Result;
 
-/// Spins before a worker parks (a decode step's sections are microseconds apart).
-const SPIN_LIMIT: u32 = 1 << 16;
-
-struct Shared {
-    epoch: AtomicUsize,
-    job: UnsafeCell<Option<*const TaskFn>>,
-    n_tasks: AtomicUsize,
-    next: AtomicUsize,
-    busy: AtomicUsize,
-    shutdown: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-}
-
-// SAFETY: `job` is written only by the thread inside `ThreadPool::run` while no
-// worker reads it (all workers are idle: `busy == 0` and the epoch is unchanged),
-// and read by workers only between the epoch bump and their `busy` decrement,
-// during which `run` does not return or write it. The pointee is `Sync`.
-unsafe impl Sync for Shared {}
-// SAFETY: as above; the raw pointer is only dereferenced under that protocol.
-unsafe impl Send for Shared {}
-
-/// A fixed set of worker threads plus the calling thread.
+/// A fixed set of threads (the caller counts as one).
+#[derive(Debug)]
 pub struct ThreadPool {
-    shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
-    n_threads: usize,
-    run_lock: Mutex<()>,
-}
-
-impl std::fmt::Debug for ThreadPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ThreadPool")
-            .field("n_threads", &self.n_threads)
-            .finish()
-    }
+    inner: fucina_quant::ThreadPool,
 }
 
 impl ThreadPool {
-    /// A pool computing on `n_threads` threads in total (the caller counts as one;
-    /// 0 means the machine's available parallelism).
-    pub fn new(n_threads: usize) -> ThreadPool {
-        let n_threads = if n_threads == 0 {
+    /// A pool computing on `n_threads` threads in total (0: the machine's available
+    /// parallelism).
+    pub fn new(n_threads: usize) -> Result<ThreadPool> {
+        let n = if n_threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
             n_threads
         };
-        let shared = Arc::new(Shared {
-            epoch: AtomicUsize::new(0),
-            job: UnsafeCell::new(None),
-            n_tasks: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
-            busy: AtomicUsize::new(0),
-            shutdown: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            wake: Condvar::new(),
-        });
-        let workers = (1..n_threads)
-            .filter_map(|i| {
-                let s = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("fucina-worker-{i}"))
-                    .spawn(move || worker(&s, 0))
-                    .ok()
-            })
-            .collect::<Vec<_>>();
-        let n_threads = workers.len() + 1;
-        ThreadPool {
-            shared,
-            workers,
-            n_threads,
-            run_lock: Mutex::new(()),
-        }
+        Ok(ThreadPool {
+            inner: fucina_quant::ThreadPool::new(n)?,
+        })
     }
 
     /// Threads that compute (workers + caller).
     pub fn n_threads(&self) -> usize {
-        self.n_threads
+        self.inner.n_threads()
     }
 
     /// Call `f(i)` for every `i` in `0..n_tasks`, in parallel; returns when all calls
-    /// have returned. A panic in `f` on a worker aborts the process (workers cannot
-    /// unwind into the caller), so `f` must not panic.
+    /// have returned.
     pub fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-        if n_tasks == 0 {
+        if n_tasks <= 1 || self.n_threads() == 1 {
+            (0..n_tasks).for_each(f);
             return;
         }
-        if self.workers.is_empty() || n_tasks == 1 {
-            for i in 0..n_tasks {
-                f(i);
-            }
-            return;
-        }
-        // One parallel section at a time per pool (a poisoned lock only means an
-        // earlier caller panicked; the pool state is still consistent).
-        let _guard = self.run_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let s = &*self.shared;
-        // SAFETY: erase the closure's lifetime for the workers; it stays alive until
-        // this function returns, and this function returns only after every worker
-        // has decremented `busy` for this epoch, i.e. stopped touching it.
-        let ptr: *const TaskFn =
-            unsafe { std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const TaskFn>(f) };
-        // SAFETY: all workers are idle (busy == 0 after the previous run), so none is
-        // reading `job` now.
-        unsafe { *s.job.get() = Some(ptr) };
-        s.n_tasks.store(n_tasks, Ordering::Relaxed);
-        s.next.store(0, Ordering::Relaxed);
-        s.busy.store(self.workers.len(), Ordering::Relaxed);
-        {
-            let _l = s.lock.lock().unwrap_or_else(|e| e.into_inner());
-            s.epoch.fetch_add(1, Ordering::Release);
-            s.wake.notify_all();
-        }
-        loop {
-            let i = s.next.fetch_add(1, Ordering::Relaxed);
+        let next = AtomicUsize::new(0);
+        self.inner.run(&|_thread| loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= n_tasks {
                 break;
             }
             f(i);
-        }
-        let mut spins = 0u32;
-        while s.busy.load(Ordering::Acquire) != 0 {
-            spins = spins.wrapping_add(1);
-            if spins < SPIN_LIMIT {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-impl Drop for ThreadPool {
-    fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        {
-            let _l = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.epoch.fetch_add(1, Ordering::Release);
-            self.shared.wake.notify_all();
-        }
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
-    }
-}
-
-/// A worker's loop. `seen` is the epoch at construction (0), passed in rather than
-/// read here: a thread may start after the first `run` has already bumped the
-/// epoch, and reading it then would make the worker skip that run and the caller
-/// wait for it forever.
-fn worker(s: &Shared, mut seen: usize) {
-    loop {
-        let mut spins = 0u32;
-        loop {
-            let e = s.epoch.load(Ordering::Acquire);
-            if e != seen {
-                seen = e;
-                break;
-            }
-            spins += 1;
-            if spins < SPIN_LIMIT {
-                std::hint::spin_loop();
-                continue;
-            }
-            let l = s.lock.lock().unwrap_or_else(|e| e.into_inner());
-            if s.epoch.load(Ordering::Acquire) == seen {
-                let _unused = s.wake.wait(l).unwrap_or_else(|e| e.into_inner());
-            }
-            spins = 0;
-        }
-        if s.shutdown.load(Ordering::Acquire) {
-            return;
-        }
-        // SAFETY: the epoch moved, so `run` published `job` before the Release bump
-        // we Acquired, and keeps the closure alive until we decrement `busy`.
-        let job = unsafe { *s.job.get() };
-        let n = s.n_tasks.load(Ordering::Relaxed);
-        if let Some(f) = job {
-            loop {
-                let i = s.next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    break;
-                }
-                // SAFETY: see above; the pointee outlives this use.
-                unsafe { (*f)(i) };
-            }
-        }
-        s.busy.fetch_sub(1, Ordering::Release);
+        });
     }
 }
 
@@ -260,7 +109,7 @@ mod tests {
 
     #[test]
     fn every_task_runs_once() {
-        let pool = ThreadPool::new(3);
+        let pool = ThreadPool::new(3).unwrap();
         for n in [0usize, 1, 2, 7, 100] {
             let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
             pool.run(n, &|i| {
@@ -272,7 +121,7 @@ mod tests {
 
     #[test]
     fn disjoint_writes() {
-        let pool = ThreadPool::new(2);
+        let pool = ThreadPool::new(2).unwrap();
         let mut out = vec![0usize; 1000];
         let p = SharedMut::new(&mut out);
         pool.run(10, &|t| {
