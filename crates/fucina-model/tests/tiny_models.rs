@@ -243,3 +243,35 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
         "{r:?}"
     );
 }
+
+/// A `final_logit_softcapping` key caps logits as c·tanh(l/c).
+#[test]
+fn final_logit_softcap_from_metadata() {
+    use fucina_gguf::{GgufFile, GgufWriter, OpenOptions, Value};
+    let path = dir().join("gemma3-f32.gguf");
+    let toks = [2u32, 9, 77, 180];
+    let plain = Arc::new(Model::load(&path, ModelOptions { n_threads: 1 }).expect("load"));
+    let file = GgufFile::open(&path).expect("open");
+    let mut w = GgufWriter::from_part(&file, 0).expect("writer");
+    w.set("gemma3.final_logit_softcapping", Value::F32(2.0));
+    let capped =
+        GgufFile::from_bytes(w.to_bytes().expect("bytes"), OpenOptions::default()).expect("reopen");
+    let capped =
+        Arc::new(Model::from_file(Arc::new(capped), ModelOptions { n_threads: 1 }).expect("bind"));
+    assert_eq!(capped.config().final_softcap, Some(2.0));
+    let run = |m: &Arc<Model>| {
+        let mut s = Session::new(Arc::clone(m), 8, KvDtype::F32).expect("session");
+        s.eval(&toks, true).expect("eval").to_vec()
+    };
+    let (a, b) = (run(&plain), run(&capped));
+    assert!(
+        a.iter().any(|v| v.abs() > 2.0),
+        "uncapped logits exceed the cap"
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert!(
+            y.abs() < 2.0 && (y - 2.0 * (x / 2.0).tanh()).abs() < 1e-6,
+            "{x} -> {y}"
+        );
+    }
+}

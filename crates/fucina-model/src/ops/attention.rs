@@ -202,6 +202,43 @@ mod tests {
     }
 
     #[test]
+    fn softcap_bounds_scores() {
+        let geom = [KvGeometry {
+            n_head_kv: 1,
+            head_dim_k: 32,
+            head_dim_v: 32,
+        }];
+        let ks = rows(3, 0.37);
+        let vs = rows(3, 0.11);
+        let mut c = KvCache::new(&geom, 4, KvDtype::F32).unwrap();
+        for p in 0..3 {
+            c.write(0, p, &ks[p], &vs[p]).unwrap();
+        }
+        // Huge queries: without a cap the softmax is one-hot, with cap 1 the scores
+        // lie in [-1, 1] and every value gets weight >= e^-2 / 3.
+        let q: Vec<f32> = (0..32).map(|i| 100.0 * (i as f32 * 0.7).cos()).collect();
+        let mut out = vec![0f32; 32];
+        let mut s = AttnScratch::default();
+        let mut p = AttnParams {
+            group: 1,
+            head_dim_k: 32,
+            head_dim_v: 32,
+            window: None,
+            kq_scale: 1.0,
+            softcap: Some(1.0),
+        };
+        attend_head(&c, 0, 0, &q, 2, &p, &mut out, &mut s).unwrap();
+        assert!(
+            s.scores.iter().all(|&w| w >= (-2f32).exp() / 3.0 - 1e-6),
+            "{:?}",
+            s.scores
+        );
+        p.softcap = None;
+        attend_head(&c, 0, 0, &q, 2, &p, &mut out, &mut s).unwrap();
+        assert!(s.scores.iter().any(|&w| w > 0.999), "{:?}", s.scores);
+    }
+
+    #[test]
     fn window_bounds() {
         assert_eq!(window_start(0, Some(512)), 0);
         assert_eq!(window_start(511, Some(512)), 0);
