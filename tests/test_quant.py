@@ -66,3 +66,43 @@ def test_bad_input_is_a_clear_error() -> None:
 def test_build_info_reports_the_kernel_set() -> None:
     info = fucina.build_info()
     assert info["isa"] in {"scalar", "avx2", "avx512"}
+
+
+# Byte offsets of the f16 scale fields per block type; non-finite scales are made
+# finite (their NaN/Inf behaviour is pinned by the Rust goldens' explicit edge cases).
+F16_FIELDS: dict[Q, list[int]] = {
+    Q.Q4_0: [0],
+    Q.Q4_1: [0, 2],
+    Q.Q5_0: [0],
+    Q.Q5_1: [0, 2],
+    Q.Q8_0: [0],
+    Q.Q2_K: [80, 82],
+    Q.Q3_K: [108],
+    Q.Q4_K: [0, 2],
+    Q.Q5_K: [0, 2],
+    Q.Q6_K: [208],
+    Q.IQ2_XXS: [0],
+    Q.IQ2_XS: [0],
+    Q.IQ2_S: [0],
+    Q.IQ3_XXS: [0],
+    Q.IQ3_S: [0],
+    Q.IQ1_S: [0],
+    Q.IQ4_NL: [0],
+    Q.IQ4_XS: [0],
+    Q.TQ1_0: [52],
+    Q.TQ2_0: [64],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(F16_FIELDS)), st.integers(1, 3), st.randoms(use_true_random=False))
+def test_random_blocks_dequantize_bit_identical_to_gguf_py(ty: Q, n_blocks: int, rnd: object) -> None:
+    block, size = gguf.GGML_QUANT_SIZES[ty]
+    raw = np.frombuffer(rnd.randbytes(size * n_blocks), dtype=np.uint8).reshape(n_blocks, size).copy()  # type: ignore[attr-defined]
+    for off in F16_FIELDS[ty]:
+        field = raw[:, off : off + 2].copy().view(np.uint16)
+        field[(field & 0x7C00) == 0x7C00] &= np.uint16(0xBFFF)
+        raw[:, off : off + 2] = field.view(np.uint8)
+    ours = fucina.quant.dequantize(raw.tobytes(), ty.name, (n_blocks * block,))
+    ref = gguf.quants.dequantize(raw.reshape(1, -1), ty).reshape(-1).astype(np.float32)
+    np.testing.assert_array_equal(ours.view(np.uint32), ref.view(np.uint32))
