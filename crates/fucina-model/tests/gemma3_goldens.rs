@@ -75,8 +75,14 @@ fn logits_and_greedy_match_llama_cpp() {
                 worst = worst.max(d / range);
             }
             positions += 1;
-            agree +=
-                usize::from(u64::from(argmax(ours)) == pos["argmax"].as_u64().expect("argmax"));
+            if u64::from(argmax(ours)) == pos["argmax"].as_u64().expect("argmax") {
+                agree += 1;
+            } else {
+                let margin = pos["margin"].as_f64().expect("margin");
+                eprintln!(
+                    "prompt {pi} position {i}: argmax differs (llama.cpp top-2 margin {margin:.4})"
+                );
+            }
         }
 
         let want = ids(&p["greedy"]);
