@@ -52,14 +52,17 @@ if engine == "fucina":
     def prefill(toks): sess.eval(toks)
     def step(tok): return sess.eval_argmax([tok])
 else:
+    import llama_cpp
     from llama_cpp import Llama
     llm = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_threads=threads, n_threads_batch=threads, verbose=False)
     out["load_s"] = time.perf_counter() - t0
+    n_vocab = llm.n_vocab()
     def reset(): llm.reset()
     def prefill(toks): llm.eval(toks)
     def step(tok):
         llm.eval([tok])
-        return int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+        return int(np.argmax(logits))
 
 def decode_after(ctx):
     reset(); prefill(ids[:ctx])
