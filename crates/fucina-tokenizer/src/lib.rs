@@ -1,7 +1,8 @@
 //! Tokenizers built from GGUF metadata, token-ID exact against llama.cpp (spec §13.5).
 //!
 //! - Byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with the pretokenizer chosen by
-//!   `tokenizer.ggml.pre` (qwen2, qwen35, llama3, glm4, gpt2, deepseek-v3 families and
+//!   `tokenizer.ggml.pre` (qwen2, qwen35, llama3, glm4, gpt2, deepseek-v3, gpt-4o and
+//!   inkling families and
 //!   their aliases; an unknown name is an error listing the known ones).
 //! - SentencePiece (`"llama"`) with llama.cpp's score-driven merges and byte fallback.
 //! - Special tokens partitioned out first with llama.cpp's priority rules,

@@ -31,6 +31,15 @@ pub enum Pre {
     /// DeepSeek-V3 (also hunyuan-dense, joyai-llm, hy_v4): digit triples, CJK/kana runs,
     /// then `[punct][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|...`.
     DeepseekV3,
+    /// GPT-4o / o200k (also llama4, kanana2, talkie, minimax-m2) as llama.cpp runs it:
+    /// `[^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|...`
+    /// on the collapsed string, where `U` is "a letter but not `a-z`" and `L` "a letter
+    /// but not `A-Z`" (so non-ASCII letters are in both), `C` the ASCII contractions.
+    /// Combining marks are not letters here: a mark after a letter starts a new chunk.
+    Gpt4o,
+    /// The spec's `inkling` (and llama.cpp's granite-embed-multi-97m): [`Pre::Gpt4o`]
+    /// with `\p{M}` in both word classes, so combining marks attach to base letters.
+    Inkling,
 }
 
 /// How a `tokenizer.ggml.pre` name configures the BPE tokenizer, as llama.cpp's loader does.
@@ -132,6 +141,21 @@ const NAMES: &[(&[&str], Pre, bool, bool, bool)] = &[
         &["deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"],
         Pre::DeepseekV3,
         false,
+        false,
+        false,
+    ),
+    (
+        &["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"],
+        Pre::Gpt4o,
+        false,
+        false,
+        false,
+    ),
+    (&["inkling"], Pre::Inkling, false, false, false),
+    (
+        &["granite-embed-multi-97m"],
+        Pre::Inkling,
+        true,
         false,
         false,
     ),
@@ -252,6 +276,23 @@ pub(crate) fn split(pre: Pre, cps: &Cps, ends: &mut Vec<u32>, tmp: &mut Vec<u32>
             ends.clear();
             stage(cps, tmp, ends, crate::pretokenize_regex::deepseek_v3_main);
         }
+        Pre::Gpt4o => crate::pretokenize_regex::o200k_main::<false>(cps, 0, n as usize, ends),
+        Pre::Inkling => crate::pretokenize_regex::o200k_main::<true>(cps, 0, n as usize, ends),
+    }
+}
+
+impl Pre {
+    /// Split `text` into this pretokenizer's chunks, returning each chunk's end as a
+    /// byte offset (the last is `text.len()`; an empty text has no chunks). This is
+    /// the chunking the BPE encoder applies after special-token partitioning.
+    pub fn chunk_ends(self, text: &str) -> Vec<usize> {
+        let mut cps = Cps::default();
+        cps.load(text.as_bytes());
+        let (mut ends, mut tmp) = (Vec::new(), Vec::new());
+        split(self, &cps, &mut ends, &mut tmp);
+        ends.iter()
+            .filter_map(|&e| cps.offs.get(e as usize).map(|&o| o as usize))
+            .collect()
     }
 }
 
@@ -520,7 +561,54 @@ mod tests {
     }
 
     #[test]
+    fn gpt4o_follows_the_o200k_regex() {
+        assert_eq!(
+            chunks(Pre::Gpt4o, "Hello, WORLD! I'm HTTPServer 12345\n\n  x"),
+            [
+                "Hello",
+                ",",
+                " WORLD",
+                "!",
+                " I'm",
+                " HTTPServer",
+                " ",
+                "123",
+                "45",
+                "\n\n",
+                " ",
+                " x"
+            ]
+        );
+        assert_eq!(
+            chunks(Pre::Gpt4o, "!abc a//b .\n/x"),
+            ["!abc", " a", "//", "b", " .\n/", "x"]
+        );
+        // Non-ASCII letters are in both case classes: no split inside "aÉb", and in
+        // "ÉCOLE" the lower class can only end at É (llama.cpp's collapsed semantics).
+        assert_eq!(chunks(Pre::Gpt4o, "aÉb ÉCOLE"), ["aÉb", " É", "COLE"]);
+        assert_eq!(chunks(Pre::Gpt4o, "YOU'RE"), ["YOU'RE"]);
+    }
+
+    #[test]
+    fn inkling_keeps_marks_with_letters() {
+        assert_eq!(chunks(Pre::Gpt4o, "e\u{301}x"), ["e", "\u{301}x"]);
+        assert_eq!(chunks(Pre::Inkling, "e\u{301}x"), ["e\u{301}x"]);
+        assert_eq!(
+            chunks(Pre::Gpt4o, "नमस्ते दुनिया"),
+            ["नमस", "्त", "े", " द", "ुन", "िय", "ा"]
+        );
+        assert_eq!(chunks(Pre::Inkling, "नमस्ते दुनिया"), ["नमस्ते", " दुनिया"]);
+        assert_eq!(Pre::Inkling.chunk_ends("a\u{301} b"), [3, 5]);
+    }
+
+    #[test]
     fn name_table_resolves_aliases() {
+        assert_eq!(
+            PreConfig::from_name("llama4").map(|c| c.pre),
+            Some(Pre::Gpt4o)
+        );
+        assert!(PreConfig::from_name("granite-embed-multi-97m")
+            .is_some_and(|c| c.pre == Pre::Inkling && c.ignore_merges));
         assert_eq!(
             PreConfig::from_name("deepseek-r1-qwen").map(|c| c.pre),
             Some(Pre::Qwen2)

@@ -186,6 +186,108 @@ pub(crate) fn deepseek_v3_main(cps: &Cps, ini: usize, end: usize, out: &mut Vec<
     });
 }
 
+/// `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?` at `e`: where it ends.
+#[inline]
+fn contraction(c: impl Fn(usize) -> u8, e: usize, end: usize) -> usize {
+    if e + 1 >= end || c(e) != b'\'' {
+        return e;
+    }
+    let n1 = c(e + 1).to_ascii_lowercase();
+    if matches!(n1, b's' | b't' | b'm' | b'd') {
+        return e + 2;
+    }
+    if e + 2 < end {
+        let n2 = c(e + 2).to_ascii_lowercase();
+        if matches!((n1, n2), (b'r', b'e') | (b'v', b'e') | (b'l', b'l')) {
+            return e + 3;
+        }
+    }
+    e
+}
+
+/// The o200k regex as llama.cpp runs it (`LLAMA_VOCAB_PRE_TYPE_GPT4O` for `MARKS =
+/// false`, and with `\p{M}` added to both lookaheads, `GRANITE_EMB_MULTI` / the spec's
+/// `inkling`, for `MARKS = true`):
+///
+/// `[^\r\n\p{L}\p{N}]?((?=[W])([^a-z]))*((?=[W])([^A-Z]))+C? | [^\r\n\p{L}\p{N}]?((?=[W])([^a-z]))+((?=[W])([^A-Z]))*C?
+///  | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+`
+///
+/// with `W` = `\p{L}` (or `\p{L}\p{M}`) and `C` the ASCII contractions. On the collapsed
+/// string every non-ASCII letter (and mark, with `MARKS`) is one byte that is neither
+/// `a-z` nor `A-Z`, so it belongs to both the "upper" and the "lower" word class: the
+/// case split of the tokenizer.json regex survives only for ASCII letters.
+pub(crate) fn o200k_main<const MARKS: bool>(cps: &Cps, ini: usize, end: usize, out: &mut Vec<u32>) {
+    let c = |i: usize| collapsed(cps, i);
+    let word = |x: u8| is_l(x) || (MARKS && x == C_MARK);
+    let up = |i: usize| i < end && word(c(i)) && !c(i).is_ascii_lowercase();
+    let lo = |i: usize| i < end && word(c(i)) && !c(i).is_ascii_uppercase();
+    let run = |mut i: usize, pred: &dyn Fn(usize) -> bool| {
+        while pred(i) {
+            i += 1;
+        }
+        i
+    };
+    // `[^\r\n\p{L}\p{N}]`
+    let prefix = |x: u8| !(is_rn(x) || is_l(x) || is_n(x));
+    // `[^\s\p{L}\p{N}]`
+    let other = |i: usize| i < end && !(is_ws(c(i)) || is_l(c(i)) || is_n(c(i)));
+    // Alternative 1 from `q`: `U*L+`, backtracking `U*` until `L+` can start.
+    let upper_then_lower = |q: usize| -> Option<usize> {
+        let r = run(q, &up);
+        (q..=r).rev().find(|&k| lo(k)).map(|k| run(k, &lo))
+    };
+    // Alternative 2 from `q`: `U+L*`.
+    let upper_plus = |q: usize| -> Option<usize> {
+        let r = run(q, &up);
+        (r > q).then(|| run(r, &lo))
+    };
+    scan(ini, end, out, |p| {
+        let c0 = c(p);
+        let starts: &[usize] = if prefix(c0) { &[p + 1, p] } else { &[p] };
+        for alt in [
+            &upper_then_lower as &dyn Fn(usize) -> Option<usize>,
+            &upper_plus,
+        ] {
+            for &q in starts {
+                if let Some(e) = alt(q) {
+                    return Some(contraction(c, e, end));
+                }
+            }
+        }
+        if is_n(c0) {
+            return Some(run(p, &|i| i < end && i - p < 3 && is_n(c(i))));
+        }
+        let punct_start = if c0 == b' ' && other(p + 1) {
+            Some(p + 1)
+        } else if other(p) {
+            Some(p)
+        } else {
+            None
+        };
+        if let Some(s) = punct_start {
+            let e = run(s, &other);
+            return Some(run(e, &|i| i < end && matches!(c(i), b'\r' | b'\n' | b'/')));
+        }
+        if is_ws(c0) {
+            let mut q = p;
+            let mut last_rn = None;
+            while q < end && is_ws(c(q)) {
+                if is_rn(c(q)) {
+                    last_rn = Some(q + 1);
+                }
+                q += 1;
+            }
+            return Some(match last_rn {
+                Some(r) => r,
+                None if q == end => q,
+                None if q - p >= 2 => q - 1,
+                None => q,
+            });
+        }
+        None
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use crate::pretokenize::{split, Cps, Pre};

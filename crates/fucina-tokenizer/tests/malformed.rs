@@ -118,10 +118,10 @@ fn missing_or_unsupported_model() {
 #[test]
 fn unknown_or_missing_pretokenizer_lists_the_known_ones() {
     let mut md = bpe_metadata();
-    md.insert("tokenizer.ggml.pre", Value::string("inkling"));
+    md.insert("tokenizer.ggml.pre", Value::string("no-such-pre"));
     let e = err(&md);
     let msg = e.to_string();
-    assert!(matches!(&e, TokenizerError::UnknownPretokenizer { pre, .. } if pre == "inkling"));
+    assert!(matches!(&e, TokenizerError::UnknownPretokenizer { pre, .. } if pre == "no-such-pre"));
     for known in [
         "qwen2",
         "deepseek-r1-qwen",
@@ -130,6 +130,8 @@ fn unknown_or_missing_pretokenizer_lists_the_known_ones() {
         "gpt-2",
         "glm4",
         "deepseek-v3",
+        "gpt-4o",
+        "inkling",
     ] {
         assert!(msg.contains(known), "{msg} should list {known}");
     }
