@@ -74,7 +74,7 @@ impl ActType {
             ActType::F32 => float::quantize_f32(src, out),
             ActType::F16 => float::quantize_f16(src, out),
             ActType::BF16 => float::quantize_bf16(src, out),
-            ActType::Q8_0 => legacy::quantize_q8_0(src, out),
+            ActType::Q8_0 => legacy::quantize_q8_0_act(src, out),
             ActType::Q8_1 => legacy::quantize_q8_1(src, out),
             ActType::Q8_K => kquants::quantize_q8_k(src, out),
         }

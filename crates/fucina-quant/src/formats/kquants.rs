@@ -218,6 +218,19 @@ pub(crate) fn quantize_q8_k(src: &[f32], out: &mut [u8]) {
 // Per super-block: an exact integer sum `isum = Σ_g scale_g · Σ q·a` (and, for the
 // types with mins, `summs = Σ_g min_g · bsum_g`), then
 // `acc += (d_w·d_a)·isum − (dmin_w·d_a)·summs`, accumulated in order in one f32.
+//
+// Q4_K and Q6_K instead reproduce the float steps llama.cpp executes on x86-64 (the
+// Gemma 3 default model's hot types), so logits track llama.cpp's to the last bit
+// where the integer sums agree:
+// * Q4_K: ggml's repacked `gemv/gemm_q4_K_8x8_q8_K` (every Q4_K matrix with a row
+//   count divisible by 8 is repacked on AVX2 machines): two f32 accumulators,
+//   `acc = fma(isum, d_w·d_a, acc)`, `accm = fma(summs, dmin_w·d_a, accm)`, result
+//   `acc − accm`.
+// * Q6_K: ggml's AVX2 `vec_dot_q6_K_q8_K`: eight lanes, lane `l` holding the exact
+//   integer sum over elements with `(i mod 32) / 4 = l` of `scale·(q+32)·a`, minus
+//   `32·(scale·bsum)` of groups `2l` and `2l+1`; each lane does
+//   `acc_l = fma(d_w·d_a, lane_l, acc_l)`, and the lanes are summed as
+//   `((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))` (ggml's `hsum_float_8`).
 
 /// Q8_K activation quant `i` of a block.
 #[inline]
@@ -281,15 +294,16 @@ fn k_sums(sc: &[u8; 8], mn: &[u8; 8], y: &[u8], q: impl Fn(usize) -> i32) -> (i3
 
 /// Q4_K weights · Q8_K activations.
 pub(crate) fn dot_q4_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let (mut acc, mut accm) = (0f32, 0f32);
     for (x, y) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let (sc, mn) = k_scale_min(&x[4..16]);
         let qs = &x[16..144];
         let (isum, summs) = k_sums(&sc, &mn, y, |i| i32::from(k_nibble(qs, i)));
         let da = f32_at(y, 0);
-        acc += (f16_at(x, 0) * da) * isum as f32 - (f16_at(x, 2) * da) * summs as f32;
+        acc = (isum as f32).mul_add(f16_at(x, 0) * da, acc);
+        accm = (summs as f32).mul_add(f16_at(x, 2) * da, accm);
     }
-    acc
+    acc - accm
 }
 
 /// Q5_K weights · Q8_K activations.
@@ -308,17 +322,27 @@ pub(crate) fn dot_q5_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
 
 /// Q6_K weights · Q8_K activations.
 pub(crate) fn dot_q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     for (x, y) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let (ql, qh, scales) = (&x[0..128], &x[128..192], &x[192..208]);
-        let mut isum = 0i32;
-        for (g, &sc) in scales.iter().enumerate() {
-            let s: i32 = (16 * g..16 * g + 16)
-                .map(|i| i32::from(q6_k_quant(ql, qh, i)) * aq(y, i))
-                .sum();
-            isum += i32::from(sc as i8) * s;
+        let sc = |g: usize| i32::from(scales[g] as i8);
+        let mut lanes = [0i32; 8];
+        for i in 0..QK_K {
+            let q = i32::from(q6_k_quant(ql, qh, i)) + 32;
+            lanes[(i % 32) / 4] += sc(i / 16) * q * aq(y, i);
         }
-        acc += (f16_at(x, 208) * f32_at(y, 0)) * isum as f32;
+        let d = f16_at(x, 208) * f32_at(y, 0);
+        for (l, (acc, lane)) in acc.iter_mut().zip(lanes).enumerate() {
+            let sub = 32 * (sc(2 * l) * bsum(y, 2 * l) + sc(2 * l + 1) * bsum(y, 2 * l + 1));
+            *acc = d.mul_add((lane - sub) as f32, *acc);
+        }
     }
-    acc
+    hsum_lanes8(&acc)
+}
+
+/// ggml's `hsum_float_8` order for eight f32 lanes.
+#[inline]
+pub(crate) fn hsum_lanes8(a: &[f32; 8]) -> f32 {
+    let s: [f32; 4] = core::array::from_fn(|k| a[k] + a[k + 4]);
+    (s[0] + s[2]) + (s[1] + s[3])
 }

@@ -194,32 +194,60 @@ pub(crate) fn quantize_q5_1(src: &[f32], out: &mut [u8]) {
     }
 }
 
+/// How a Q8 block maps `x` to an integer.
+#[derive(Clone, Copy)]
+enum Q8Rounding {
+    /// ggml's C reference (and gguf-py): `roundf(x · (1/d))`, ties away from zero.
+    Reference,
+    /// ggml's x86 (AVX/AVX2) activation quantizer: `round_ties_even(x · (127/amax))`.
+    X86,
+}
+
 /// Quantize one 32-block to Q8_0; returns the integer sum of the quants and the unrounded scale.
-fn q8_block(x: &[f32], b: &mut [u8]) -> (i32, f32) {
+fn q8_block(x: &[f32], b: &mut [u8], rounding: Q8Rounding) -> (i32, f32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
-    let id = inv(d);
     put_f16(b, 0, d);
     let mut sum = 0i32;
+    let id = match rounding {
+        Q8Rounding::Reference => inv(d),
+        Q8Rounding::X86 if amax != 0.0 => 127.0 / amax,
+        Q8Rounding::X86 => 0.0,
+    };
     for (q, &v) in b[2..].iter_mut().zip(x) {
-        let r = roundf(v * id) as i8;
+        let r = match rounding {
+            Q8Rounding::Reference => roundf(v * id) as i8,
+            Q8Rounding::X86 => (v * id).round_ties_even() as i8,
+        };
         sum += i32::from(r);
         *q = r as u8;
     }
     (sum, d)
 }
 
+/// Quantize to Q8_0 as ggml's `quantize_row_q8_0_ref` (gguf-py's `quantize`).
 pub(crate) fn quantize_q8_0(src: &[f32], out: &mut [u8]) {
     for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_0_BYTES)) {
-        q8_block(x, b);
+        q8_block(x, b, Q8Rounding::Reference);
     }
 }
 
-/// Quantize activations to Q8_1: Q8_0 quants plus `s = d·Σq` (as ggml's `quantize_row_q8_1_ref`).
+/// Quantize activations to Q8_0 as ggml's x86 `quantize_row_q8_0` does (the
+/// `from_float` llama.cpp runs on this machine kind): scale `127/amax`, ties to even.
+/// It differs from [`quantize_q8_0`] only in rare last-bit roundings, but those move
+/// logits measurably, so the activation path follows llama.cpp's executed code.
+pub(crate) fn quantize_q8_0_act(src: &[f32], out: &mut [u8]) {
+    for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_0_BYTES)) {
+        q8_block(x, b, Q8Rounding::X86);
+    }
+}
+
+/// Quantize activations to Q8_1: Q8_0 quants plus `s = d·Σq`, rounded as ggml's x86
+/// `quantize_row_q8_1` (see [`quantize_q8_0_act`]).
 pub(crate) fn quantize_q8_1(src: &[f32], out: &mut [u8]) {
     for (x, b) in src.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_1_BYTES)) {
         let mut tmp = [0u8; Q8_0_BYTES];
-        let (sum, d) = q8_block(x, &mut tmp);
+        let (sum, d) = q8_block(x, &mut tmp, Q8Rounding::X86);
         b[0..2].copy_from_slice(&tmp[0..2]);
         put_f16(b, 2, sum as f32 * d);
         b[4..].copy_from_slice(&tmp[2..]);

@@ -293,13 +293,23 @@ macro_rules! block_kernels {
             sumi
         }
 
-        // Q4_K (0..=15, 6-bit scales and mins) · Q8_K. Pairs ≤ 2·15·127.
+        /// Exact sum of the eight i32 lanes.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn hsum_i32(v: __m256i) -> i32 {
+            let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
+        }
+
+        // Q4_K (0..=15, 6-bit scales and mins) · Q8_K. Pairs ≤ 2·15·127. The float
+        // steps are scalar, as the oracle's (ggml's repacked Q4_K gemv): one FMA per
+        // super-block into each of two accumulators.
         #[target_feature(enable = $feat)]
         fn q4_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
-            let mut acc = _mm256_setzero_ps();
-            let mut accm = _mm256_setzero_ps();
+            let (mut acc, mut accm) = (0f32, 0f32);
             for (x, y) in w.chunks_exact(144).zip(a.chunks_exact(292)) {
-                let da = f32x8(y, 0);
+                let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
                 let (sc, mn) = k_scale_min(&x[4..16]);
                 let summs: i32 = (0..8)
                     .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
@@ -310,18 +320,12 @@ macro_rules! block_kernels {
                     let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
                     _mm256_and_si256(q4, _mm256_set1_epi8(0x0f))
                 });
-                acc = _mm256_fmadd_ps(
-                    _mm256_mul_ps(f16x8(x, 0), da),
-                    _mm256_cvtepi32_ps(sumi),
-                    acc,
-                );
-                accm = _mm256_fmadd_ps(
-                    _mm256_mul_ps(f16x8(x, 2), da),
-                    _mm256_set1_ps(summs as f32),
-                    accm,
-                );
+                let dw = _mm256_cvtss_f32(f16x8(x, 0));
+                let dmin = _mm256_cvtss_f32(f16x8(x, 2));
+                acc = (hsum_i32(sumi) as f32).mul_add(dw * da, acc);
+                accm = (summs as f32).mul_add(dmin * da, accm);
             }
-            hsum(acc) - _mm256_cvtss_f32(accm)
+            acc - accm
         }
 
         // Q5_K (0..=31) · Q8_K. Pairs ≤ 2·31·127.
@@ -361,8 +365,9 @@ macro_rules! block_kernels {
             hsum(acc) - _mm256_cvtss_f32(accm)
         }
 
-        // Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K. The offset is removed
-        // per pair: maddubs(u, a) − maddubs(32, a) ∈ ±(2·63·127 + 2·32·127) < 2^15.
+        // Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K. Pairs ≤ 2·63·127; the
+        // offset comes off after the loop through the group sums (as ggml's AVX2 kernel,
+        // which fixes each lane's integer sum and hence its float rounding).
         #[target_feature(enable = $feat)]
         fn q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
@@ -381,21 +386,23 @@ macro_rules! block_kernels {
                         let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
                         let off = 4 + 128 * h + 32 * k;
                         let yv = load_i256(&y[off..off + 32]);
-                        let p16 = _mm256_sub_epi16(
-                            _mm256_maddubs_epi16(q, yv),
-                            _mm256_maddubs_epi16(_mm256_set1_epi8(32), yv),
-                        );
                         let g = 8 * h + 2 * k;
                         sumi = madd_acc(
                             sumi,
-                            p16,
+                            _mm256_maddubs_epi16(q, yv),
                             scales2(i16::from(sc[g] as i8), i16::from(sc[g + 1] as i8)),
                         );
                     }
                 }
+                // The −32 offset, per lane as ggml applies it: lane l subtracts
+                // 32·(scale·bsum) of groups 2l and 2l+1.
+                let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(
+                    load_i256(&y[260..292]),
+                    _mm256_cvtepi8_epi16(load_i128(sc)),
+                ));
                 acc = _mm256_fmadd_ps(
                     _mm256_mul_ps(f16x8(x, 208), f32x8(y, 0)),
-                    _mm256_cvtepi32_ps(sumi),
+                    _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, sub)),
                     acc,
                 );
             }
