@@ -407,11 +407,13 @@ ADD_SPECIAL_PREFIX = 100  # texts whose (add_special=True) ids are also recorded
 VARIANT_STRIDE = 3  # every 3rd text for the pretokenizer variants
 # tokenizer.ggml.pre values tried on the Qwen2 vocabulary (one per implemented family,
 # plus the aliases whose loader flags differ).
-PRE_VARIANTS = ["qwen35", "gpt-2", "starcoder", "deepseek-v3"]
+# granite-embed-multi-97m is llama.cpp's o200k regex with \p{M} in both word classes:
+# the same chunking as the spec's `inkling`, which llama.cpp does not name.
+PRE_VARIANTS = ["qwen35", "gpt-2", "starcoder", "deepseek-v3", "gpt-4o", "granite-embed-multi-97m"]
 # The Qwen2 vocabulary has no multi-digit tokens, so digit grouping (llama3's
 # \p{N}{1,3} vs qwen2's \p{N}) and llama3's ignore_merges are invisible on it. These
 # families are also checked on the vocabulary extended by `digit_extension`.
-DIGIT_VARIANTS = ["qwen2", "llama-bpe", "dbrx", "glm4", "gpt-2", "deepseek-v3"]
+DIGIT_VARIANTS = ["qwen2", "llama-bpe", "dbrx", "glm4", "gpt-2", "deepseek-v3", "gpt-4o"]
 
 
 def digit_extension() -> tuple[list[str], list[str]]:
@@ -572,12 +574,59 @@ def write_gguf_copy(src: Path, dst: Path, pre: str | None, digits: bool = False)
     w.close()
 
 
+def qwen_plain_from_llama(args, texts: list[bytes]) -> dict[int, list[int]]:
+    """The plain encodings of qwen2.ids, recomputed (for writing single variant files),
+    after checking that `corpus()` still reproduces the committed corpus."""
+    from llama_cpp import Llama
+
+    with open(args.out / "corpus.txt", encoding="utf-8") as f:
+        committed = [line.rstrip("\n") for line in f if not line.startswith("#")]
+    if committed != [escape(t) for t in texts]:
+        sys.exit("corpus() no longer reproduces corpus.txt; regenerate everything instead")
+    qwen_path = args.work / "qwen2.gguf"
+    write_gguf_copy(args.qwen_header, qwen_path, None)
+    qwen = Llama(str(qwen_path), vocab_only=True, verbose=False)
+    plain = {i: tokenize(qwen, t, False, False) for i, t in enumerate(texts)}
+    del qwen
+    return plain
+
+
+def write_pre_variants(
+    args, texts: list[bytes], command: str, pres: list[str], qwen_plain: dict[int, list[int]]
+) -> None:
+    """Write qwen2_pre_<pre>.ids for each of `pres` (every VARIANT_STRIDE-th text)."""
+    from llama_cpp import Llama
+
+    subset = list(range(len(texts)))[::VARIANT_STRIDE]
+    for pre in pres:
+        if pre not in PRE_VARIANTS:
+            sys.exit(f"{pre} is not in PRE_VARIANTS")
+        path = args.work / f"qwen2_{pre}.gguf"
+        write_gguf_copy(args.qwen_header, path, pre)
+        llm = Llama(str(path), vocab_only=True, verbose=False)
+        what = f"Qwen2 vocabulary with tokenizer.ggml.pre = {pre} (every {VARIANT_STRIDE}rd text)"
+        write_ids(args.out / f"qwen2_pre_{pre}.ids", llm, texts, subset, False, command, what, qwen_plain)
+        del llm
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gemma", type=Path, required=True, help="Gemma 3 270M GGUF")
     ap.add_argument("--qwen-header", type=Path, required=True, help="file whose GGUF header holds the Qwen2 vocab")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/goldens/tokenizer")
     ap.add_argument("--work", type=Path, default=Path("/tmp/fucina-tokenizer-goldens"))
+    ap.add_argument(
+        "--only-pre",
+        nargs="+",
+        metavar="PRE",
+        help="write only qwen2_pre_<PRE>.ids for these PRE_VARIANTS (the corpus must be unchanged)",
+    )
+    ap.add_argument(
+        "--only-digits",
+        nargs="+",
+        metavar="PRE",
+        help="write only qwen2_digits_<PRE>.ids for these DIGIT_VARIANTS (the corpus must be unchanged)",
+    )
     args = ap.parse_args()
 
     from llama_cpp import Llama
@@ -589,6 +638,11 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     texts = corpus()
+    if args.only_pre or args.only_digits:
+        plain = qwen_plain_from_llama(args, texts)
+        write_pre_variants(args, texts, command, args.only_pre or [], plain)
+        write_digit_variants(args, texts, command, args.only_digits or [], plain)
+        return
     with open(args.out / "corpus.txt", "w", encoding="utf-8") as f:
         f.write(header(command, f"tokenizer parity corpus: {len(texts)} texts, one per line (escaped)"))
         for t in texts:
@@ -610,23 +664,27 @@ def main() -> None:
     write_vocab_facts(args.out / "qwen2.vocab", qwen, command, what + " vocabulary facts")
     del qwen
 
-    subset = everything[::VARIANT_STRIDE]
-    for pre in PRE_VARIANTS:
-        path = args.work / f"qwen2_{pre}.gguf"
-        write_gguf_copy(args.qwen_header, path, pre)
-        llm = Llama(str(path), vocab_only=True, verbose=False)
-        what = f"Qwen2 vocabulary with tokenizer.ggml.pre = {pre} (every {VARIANT_STRIDE}rd text)"
-        write_ids(args.out / f"qwen2_pre_{pre}.ids", llm, texts, subset, False, command, what, qwen_plain)
-        del llm
+    write_pre_variants(args, texts, command, PRE_VARIANTS, qwen_plain)
+    write_digit_variants(args, texts, command, DIGIT_VARIANTS, qwen_plain)
+    print(f"wrote {len(texts)} texts and goldens to {args.out}")
+
+
+def write_digit_variants(
+    args, texts: list[bytes], command: str, pres: list[str], qwen_plain: dict[int, list[int]]
+) -> None:
+    """Write qwen2_digits_<pre>.ids for each of `pres` (texts with ASCII digits)."""
+    from llama_cpp import Llama
+
     with_digits = [i for i, t in enumerate(texts) if any(0x30 <= b <= 0x39 for b in t)]
-    for pre in DIGIT_VARIANTS:
+    for pre in pres:
+        if pre not in DIGIT_VARIANTS:
+            sys.exit(f"{pre} is not in DIGIT_VARIANTS")
         path = args.work / f"qwen2_digits_{pre}.gguf"
         write_gguf_copy(args.qwen_header, path, pre, digits=True)
         llm = Llama(str(path), vocab_only=True, verbose=False)
         what = f"Qwen2 vocabulary + digit_extension() with tokenizer.ggml.pre = {pre} (texts with ASCII digits)"
         write_ids(args.out / f"qwen2_digits_{pre}.ids", llm, texts, with_digits, False, command, what, qwen_plain)
         del llm
-    print(f"wrote {len(texts)} texts and goldens to {args.out}")
 
 
 if __name__ == "__main__":

@@ -155,7 +155,16 @@ fn with_digit_tokens(md: &Metadata) -> Metadata {
 #[test]
 fn every_pretokenizer_family_matches_llama_cpp() {
     let md = qwen_metadata();
-    for pre in ["qwen35", "gpt-2", "starcoder", "deepseek-v3"] {
+    for pre in [
+        "qwen35",
+        "gpt-2",
+        "starcoder",
+        "deepseek-v3",
+        "gpt-4o",
+        // llama.cpp's name for the o200k regex with \p{M} in both word classes: our
+        // `inkling` chunker (with ignore_merges), which llama.cpp does not name.
+        "granite-embed-multi-97m",
+    ] {
         let g = ids_file(&format!("qwen2_pre_{pre}.ids"));
         assert!(g.len() > 600, "{pre}: only {} goldens", g.len());
         check(
@@ -170,7 +179,15 @@ fn every_pretokenizer_family_matches_llama_cpp() {
 #[test]
 fn digit_grouping_and_ignore_merges_match_llama_cpp() {
     let md = with_digit_tokens(&qwen_metadata());
-    for pre in ["qwen2", "llama-bpe", "dbrx", "glm4", "gpt-2", "deepseek-v3"] {
+    for pre in [
+        "qwen2",
+        "llama-bpe",
+        "dbrx",
+        "glm4",
+        "gpt-2",
+        "deepseek-v3",
+        "gpt-4o",
+    ] {
         let g = ids_file(&format!("qwen2_digits_{pre}.ids"));
         assert!(g.len() > 600, "{pre}: only {} goldens", g.len());
         check(
@@ -200,12 +217,25 @@ fn goldens_catch_a_wrong_pretokenizer() {
             "pre={pre}: only {n} mismatches; the goldens do not discriminate"
         );
     }
+    // Combining marks: llama.cpp's gpt-4o splits them from their base letters, the
+    // \p{M} variant (our inkling) does not.
+    for (golden, wrong) in [
+        ("granite-embed-multi-97m", "gpt-4o"),
+        ("gpt-4o", "granite-embed-multi-97m"),
+        ("gpt-4o", "inkling"),
+    ] {
+        let g = ids_file(&format!("qwen2_pre_{golden}.ids"));
+        let what = format!("pre={golden} goldens vs pre={wrong} (expected to differ)");
+        let n = mismatches(&with_pre(&md, wrong), &g, false, &what);
+        assert!(n > 10, "{what}: only {n} mismatches");
+    }
     let digits = with_digit_tokens(&md);
     for (golden, wrong) in [
         ("llama-bpe", "qwen2"),
         ("llama-bpe", "dbrx"),
         ("dbrx", "qwen2"),
         ("glm4", "deepseek-v3"),
+        ("gpt-4o", "qwen2"),
     ] {
         let g = ids_file(&format!("qwen2_digits_{golden}.ids"));
         let what = format!("digit goldens of {golden} vs pre={wrong} (expected to differ)");
