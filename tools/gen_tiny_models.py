@@ -53,34 +53,65 @@ def families():
         "qwen3": (
             Qwen3ForCausalLM,
             Qwen3Config(
-                **COMMON, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                tie_word_embeddings=True, max_position_embeddings=512, rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                tie_word_embeddings=True,
+                max_position_embeddings=512,
+                rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
             ),
         ),
         "qwen2": (
             Qwen2ForCausalLM,
             Qwen2Config(
-                **COMMON, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                tie_word_embeddings=False, max_position_embeddings=256,
-                rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
-                                 "rope_theta": 10_000.0},
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                tie_word_embeddings=False,
+                max_position_embeddings=256,
+                rope_parameters={
+                    "rope_type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                    "rope_theta": 10_000.0,
+                },
             ),
         ),
         "llama": (
             LlamaForCausalLM,
             LlamaConfig(
-                **COMMON, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                tie_word_embeddings=False, max_position_embeddings=512,
-                rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
-                                 "rope_theta": 10_000.0},
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                tie_word_embeddings=False,
+                max_position_embeddings=512,
+                rope_parameters={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 64,
+                    "rope_theta": 10_000.0,
+                },
             ),
         ),
         "gemma3": (
             Gemma3ForCausalLM,
             Gemma3TextConfig(
-                **COMMON, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-                query_pre_attn_scalar=32, max_position_embeddings=512, sliding_window=4, tie_word_embeddings=True,
+                **COMMON,
+                num_hidden_layers=3,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=32,
+                query_pre_attn_scalar=32,
+                max_position_embeddings=512,
+                sliding_window=4,
+                tie_word_embeddings=True,
                 layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                 rope_parameters={
                     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
@@ -119,7 +150,12 @@ def llama3_factors(cfg) -> np.ndarray:
     rp = cfg.rope_parameters
     dim = cfg.head_dim
     freqs = 1.0 / (rp["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    factor, lo, hi, old = rp["factor"], rp["low_freq_factor"], rp["high_freq_factor"], rp["original_max_position_embeddings"]
+    factor, lo, hi, old = (
+        rp["factor"],
+        rp["low_freq_factor"],
+        rp["high_freq_factor"],
+        rp["original_max_position_embeddings"],
+    )
     lo_wl, hi_wl = old / lo, old / hi
     out = []
     for f in freqs.tolist():
@@ -141,13 +177,22 @@ def gguf_tensors(family: str, model, cfg) -> list[tuple[str, np.ndarray]]:
         out.append(("output.weight", sd["lm_head.weight"]))
     if family == "llama":
         out.append(("rope_freqs.weight", llama3_factors(cfg)))
-    attn = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-            "q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
+    attn = {
+        "q_proj": "attn_q",
+        "k_proj": "attn_k",
+        "v_proj": "attn_v",
+        "o_proj": "attn_output",
+        "q_norm": "attn_q_norm",
+        "k_norm": "attn_k_norm",
+    }
     mlp = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
     norms = {"input_layernorm": "attn_norm"}
     if family == "gemma3":
-        norms.update(post_attention_layernorm="post_attention_norm", pre_feedforward_layernorm="ffn_norm",
-                     post_feedforward_layernorm="post_ffw_norm")
+        norms.update(
+            post_attention_layernorm="post_attention_norm",
+            pre_feedforward_layernorm="ffn_norm",
+            post_feedforward_layernorm="post_ffw_norm",
+        )
     else:
         norms.update(post_attention_layernorm="ffn_norm")
     for il in range(cfg.num_hidden_layers):
@@ -155,7 +200,7 @@ def gguf_tensors(family: str, model, cfg) -> list[tuple[str, np.ndarray]]:
         for key, arr in sd.items():
             if not key.startswith(pre):
                 continue
-            rest = key[len(pre):]
+            rest = key[len(pre) :]
             mod, _, leaf = rest.rpartition(".")
             part = mod.split(".")[-1]
             name = attn.get(part) or mlp.get(part) or norms.get(part)
@@ -226,11 +271,13 @@ def goldens(model) -> dict:
             nxt = int(model(torch.tensor([seq])).logits[0, -1].argmax())
             greedy.append(nxt)
             seq.append(nxt)
-        prompts.append({
-            "tokens": toks,
-            "logits": [[float(f"{v:.8g}") for v in row] for row in logits.tolist()],
-            "greedy": greedy,
-        })
+        prompts.append(
+            {
+                "tokens": toks,
+                "logits": [[float(f"{v:.8g}") for v in row] for row in logits.tolist()],
+                "greedy": greedy,
+            }
+        )
     return prompts
 
 
