@@ -18,6 +18,7 @@ mod arch;
 pub mod dispatch;
 mod error;
 pub mod formats;
+pub mod gemm;
 pub mod half;
 pub mod matmul;
 pub mod pool;
@@ -27,6 +28,7 @@ pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
 pub use error::{QuantError, Result};
 pub use formats::{format, Format, REGISTRY};
 pub use fucina_gguf::GgmlType;
+pub use gemm::TileDot;
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
 

@@ -1,5 +1,9 @@
-//! x86-64 kernels: AVX2 (+FMA, F16C) and AVX-512 (F, BW, VL, DQ, VNNI; BF16 when present).
+//! x86-64 kernels: AVX2 (+FMA, F16C) and AVX-512 (F, BW, VL, DQ, VNNI; BF16 when present),
+//! single-row dots and their multi-row (GEMM) forms.
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod blocks;
+pub(crate) mod gemm_avx2;
+pub(crate) mod gemm_avx512;
+mod gemm_blocks;

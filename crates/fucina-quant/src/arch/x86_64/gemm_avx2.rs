@@ -1,0 +1,21 @@
+//! AVX2 + FMA + F16C multi-row (GEMM) block kernels: tiles of 2 weight rows × 4
+//! activation rows, bitwise equal to `avx2`'s single-row kernels.
+
+use super::gemm_blocks::gemm_kernels;
+
+gemm_kernels!("avx2,fma,f16c", 2, 4, 4);
+
+// The integer primitives of `avx2` (kept identical: the bitwise tests compare them).
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn dot_i8(x: __m256i, y: __m256i) -> __m256i {
+    let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn madd_acc(acc: __m256i, p16: __m256i, s16: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s16))
+}

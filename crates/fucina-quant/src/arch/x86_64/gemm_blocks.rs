@@ -1,0 +1,494 @@
+//! Multi-row block dot kernels shared by the AVX2 and AVX-512 GEMM modules: a tile of
+//! weight rows against `R` activation rows at once (`WR` weight rows for the Q8_0
+//! activation types, one for K-quants). Each weight block is decoded once and reused
+//! for every activation row; every output keeps its own accumulators and runs exactly
+//! the per-lane arithmetic of the single-row kernel in `blocks.rs` (same integer
+//! primitives, same float multiply, FMA and horizontal-sum order), so each output is
+//! bitwise the single-row dot's result. Integer sums are exact, so only the float
+//! sequence per output has to match; `tests::multi_row_equals_single_row` checks it.
+//!
+//! The invoking module provides `dot_i8`, `dot_u8` and `madd_acc` (its ISA's integer
+//! primitives, identical to the single-row module's) and the tile shape `$wr × $r`.
+
+macro_rules! gemm_kernels {
+    ($feat:literal, $wr:literal, $r:literal, $rk:literal) => {
+        use core::arch::x86_64::*;
+
+        use crate::formats::kquants::{bsum, k_scale_min};
+
+        /// Weight rows per register block of the Q8_0-activation kernels.
+        const WR: usize = $wr;
+        /// Activation rows per register block of the Q8_0-activation kernels.
+        const R: usize = $r;
+        /// Activation rows per register block of the K-quant kernels.
+        const RK: usize = $rk;
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn load_i256(b: &[u8]) -> __m256i {
+            let b = &b[..32];
+            // SAFETY: `b` has 32 readable bytes and `loadu` needs no alignment.
+            unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn load_i128(b: &[u8]) -> __m128i {
+            let b = &b[..16];
+            // SAFETY: `b` has 16 readable bytes and `loadu` needs no alignment.
+            unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+        }
+
+        /// The f16 at `b[off..off + 2]`, widened into all 8 lanes (as `blocks.rs`).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn f16x8(b: &[u8], off: usize) -> __m256 {
+            let h = u16::from_le_bytes([b[off], b[off + 1]]);
+            _mm256_cvtph_ps(_mm_set1_epi16(h as i16))
+        }
+
+        /// The f32 at `b[off..off + 4]` in all 8 lanes.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn f32x8(b: &[u8], off: usize) -> __m256 {
+            _mm256_set1_ps(f32::from_le_bytes([
+                b[off],
+                b[off + 1],
+                b[off + 2],
+                b[off + 3],
+            ]))
+        }
+
+        /// Horizontal sum in the single-row kernels' order.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn hsum(v: __m256) -> f32 {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+        }
+
+        /// 16 packed bytes → 32 nibbles: low nibbles in bytes 0..16, high in 16..32.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn nibbles(b: &[u8]) -> __m256i {
+            let t = load_i128(b);
+            _mm256_and_si256(
+                _mm256_set_m128i(_mm_srli_epi16::<4>(t), t),
+                _mm256_set1_epi8(0x0f),
+            )
+        }
+
+        /// Bit `j` of `bits` → byte `j` = 0xFF or 0x00.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn bits_to_bytes(bits: u32) -> __m256i {
+            let shuf = _mm256_setr_epi64x(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+            );
+            let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuf);
+            let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe_u64 as i64);
+            _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1))
+        }
+
+        /// `v >> n` per 16-bit lane.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn srl16(v: __m256i, n: u32) -> __m256i {
+            _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32))
+        }
+
+        /// Two i16 scales: `lo` for bytes 0..16 of a 32-byte product, `hi` for 16..32.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn scales2(lo: i16, hi: i16) -> __m256i {
+            _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo))
+        }
+
+        /// Q8_0-activation kernels (Q4_0, Q5_0, Q8_0 weights) on a tile of `W` weight
+        /// rows × `N` activation rows: `decode` turns a weight block of `ts` bytes into
+        /// its 32 signed quants (the scale is its first f16). Each activation block is
+        /// loaded once for all `W` weight rows, each weight block decoded once for all
+        /// `N` activation rows. Result `[t][i]`: activation row `t`, weight row `i`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn legacy_tile<const W: usize, const N: usize>(
+            w: &[&[u8]; W],
+            ts: usize,
+            a: &[&[u8]; N],
+            decode: impl Fn(&[u8]) -> __m256i,
+        ) -> [[f32; W]; N] {
+            let mut acc = [[_mm256_setzero_ps(); W]; N];
+            let nb = w.iter().fold(usize::MAX, |n, x| n.min(x.len() / ts));
+            let nb = a.iter().fold(nb, |n, y| n.min(y.len() / 34));
+            for b in 0..nb {
+                let mut q = [_mm256_setzero_si256(); W];
+                let mut dx = [_mm256_setzero_ps(); W];
+                for i in 0..W {
+                    let x = &w[i][b * ts..(b + 1) * ts];
+                    q[i] = decode(x);
+                    dx[i] = f16x8(x, 0);
+                }
+                for (acc, y) in acc.iter_mut().zip(a) {
+                    let y = &y[34 * b..34 * b + 34];
+                    let yv = load_i256(&y[2..34]);
+                    let dy = f16x8(y, 0);
+                    for i in 0..W {
+                        let p = dot_i8(q[i], yv);
+                        acc[i] = _mm256_fmadd_ps(
+                            _mm256_mul_ps(dx[i], dy),
+                            _mm256_cvtepi32_ps(p),
+                            acc[i],
+                        );
+                    }
+                }
+            }
+            let mut out = [[0f32; W]; N];
+            for (o, acc) in out.iter_mut().zip(acc) {
+                for (o, acc) in o.iter_mut().zip(acc) {
+                    *o = hsum(acc);
+                }
+            }
+            out
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q4_0_tile<const W: usize, const N: usize>(
+            w: &[&[u8]; W],
+            a: &[&[u8]; N],
+        ) -> [[f32; W]; N] {
+            legacy_tile(w, 18, a, |x| {
+                _mm256_sub_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(8))
+            })
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q5_0_tile<const W: usize, const N: usize>(
+            w: &[&[u8]; W],
+            a: &[&[u8]; N],
+        ) -> [[f32; W]; N] {
+            legacy_tile(w, 22, a, |x| {
+                let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                let hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+                _mm256_sub_epi8(
+                    _mm256_or_si256(nibbles(&x[6..22]), hb),
+                    _mm256_set1_epi8(16),
+                )
+            })
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q8_0_tile<const W: usize, const N: usize>(
+            w: &[&[u8]; W],
+            a: &[&[u8]; N],
+        ) -> [[f32; W]; N] {
+            legacy_tile(w, 34, a, |x| load_i256(&x[2..34]))
+        }
+
+        /// Exact sum of the eight i32 lanes (as `blocks.rs`).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn hsum_i32(v: __m256i) -> i32 {
+            let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)))
+        }
+
+        /// Q4_K / Q5_K (`ts` bytes per super-block): `q(x, j, hi)` gives the unsigned
+        /// quants of sub-block `2j + hi` of weight block `x`. With `scalar_f` the float
+        /// steps are scalar (one FMA per super-block into each of two accumulators, as
+        /// the single-row Q4_K kernel), else 8-lane (as the single-row Q5_K kernel).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn k45_rows<const N: usize>(
+            w: &[u8],
+            ts: usize,
+            a: &[&[u8]; N],
+            scalar_f: bool,
+            q: impl Fn(&[u8], usize, bool) -> __m256i,
+        ) -> [f32; N] {
+            let mut sacc = [0f32; N];
+            let mut saccm = [0f32; N];
+            let mut acc = [_mm256_setzero_ps(); N];
+            let mut accm = [_mm256_setzero_ps(); N];
+            let nb = a.iter().fold(w.len() / ts, |n, y| n.min(y.len() / 292));
+            for b in 0..nb {
+                let x = &w[b * ts..(b + 1) * ts];
+                let (sc, mn) = k_scale_min(&x[4..16]);
+                let mut sumi = [_mm256_setzero_si256(); N];
+                for j in 0..4 {
+                    let (q0, q1) = (q(x, j, false), q(x, j, true));
+                    let (s0, s1) = (
+                        _mm256_set1_epi16(i16::from(sc[2 * j])),
+                        _mm256_set1_epi16(i16::from(sc[2 * j + 1])),
+                    );
+                    for (sumi, y) in sumi.iter_mut().zip(a) {
+                        let y = &y[292 * b..292 * b + 292];
+                        let p0 = _mm256_maddubs_epi16(q0, load_i256(&y[4 + 64 * j..36 + 64 * j]));
+                        let p1 = _mm256_maddubs_epi16(q1, load_i256(&y[36 + 64 * j..68 + 64 * j]));
+                        *sumi = madd_acc(*sumi, p0, s0);
+                        *sumi = madd_acc(*sumi, p1, s1);
+                    }
+                }
+                let (dx, dmx) = (f16x8(x, 0), f16x8(x, 2));
+                for r in 0..N {
+                    let y = &a[r][292 * b..292 * b + 292];
+                    let summs: i32 = (0..8)
+                        .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
+                        .sum();
+                    if scalar_f {
+                        let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                        let (dw, dmin) = (_mm256_cvtss_f32(dx), _mm256_cvtss_f32(dmx));
+                        sacc[r] = (hsum_i32(sumi[r]) as f32).mul_add(dw * da, sacc[r]);
+                        saccm[r] = (summs as f32).mul_add(dmin * da, saccm[r]);
+                        continue;
+                    }
+                    let da = f32x8(y, 0);
+                    acc[r] =
+                        _mm256_fmadd_ps(_mm256_mul_ps(dx, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                    accm[r] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dmx, da),
+                        _mm256_set1_ps(summs as f32),
+                        accm[r],
+                    );
+                }
+            }
+            let mut out = [0f32; N];
+            for r in 0..N {
+                out[r] = if scalar_f {
+                    sacc[r] - saccm[r]
+                } else {
+                    hsum(acc[r]) - _mm256_cvtss_f32(accm[r])
+                };
+            }
+            out
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+            k45_rows(w, 144, a, true, |x, j, hi| {
+                let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
+                let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
+                _mm256_and_si256(q4, _mm256_set1_epi8(0x0f))
+            })
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q5_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+            k45_rows(w, 176, a, false, |x, j, hi| {
+                let q4 = load_i256(&x[48 + 32 * j..80 + 32 * j]);
+                let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
+                let bit = (2 * j + usize::from(hi)) as u32;
+                let h = _mm256_and_si256(srl16(load_i256(&x[16..48]), bit), _mm256_set1_epi8(1));
+                _mm256_or_si256(
+                    _mm256_and_si256(q4, _mm256_set1_epi8(0x0f)),
+                    _mm256_slli_epi16::<4>(h),
+                )
+            })
+        }
+
+        /// Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q6_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+            let mut acc = [_mm256_setzero_ps(); N];
+            let nb = a.iter().fold(w.len() / 210, |n, y| n.min(y.len() / 292));
+            for b in 0..nb {
+                let x = &w[b * 210..(b + 1) * 210];
+                let sc = &x[192..208];
+                let mut sumi = [_mm256_setzero_si256(); N];
+                for h in 0..2 {
+                    let ql0 = load_i256(&x[64 * h..64 * h + 32]);
+                    let ql1 = load_i256(&x[64 * h + 32..64 * h + 64]);
+                    let qh = load_i256(&x[128 + 32 * h..160 + 32 * h]);
+                    for k in 0..4 {
+                        let ql = if k % 2 == 0 { ql0 } else { ql1 };
+                        let low =
+                            _mm256_and_si256(srl16(ql, 4 * (k / 2) as u32), _mm256_set1_epi8(0x0f));
+                        let high = _mm256_and_si256(srl16(qh, 2 * k as u32), _mm256_set1_epi8(3));
+                        let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+                        let g = 8 * h + 2 * k;
+                        let s = scales2(i16::from(sc[g] as i8), i16::from(sc[g + 1] as i8));
+                        let off = 292 * b + 4 + 128 * h + 32 * k;
+                        for (sumi, y) in sumi.iter_mut().zip(a) {
+                            let yv = load_i256(&y[off..off + 32]);
+                            *sumi = madd_acc(*sumi, _mm256_maddubs_epi16(q, yv), s);
+                        }
+                    }
+                }
+                let dx = f16x8(x, 208);
+                let sc16 = _mm256_cvtepi8_epi16(load_i128(sc));
+                for r in 0..N {
+                    // The −32 offset per lane, as the single-row kernel: lane l
+                    // subtracts 32·(scale·bsum) of groups 2l and 2l+1.
+                    let y = &a[r][292 * b..292 * b + 292];
+                    let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i256(&y[260..292]), sc16));
+                    acc[r] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dx, f32x8(y, 0)),
+                        _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r], sub)),
+                        acc[r],
+                    );
+                }
+            }
+            let mut out = [0f32; N];
+            for (o, acc) in out.iter_mut().zip(acc) {
+                *o = hsum(acc);
+            }
+            out
+        }
+
+        /// Drive a tile kernel over `ws.len()` weight rows × every activation row:
+        /// `out[t * ws.len() + i]` = dot of `ws[i]` with activation row `t`
+        /// (`acts[t * stride..(t + 1) * stride]`); `TW × TN` tiles, remainders as
+        /// `TW × 1`, `1 × TN` and `1 × 1` tiles.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)] // the four tile shapes, monomorphised
+        fn drive_tiles<const TW: usize, const TN: usize>(
+            ws: &[&[u8]],
+            acts: &[u8],
+            stride: usize,
+            out: &mut [f32],
+            full: impl Fn(&[&[u8]; TW], &[&[u8]; TN]) -> [[f32; TW];TN],
+            w_col: impl Fn(&[&[u8]; TW], &[&[u8]; 1]) -> [[f32; TW]; 1],
+            a_row: impl Fn(&[&[u8]; 1], &[&[u8]; TN]) -> [[f32; 1];TN],
+            one: impl Fn(&[&[u8]; 1], &[&[u8]; 1]) -> [[f32; 1]; 1],
+        ) {
+            let nw = ws.len();
+            let nt = if nw == 0 { 0 } else { out.len() / nw };
+            let act = |t: usize| acts.get(t * stride..(t + 1) * stride).unwrap_or(&[]);
+            let mut store = |t0: usize, w0: usize, vals: &[f32], width: usize| {
+                for (t, v) in vals.chunks_exact(width).enumerate() {
+                    let o = (t0 + t) * nw + w0;
+                    out[o..o + width].copy_from_slice(v);
+                }
+            };
+            let mut w0 = 0;
+            while w0 + TW <= nw {
+                let wa: [&[u8]; TW] = core::array::from_fn(|i| ws[w0 + i]);
+                let mut t0 = 0;
+                while t0 + TN <= nt {
+                    let aa: [&[u8]; TN] = core::array::from_fn(|t| act(t0 + t));
+                    store(t0, w0, full(&wa, &aa).as_flattened(), TW);
+                    t0 += TN;
+                }
+                for t in t0..nt {
+                    store(t, w0, w_col(&wa, &[act(t)]).as_flattened(), TW);
+                }
+                w0 += TW;
+            }
+            for (i, &x) in ws.iter().enumerate().skip(w0) {
+                let mut t0 = 0;
+                while t0 + TN <= nt {
+                    let aa: [&[u8]; TN] = core::array::from_fn(|t| act(t0 + t));
+                    store(t0, i, a_row(&[x], &aa).as_flattened(), 1);
+                    t0 += TN;
+                }
+                for t in t0..nt {
+                    store(t, i, one(&[x], &[act(t)]).as_flattened(), 1);
+                }
+            }
+        }
+
+        /// One weight row at a time against `R` activation rows (K-quant kernels).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn rows_tile<const W: usize, const N: usize>(
+            w: &[&[u8]; W],
+            a: &[&[u8]; N],
+            rows: impl Fn(&[u8], &[&[u8]; N]) -> [f32; N],
+        ) -> [[f32; W]; N] {
+            let mut out = [[0f32; W]; N];
+            for (i, x) in w.iter().enumerate() {
+                for (o, v) in out.iter_mut().zip(rows(x, a)) {
+                    o[i] = v;
+                }
+            }
+            out
+        }
+
+        macro_rules! tile_entry {
+            ($name:ident, $tile:ident) => {
+                #[target_feature(enable = $feat)]
+                fn $name(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+                    drive_tiles(
+                        ws,
+                        acts,
+                        stride,
+                        out,
+                        |w, a| $tile::<WR, R>(w, a),
+                        |w, a| $tile::<WR, 1>(w, a),
+                        |w, a| $tile::<1, R>(w, a),
+                        |w, a| $tile::<1, 1>(w, a),
+                    )
+                }
+            };
+            ($name:ident, rows $kernel:ident) => {
+                #[target_feature(enable = $feat)]
+                fn $name(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+                    drive_tiles(
+                        ws,
+                        acts,
+                        stride,
+                        out,
+                        |w: &[&[u8]; 1], a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
+                        |w, a| rows_tile(w, a, |x, a| $kernel::<1>(x, a)),
+                        |w, a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
+                        |w, a| rows_tile(w, a, |x, a| $kernel::<1>(x, a)),
+                    )
+                }
+            };
+        }
+
+        tile_entry!(q4_0_q8_0, q4_0_tile);
+        tile_entry!(q5_0_q8_0, q5_0_tile);
+        tile_entry!(q8_0_q8_0, q8_0_tile);
+        tile_entry!(q4_k_q8_k, rows q4_k_rows);
+        tile_entry!(q5_k_q8_k, rows q5_k_rows);
+        tile_entry!(q6_k_q8_k, rows q6_k_rows);
+
+        /// The kernels of this module as safe function pointers.
+        mod entry {
+            macro_rules! safe {
+                ($n:ident) => {
+                    pub(super) fn $n(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+                        // SAFETY: `kernel` hands these out only for its ISA, which
+                        // `dispatch` makes selectable only after run-time detection of
+                        // every feature in this module's `#[target_feature]` set.
+                        unsafe { super::$n(ws, acts, stride, out) }
+                    }
+                };
+            }
+            safe!(q4_0_q8_0);
+            safe!(q5_0_q8_0);
+            safe!(q8_0_q8_0);
+            safe!(q4_k_q8_k);
+            safe!(q5_k_q8_k);
+            safe!(q6_k_q8_k);
+        }
+
+        /// The multi-row kernel of this ISA for weights of type `ty`, if there is one.
+        pub(crate) fn kernel(ty: fucina_gguf::GgmlType) -> Option<crate::gemm::TileFn> {
+            use fucina_gguf::GgmlType::*;
+            Some(match ty {
+                Q4_0 => entry::q4_0_q8_0,
+                Q5_0 => entry::q5_0_q8_0,
+                Q8_0 => entry::q8_0_q8_0,
+                Q4_K => entry::q4_k_q8_k,
+                Q5_K => entry::q5_k_q8_k,
+                Q6_K => entry::q6_k_q8_k,
+                _ => return None,
+            })
+        }
+    };
+}
+
+pub(crate) use gemm_kernels;
