@@ -19,3 +19,17 @@ fn dot_i8(x: __m256i, y: __m256i) -> __m256i {
 fn madd_acc(acc: __m256i, p16: __m256i, s16: __m256i) -> __m256i {
     _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s16))
 }
+
+/// The Q8_0-activation tile: the shared 256-bit body (`off` is not needed: `dot_i8`
+/// takes signed quants).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn legacy_tile<const W: usize, const N: usize>(
+    w: &[&[u8]; W],
+    ts: usize,
+    a: &[&[u8]; N],
+    _off: i8,
+    decode: impl Fn(&[u8]) -> __m256i,
+) -> [[f32; W]; N] {
+    legacy_tile_ymm(w, ts, a, decode)
+}

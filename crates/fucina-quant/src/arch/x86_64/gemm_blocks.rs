@@ -7,8 +7,10 @@
 //! bitwise the single-row dot's result. Integer sums are exact, so only the float
 //! sequence per output has to match; `tests::multi_row_equals_single_row` checks it.
 //!
-//! The invoking module provides `dot_i8`, `dot_u8` and `madd_acc` (its ISA's integer
-//! primitives, identical to the single-row module's) and the tile shape `$wr × $r`.
+//! The invoking module provides `dot_i8` and `madd_acc` (its ISA's integer primitives,
+//! identical to the single-row module's), `legacy_tile` (the Q8_0-activation tile:
+//! `legacy_tile_ymm` here, or a wider one; `off` is a bias that makes the decoded
+//! quants unsigned, for kernels that need it) and the tile shape `$wr × $r`.
 
 macro_rules! gemm_kernels {
     ($feat:literal, $wr:literal, $r:literal, $rk:literal) => {
@@ -115,7 +117,7 @@ macro_rules! gemm_kernels {
         /// `N` activation rows. Result `[t][i]`: activation row `t`, weight row `i`.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn legacy_tile<const W: usize, const N: usize>(
+        fn legacy_tile_ymm<const W: usize, const N: usize>(
             w: &[&[u8]; W],
             ts: usize,
             a: &[&[u8]; N],
@@ -161,7 +163,7 @@ macro_rules! gemm_kernels {
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 18, a, |x| {
+            legacy_tile(w, 18, a, 8, |x| {
                 _mm256_sub_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(8))
             })
         }
@@ -172,7 +174,7 @@ macro_rules! gemm_kernels {
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 22, a, |x| {
+            legacy_tile(w, 22, a, 16, |x| {
                 let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
                 let hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
                 _mm256_sub_epi8(
@@ -188,7 +190,7 @@ macro_rules! gemm_kernels {
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 34, a, |x| load_i256(&x[2..34]))
+            legacy_tile(w, 34, a, -128, |x| load_i256(&x[2..34]))
         }
 
         /// Exact sum of the eight i32 lanes (as `blocks.rs`).
