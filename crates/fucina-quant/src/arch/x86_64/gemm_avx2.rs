@@ -33,3 +33,10 @@ fn legacy_tile<const W: usize, const N: usize>(
 ) -> [[f32; W]; N] {
     legacy_tile_ymm(w, ts, a, decode)
 }
+
+/// Q4_K rows: the shared 256-bit body.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+    q4_k_rows_ymm(w, a)
+}

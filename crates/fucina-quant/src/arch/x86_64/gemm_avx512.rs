@@ -86,3 +86,132 @@ fn legacy_tile<const W: usize, const N: usize>(
     }
     out
 }
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn load_i512(b: &[u8]) -> __m512i {
+    let b = &b[..64];
+    // SAFETY: `b` has 64 readable bytes and `loadu` needs no alignment.
+    unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
+}
+
+/// Q4_K rows on 512-bit registers. The single-row kernel reduces each super-block to
+/// exact integer totals (Σ scale·q·a and Σ min·bsum) before its scalar float steps, so
+/// any exact way to reach those totals gives the same floats: here two sub-blocks per
+/// register (low nibbles | high nibbles against 64 contiguous activation bytes) and
+/// the min term from one `madd` of the block sums.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+    if let Ok(a8) = <&[&[u8]; 8]>::try_from(a.as_slice()) {
+        let mut out = [0f32; N];
+        out.copy_from_slice(&q4_k_rows8(w, a8));
+        return out;
+    }
+    let mut acc = [0f32; N];
+    let mut accm = [0f32; N];
+    let nb = a.iter().fold(w.len() / 144, |n, y| n.min(y.len() / 292));
+    for b in 0..nb {
+        let x = &w[b * 144..(b + 1) * 144];
+        let (q, s, mins) = q4_k_decode(x);
+        let dw = _mm256_cvtss_f32(f16x8(x, 0));
+        let dmin = _mm256_cvtss_f32(f16x8(x, 2));
+        for r in 0..N {
+            let y = &a[r][292 * b..292 * b + 292];
+            let total = _mm512_reduce_add_epi32(q4_k_sumi(&q, &s, y));
+            let summs = hsum_i32(_mm256_madd_epi16(load_i256(&y[260..292]), mins));
+            let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+            acc[r] = (total as f32).mul_add(dw * da, acc[r]);
+            accm[r] = (summs as f32).mul_add(dmin * da, accm[r]);
+        }
+    }
+    let mut out = [0f32; N];
+    for r in 0..N {
+        out[r] = acc[r] - accm[r];
+    }
+    out
+}
+
+/// A Q4_K super-block's quants (pair j: sub-block 2j | 2j+1), their scales as i16
+/// lanes, and each block sum's min (block sum g belongs to sub-block g / 2).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q4_k_decode(x: &[u8]) -> ([__m512i; 4], [__m512i; 4], __m256i) {
+    let (sc, mn) = k_scale_min(&x[4..16]);
+    let mut q = [_mm512_setzero_si512(); 4];
+    let mut s = [_mm512_setzero_si512(); 4];
+    for j in 0..4 {
+        let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
+        let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4), _mm256_srli_epi16::<4>(q4));
+        q[j] = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
+        s[j] = _mm512_inserti64x4::<1>(
+            _mm512_castsi256_si512(_mm256_set1_epi16(i16::from(sc[2 * j]))),
+            _mm256_set1_epi16(i16::from(sc[2 * j + 1])),
+        );
+    }
+    let m: [i16; 16] = core::array::from_fn(|g| i16::from(mn[g / 2]));
+    let mins = _mm256_setr_epi16(
+        m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[11], m[12], m[13],
+        m[14], m[15],
+    );
+    (q, s, mins)
+}
+
+/// Σ scale·q·a of one super-block as i32 lanes (`y`: the Q8_K activation block).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q4_k_sumi(q: &[__m512i; 4], s: &[__m512i; 4], y: &[u8]) -> __m512i {
+    let mut sumi = _mm512_setzero_si512();
+    for j in 0..4 {
+        let yv = load_i512(&y[4 + 64 * j..68 + 64 * j]);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[j], yv), s[j]);
+    }
+    sumi
+}
+
+/// Totals of eight i32 vectors, vector r's total in lane r.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn totals8(p: &[__m256i; 8]) -> __m256i {
+    let b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    let b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(b0, b1),
+        _mm256_permute2x128_si256::<0x31>(b0, b1),
+    )
+}
+
+/// [`q4_k_rows`] for 8 rows with the float steps in 8 lanes (lane r = row r, each
+/// lane running row r's FMA sequence); the 8 rows' integer vectors are reduced to
+/// their totals in one `hadd` tree.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q4_k_rows8(w: &[u8], a: &[&[u8]; 8]) -> [f32; 8] {
+    let mut acc = _mm256_setzero_ps();
+    let mut accm = _mm256_setzero_ps();
+    let nb = a.iter().fold(w.len() / 144, |n, y| n.min(y.len() / 292));
+    for b in 0..nb {
+        let x = &w[b * 144..(b + 1) * 144];
+        let (q, s, mins) = q4_k_decode(x);
+        let mut p = [_mm256_setzero_si256(); 8];
+        let mut ms = [_mm256_setzero_si256(); 8];
+        let mut da = [0f32; 8];
+        for r in 0..8 {
+            let y = &a[r][292 * b..292 * b + 292];
+            let v = q4_k_sumi(&q, &s, y);
+            p[r] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+            ms[r] = _mm256_madd_epi16(load_i256(&y[260..292]), mins);
+            da[r] = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+        }
+        // SAFETY: `da` is 32 readable bytes and `loadu` needs no alignment.
+        let dav = unsafe { _mm256_loadu_ps(da.as_ptr()) };
+        let dd = _mm256_mul_ps(_mm256_set1_ps(_mm256_cvtss_f32(f16x8(x, 0))), dav);
+        let dm = _mm256_mul_ps(_mm256_set1_ps(_mm256_cvtss_f32(f16x8(x, 2))), dav);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals8(&p)), dd, acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals8(&ms)), dm, accm);
+    }
+    let mut out = [0f32; 8];
+    // SAFETY: `out` is 32 writable bytes and `storeu` needs no alignment.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
+    out
+}

@@ -8,7 +8,8 @@
 //! sequence per output has to match; `tests::multi_row_equals_single_row` checks it.
 //!
 //! The invoking module provides `dot_i8` and `madd_acc` (its ISA's integer primitives,
-//! identical to the single-row module's), `legacy_tile` (the Q8_0-activation tile:
+//! identical to the single-row module's), `q4_k_rows` (Q4_K rows: `q4_k_rows_ymm` here,
+//! or a wider one), `legacy_tile` (the Q8_0-activation tile:
 //! `legacy_tile_ymm` here, or a wider one; `off` is a bias that makes the decoded
 //! quants unsigned, for kernels that need it) and the tile shape `$wr × $r`.
 
@@ -272,9 +273,11 @@ macro_rules! gemm_kernels {
             out
         }
 
+        /// Q4_K through the shared 256-bit body (an ISA module may use a wider one).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+        #[allow(dead_code)] // AVX-512 has its own `q4_k_rows`
+        fn q4_k_rows_ymm<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
             k45_rows(w, 144, a, true, |x, j, hi| {
                 let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
                 let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
