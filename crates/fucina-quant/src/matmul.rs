@@ -2,22 +2,28 @@
 //! decode) or many (GEMM, prefill). `W` is `rows × cols` in a ggml block type, row
 //! major (ggml `ne = [cols, rows]`); activations and outputs are f32, row major.
 //!
-//! Activations are converted once per call to the kernel's activation format; weight
-//! rows are split into chunks that threads claim from an atomic counter (so a thread
-//! slowed by another process does not hold the others back).
+//! Activations are converted once per call to the kernel's activation format (into a
+//! buffer the caller may keep across calls: [`QMatrix::gemv_with`] /
+//! [`QMatrix::gemm_with`]); weight rows are split into chunks that threads claim from
+//! an atomic counter (so a thread slowed by another process does not hold the others
+//! back). Several tokens go through the tile kernels ([`TileDot`]), which are bitwise
+//! equal to the single-row dots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fucina_gguf::GgmlType;
 
 use crate::dispatch::{DotEntry, Kernels};
+use crate::gemm::TileDot;
 use crate::pool::ThreadPool;
 use crate::{QuantError, Result};
 
 /// Chunks per thread: enough for balance, few enough that claiming is free.
 const CHUNKS_PER_THREAD: usize = 16;
-/// Weight rows per GEMM tile: a tile's weights stay in L1/L2 while every token passes.
-const GEMM_TILE_ROWS: usize = 16;
+/// Weight rows per tile-kernel call: a tile's weights stay in L1 while its tokens pass.
+const GEMM_TILE_ROWS: usize = 8;
+/// Tokens per tile-kernel call (their activations stay in L1/L2 while the weights pass).
+const GEMM_TILE_TOKENS: usize = 64;
 
 /// A quantized weight matrix checked once: type, shape and byte length agree.
 #[derive(Clone, Copy, Debug)]
@@ -89,11 +95,36 @@ impl<'a> QMatrix<'a> {
 
     /// `y = W·x` for one activation row (`x.len() == cols`, `y.len() == rows`).
     pub fn gemv(&self, pool: &ThreadPool, x: &[f32], y: &mut [f32]) -> Result<()> {
-        self.gemm(pool, x, 1, y)
+        self.gemm_with(pool, x, 1, y, &mut Vec::new())
+    }
+
+    /// [`QMatrix::gemv`] converting the activations into `acts` (reused across calls:
+    /// no allocation once it has grown to the row size).
+    pub fn gemv_with(
+        &self,
+        pool: &ThreadPool,
+        x: &[f32],
+        y: &mut [f32],
+        acts: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.gemm_with(pool, x, 1, y, acts)
     }
 
     /// `Y = X·Wᵀ` for `n` activation rows: `x` is `n × cols`, `y` is `n × rows`.
     pub fn gemm(&self, pool: &ThreadPool, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+        self.gemm_with(pool, x, n, y, &mut Vec::new())
+    }
+
+    /// [`QMatrix::gemm`] converting the activations into `acts` (reused across calls:
+    /// no allocation once it has grown to `n` rows).
+    pub fn gemm_with(
+        &self,
+        pool: &ThreadPool,
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+        acts: &mut Vec<u8>,
+    ) -> Result<()> {
         let ty = self.entry.ty;
         let (want_x, want_y) = (n.saturating_mul(self.cols), n.saturating_mul(self.rows));
         if x.len() != want_x {
@@ -117,7 +148,8 @@ impl<'a> QMatrix<'a> {
         }
         let act = self.entry.act;
         let act_row = act.row_bytes(self.cols);
-        let mut acts = vec![0u8; n * act_row];
+        acts.clear();
+        acts.resize(n * act_row, 0);
         for (src, dst) in x
             .chunks_exact(self.cols)
             .zip(acts.chunks_exact_mut(act_row))
@@ -128,7 +160,8 @@ impl<'a> QMatrix<'a> {
         let chunk_rows = self.rows.div_ceil(n_chunks);
         let next = AtomicUsize::new(0);
         let out = SharedOut::new(y);
-        let acts = &acts;
+        let acts = &acts[..];
+        let tiles = TileDot::new(&self.entry);
         pool.run(&|_thread| loop {
             let c = next.fetch_add(1, Ordering::Relaxed);
             let start = c * chunk_rows;
@@ -136,14 +169,32 @@ impl<'a> QMatrix<'a> {
                 break;
             }
             let end = (start + chunk_rows).min(self.rows);
-            let mut tile = [0f32; GEMM_TILE_ROWS];
-            for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
-                let t1 = (t0 + GEMM_TILE_ROWS).min(end);
-                for (tok, a) in acts.chunks_exact(act_row).enumerate() {
+            if n == 1 {
+                let mut tile = [0f32; GEMM_TILE_ROWS];
+                for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
+                    let t1 = (t0 + GEMM_TILE_ROWS).min(end);
                     for (v, r) in tile.iter_mut().zip(t0..t1) {
-                        *v = self.entry.dot(self.row(r), a);
+                        *v = self.entry.dot(self.row(r), acts);
                     }
-                    out.write(tok * self.rows + t0, &tile[..t1 - t0]);
+                    out.write(t0, &tile[..t1 - t0]);
+                }
+                continue;
+            }
+            let mut vals = [0f32; GEMM_TILE_ROWS * GEMM_TILE_TOKENS];
+            let mut ws: [&[u8]; GEMM_TILE_ROWS] = [&[]; GEMM_TILE_ROWS];
+            for k0 in (0..n).step_by(GEMM_TILE_TOKENS) {
+                let k1 = (k0 + GEMM_TILE_TOKENS).min(n);
+                let tile_acts = &acts[k0 * act_row..k1 * act_row];
+                for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
+                    let nw = (end - t0).min(GEMM_TILE_ROWS);
+                    for (w, r) in ws.iter_mut().zip(t0..t0 + nw) {
+                        *w = self.row(r);
+                    }
+                    let vals = &mut vals[..(k1 - k0) * nw];
+                    tiles.dots(&ws[..nw], tile_acts, act_row, vals);
+                    for (tok, v) in (k0..k1).zip(vals.chunks_exact(nw)) {
+                        out.write(tok * self.rows + t0, v);
+                    }
                 }
             }
         });

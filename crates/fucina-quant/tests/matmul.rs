@@ -26,7 +26,7 @@ fn gemv_and_gemm_equal_rowwise_dots() {
             GgmlType::F16,
             GgmlType::TQ2_0,
         ] {
-            let (rows, cols, n) = (37, 512, 5);
+            let (rows, cols, n) = (37, 512, 75);
             let mut w = Vec::new();
             fucina_quant::quantize(ty, &uniform(1, rows * cols), &mut w).expect("quantize weights");
             let m = QMatrix::new(kernels, ty, &w, rows, cols).expect("matrix");
@@ -51,6 +51,15 @@ fn gemv_and_gemm_equal_rowwise_dots() {
             }
             let mut y1 = vec![0f32; rows];
             m.gemv(&pool, &x[..cols], &mut y1).expect("gemv");
+            assert_eq!(y1, y[..rows].to_vec());
+            // A caller-owned activation buffer, reused across calls and shapes.
+            let mut acts = vec![7u8; 3];
+            let mut y2 = vec![0f32; n * rows];
+            m.gemm_with(&pool, &x, n, &mut y2, &mut acts)
+                .expect("gemm_with");
+            assert!(y2.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()));
+            m.gemv_with(&pool, &x[..cols], &mut y1, &mut acts)
+                .expect("gemv_with");
             assert_eq!(y1, y[..rows].to_vec());
         }
     }
