@@ -1,15 +1,20 @@
 //! Causal GQA attention of one query head against a [`KvCache`], with optional
 //! sliding window and logit soft cap.
 //!
-//! Numerics follow llama.cpp's non-flash CPU path for an f16 cache: the query is
-//! rounded to the cache's dot format (f16) before `q·k`, scores are soft-capped,
-//! scaled and soft-maxed in f32 (sum in f64), and the probabilities are rounded to
-//! f16 before the weighted sum over V (stored transposed, one dot per output dim).
+//! Numerics follow llama.cpp's non-flash CPU path for an f16 cache, bit for bit
+//! on AVX-512 machines: the query is rounded to f16 before `q·k`, scores are
+//! soft-capped, scaled and soft-maxed with ggml's exp and chunked sum (see
+//! [`softmax_cells`]), and the probabilities are rounded to f16 before the
+//! weighted sum over V (stored transposed, one dot per output dim); both dots run
+//! in tinyBLAS order over cell-aligned spans (see [`f16dot`]).
 //! A Q8_0 cache quantizes the query to Q8_0 and scores with integer block dots; V
 //! rows are dequantized into the weighted accumulation. An F32 cache is exact.
 
 use crate::kv_cache::{KvCache, KvDtype};
+use crate::ops::f16dot::{self, F16_PAD};
+use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
+use fucina_quant::half::{f16_to_f32, f32_to_f16};
 
 /// Shape and masking of one layer's attention.
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +37,8 @@ pub struct AttnParams {
 #[derive(Default, Debug)]
 pub struct AttnScratch {
     qa: Vec<u8>,
+    qf: Vec<f32>,
+    kf: Vec<f32>,
     scores: Vec<f32>,
     pa: Vec<u8>,
     vrow: Vec<f32>,
@@ -71,11 +78,26 @@ pub fn attend_head(
     let n = pos + 1 - start;
     let dot = *cache.dot();
 
-    s.qa.clear();
-    dot.act.quantize_row(q, &mut s.qa)?;
     s.scores.clear();
-    s.scores
-        .extend((start..=pos).map(|j| dot.dot(layer.k_row(j, kvh), &s.qa)));
+    if cache.dtype() == KvDtype::F16 {
+        // q·k in f16 as llama.cpp (q rounded to f16, llama.cpp's dot order).
+        let hd = p.head_dim_k;
+        s.qf.clear();
+        s.qf.extend(q[..hd].iter().map(|&v| f16_to_f32(f32_to_f16(v))));
+        s.qf.resize(hd.next_multiple_of(F16_PAD), 0.0);
+        s.kf.resize(s.qf.len(), 0.0);
+        for j in start..=pos {
+            for (o, b) in s.kf.iter_mut().zip(layer.k_row(j, kvh).chunks_exact(2)) {
+                *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+            }
+            s.scores.push(f16dot::dot(&s.kf, &s.qf));
+        }
+    } else {
+        s.qa.clear();
+        dot.act.quantize_row(q, &mut s.qa)?;
+        s.scores
+            .extend((start..=pos).map(|j| dot.dot(layer.k_row(j, kvh), &s.qa)));
+    }
 
     // softmax(softcap(s) · scale), as ggml_soft_max_ext with a -inf mask outside.
     let mut max = f32::NEG_INFINITY;
@@ -86,24 +108,35 @@ pub fn attend_head(
         *v *= p.kq_scale;
         max = max.max(*v);
     }
-    let mut sum = 0f64;
-    for v in s.scores.iter_mut() {
-        *v = (*v - max).exp();
-        sum += f64::from(*v);
-    }
-    let inv = (1.0 / sum) as f32;
-    for v in s.scores.iter_mut() {
-        *v *= inv;
-    }
+    softmax_cells(&mut s.scores, start, max);
 
     match cache.dtype() {
-        KvDtype::F16 | KvDtype::F32 => {
-            let elem = if cache.dtype() == KvDtype::F16 { 2 } else { 4 };
+        KvDtype::F16 => {
+            // p·v over cache cells c0..c1 (aligned to F16_PAD so lanes are the
+            // cells' lanes in llama.cpp's padded view), p rounded to f16.
+            let c0 = start / F16_PAD * F16_PAD;
+            let c1 = (pos + 1).next_multiple_of(F16_PAD);
+            s.qf.clear();
+            s.qf.resize(c1 - c0, 0.0);
+            for (o, &w) in s.qf[start - c0..].iter_mut().zip(&s.scores) {
+                *o = f16_to_f32(f32_to_f16(w));
+            }
+            s.kf.clear();
+            s.kf.resize(c1 - c0, 0.0);
+            for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
+                let span = layer.vt_span(kvh, d, start, pos + 1, 2, cache.capacity());
+                for (v, b) in s.kf[start - c0..].iter_mut().zip(span.chunks_exact(2)) {
+                    *v = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+                }
+                *o = f16dot::dot(&s.qf, &s.kf);
+            }
+        }
+        KvDtype::F32 => {
             s.pa.clear();
             dot.act.quantize_row(&s.scores, &mut s.pa)?;
             for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
                 *o = dot.dot(
-                    layer.vt_span(kvh, d, start, pos + 1, elem, cache.capacity()),
+                    layer.vt_span(kvh, d, start, pos + 1, 4, cache.capacity()),
                     &s.pa,
                 );
             }

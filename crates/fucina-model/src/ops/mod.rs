@@ -3,5 +3,7 @@
 
 pub mod act;
 pub mod attention;
+pub mod f16dot;
 pub mod norm;
 pub mod rope;
+pub mod softmax;

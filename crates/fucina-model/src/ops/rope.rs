@@ -37,6 +37,12 @@ pub fn rope_cache(rope: &RopeConfig, freq_factors: Option<&[f32]>, pos: i64, cs:
 }
 
 /// Rotate the first `n_rot` dims of every head in `x` (`n_head × head_dim`).
+///
+/// The rotations use the fused multiply-adds GCC contracts ggml's `rotate_pairs`
+/// into on FMA machines (read from llama.cpp's x86-64 build: the NeoX loop is
+/// `fma(x0, c, −x1·s)`, `fma(x0, s, x1·c)`; the vectorized normal loop is
+/// `fma(x0, c, −x1·s)`, `fma(x1, c, x0·s)`), so positions > 0 match llama.cpp
+/// bit for bit rather than within a rounding.
 pub fn apply_rope(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, cs: &[f32]) {
     for head in x.chunks_exact_mut(head_dim) {
         match kind {
@@ -44,8 +50,8 @@ pub fn apply_rope(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, 
                 for i0 in (0..n_rot).step_by(2) {
                     let (c, s) = (cs[i0], cs[i0 + 1]);
                     let (x0, x1) = (head[i0], head[i0 + 1]);
-                    head[i0] = x0 * c - x1 * s;
-                    head[i0 + 1] = x0 * s + x1 * c;
+                    head[i0] = x0.mul_add(c, -(x1 * s));
+                    head[i0 + 1] = x1.mul_add(c, x0 * s);
                 }
             }
             RopeKind::Neox => {
@@ -54,8 +60,8 @@ pub fn apply_rope(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, 
                     let ic = i0 / 2;
                     let (c, s) = (cs[i0], cs[i0 + 1]);
                     let (x0, x1) = (head[ic], head[ic + half]);
-                    head[ic] = x0 * c - x1 * s;
-                    head[ic + half] = x0 * s + x1 * c;
+                    head[ic] = x0.mul_add(c, -(x1 * s));
+                    head[ic + half] = x0.mul_add(s, x1 * c);
                 }
             }
         }
