@@ -14,6 +14,7 @@
 //! The dequantizers reproduce gguf-py's float operations in the same order, so
 //! the results are bit-identical; the quantizers follow gguf-py (= ggml's `_ref`).
 
+use super::kquants::hsum_lanes8;
 use super::{f16_at, put_f16, roundf};
 
 /// Elements per legacy block.
@@ -257,7 +258,8 @@ pub(crate) fn quantize_q8_1(src: &[f32], out: &mut [u8]) {
 // ---- scalar dot products (the oracle for the SIMD kernels) ----------------------------
 //
 // Each block contributes `(d_w·d_a)·Σ q_w·q_a` (plus `m_w·s_a` for the types with a
-// min); blocks are accumulated in order in one f32.
+// min); blocks are accumulated in order in one f32, except Q4_0 / Q5_0 / Q8_0, which
+// keep ggml's eight lanes (see `lanes_block`).
 
 #[inline]
 fn isum(a: impl Iterator<Item = i32>) -> i32 {
@@ -268,19 +270,29 @@ fn act_q8(a: &[u8]) -> impl Iterator<Item = i32> + '_ {
     a.iter().map(|&v| i32::from(v as i8))
 }
 
+/// ggml's AVX2 kernels (and llamafile's tinyBLAS) for Q8_0-activation weights keep
+/// eight f32 lanes: lane `l` gets `fma(d_w·d_a, Σ_{j=4l..4l+3} q_w·q_a, lane)` per
+/// block, and the lanes are summed once at the end (`hsum_float_8`). Q4_0, Q5_0 and
+/// Q8_0 follow that order exactly, so the scalar oracle, the SIMD kernels and
+/// llama.cpp agree to the bit.
+#[inline]
+fn lanes_block(acc: &mut [f32; 8], d: f32, prod: impl Fn(usize) -> i32) {
+    for (l, lane) in acc.iter_mut().enumerate() {
+        let p: i32 = (4 * l..4 * l + 4).map(&prod).sum();
+        *lane = d.mul_add(p as f32, *lane);
+    }
+}
+
 /// Q4_0 weights · Q8_0 activations.
 pub(crate) fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     for (x, y) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-        let s = isum(
-            (0..QK)
-                .map(|j| i32::from(nibble(&x[2..], j)) - 8)
-                .zip(act_q8(&y[2..]))
-                .map(|(p, q)| p * q),
-        );
-        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+        let ya = &y[2..];
+        lanes_block(&mut acc, f16_at(x, 0) * f16_at(y, 0), |j| {
+            (i32::from(nibble(&x[2..], j)) - 8) * i32::from(ya[j] as i8)
+        });
     }
-    acc
+    hsum_lanes8(&acc)
 }
 
 /// Q4_1 weights · Q8_1 activations.
@@ -300,18 +312,15 @@ pub(crate) fn dot_q4_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
 
 /// Q5_0 weights · Q8_0 activations.
 pub(crate) fn dot_q5_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     for (x, y) in w.chunks_exact(Q5_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
         let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
-        let s = isum(
-            (0..QK)
-                .map(|j| i32::from(q5(qh, &x[6..], j)) - 16)
-                .zip(act_q8(&y[2..]))
-                .map(|(p, q)| p * q),
-        );
-        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+        let ya = &y[2..];
+        lanes_block(&mut acc, f16_at(x, 0) * f16_at(y, 0), |j| {
+            (i32::from(q5(qh, &x[6..], j)) - 16) * i32::from(ya[j] as i8)
+        });
     }
-    acc
+    hsum_lanes8(&acc)
 }
 
 /// Q5_1 weights · Q8_1 activations.
@@ -332,10 +341,12 @@ pub(crate) fn dot_q5_1_q8_1(w: &[u8], a: &[u8]) -> f32 {
 
 /// Q8_0 weights · Q8_0 activations.
 pub(crate) fn dot_q8_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
+    let mut acc = [0f32; 8];
     for (x, y) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-        let s = isum(act_q8(&x[2..]).zip(act_q8(&y[2..])).map(|(p, q)| p * q));
-        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+        let ya = &y[2..];
+        lanes_block(&mut acc, f16_at(x, 0) * f16_at(y, 0), |j| {
+            (i32::from(x[2 + j] as i8)) * i32::from(ya[j] as i8)
+        });
     }
-    acc
+    hsum_lanes8(&acc)
 }
