@@ -12,18 +12,23 @@ use serde_json::Value;
 // Issue 5 asks for >= 99% argmax agreement, >= 18/20 identical greedy-64
 // continuations and divergences only where llama.cpp's top-2 margin < 0.1. On this
 // model that needs llama.cpp's exact kernel arithmetic: an f64 forward with the
-// same dequantized weights (no activation quantization) is ~1.0 logit (3% of the
-// range) away from BOTH llama.cpp and us, and our own scalar vs SIMD kernels
-// differ by ~1.2 logits, because activations are re-quantized to Q8 before every
-// matmul and tiny f32 summation-order differences flip quant roundings that then
-// cascade through 18 layers. The bounds below are what the generic kernels reach
-// now (measured 97.4%, 0.085, 11/20, worst divergence margin 0.244); they guard
-// against regressions until fucina-quant's kernels follow ggml's x86 order.
+// same dequantized weights is ~1.0 logit (3% of the range) away from BOTH engines,
+// because activations are re-quantized to Q8 before every matmul and one flipped
+// rounding cascades through 18 layers. fucina now follows the float ops llama.cpp
+// executes on x86-64 (x86 Q8_0 activation rounding, ggml's lane/FMA order in the
+// Q4_0/Q5_0/Q8_0/Q4_K/Q6_K dots, ggml_v_expf softmax, tinyBLAS f16 attention dots,
+// FMA-contracted RoPE and GELU): a prompt of <= 3 tokens gives logits bit-identical
+// to llama.cpp's, and 53/192 golden positions are bit-identical. What remains is
+// llama.cpp's batch-size-dependent Q4_K order (its repacked AVX-512 GEMM does one
+// FMA per sub-block pair for groups of 4 prompt tokens, its GEMV one per
+// super-block for decode and leftover rows); fucina keeps one order so batched
+// rows equal single rows bitwise. Measured: 97.9% argmax, max |dlogit|/range
+// 0.025, 10/20 identical greedy-64, worst divergence margin 0.296.
 
 /// Fraction of positions whose argmax must equal llama.cpp's.
-const MIN_ARGMAX_AGREEMENT: f64 = 0.97;
+const MIN_ARGMAX_AGREEMENT: f64 = 0.975;
 /// Bound on max |Δlogit| / (logit range) over llama.cpp's top-64 ids.
-const MAX_REL_LOGIT_DIFF: f64 = 0.10;
+const MAX_REL_LOGIT_DIFF: f64 = 0.035;
 /// Greedy continuations that must be identical (of 20).
 const MIN_IDENTICAL_GREEDY: usize = 10;
 /// llama.cpp top-2 margin below which a greedy divergence counts as a near-tie.
