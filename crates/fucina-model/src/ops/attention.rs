@@ -87,9 +87,7 @@ pub fn attend_head(
         s.qf.resize(hd.next_multiple_of(F16_PAD), 0.0);
         s.kf.resize(s.qf.len(), 0.0);
         for j in start..=pos {
-            for (o, b) in s.kf.iter_mut().zip(layer.k_row(j, kvh).chunks_exact(2)) {
-                *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-            }
+            fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut s.kf);
             s.scores.push(f16dot::dot(&s.kf, &s.qf));
         }
     } else {
@@ -125,9 +123,7 @@ pub fn attend_head(
             s.kf.resize(c1 - c0, 0.0);
             for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
                 let span = layer.vt_span(kvh, d, start, pos + 1, 2, cache.capacity());
-                for (v, b) in s.kf[start - c0..].iter_mut().zip(span.chunks_exact(2)) {
-                    *v = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-                }
+                fucina_quant::half::widen_f16_into(span, &mut s.kf[start - c0..]);
                 *o = f16dot::dot(&s.qf, &s.kf);
             }
         }
