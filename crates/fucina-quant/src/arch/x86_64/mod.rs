@@ -7,3 +7,4 @@ mod blocks;
 pub(crate) mod gemm_avx2;
 pub(crate) mod gemm_avx512;
 mod gemm_blocks;
+mod primitives;
