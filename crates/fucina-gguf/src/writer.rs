@@ -83,6 +83,25 @@ impl<'a> GgufWriter<'a> {
         Ok(w)
     }
 
+    /// The same writer owning copies of every borrowed tensor's bytes, so it no longer
+    /// borrows the file it was made from.
+    pub fn into_owned(self) -> GgufWriter<'static> {
+        GgufWriter {
+            version: self.version,
+            metadata: self.metadata,
+            tensors: self
+                .tensors
+                .into_iter()
+                .map(|t| PendingTensor {
+                    name: t.name,
+                    dims: t.dims,
+                    ggml_type: t.ggml_type,
+                    data: Cow::Owned(t.data.into_owned()),
+                })
+                .collect(),
+        }
+    }
+
     /// The metadata to be written (mutable: insert, replace or remove keys).
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata

@@ -568,20 +568,9 @@ impl PyGgufWriter {
     #[staticmethod]
     #[pyo3(signature = (file, part = 0))]
     fn from_file(file: &PyGgufFile, part: usize) -> PyResult<Self> {
-        let f = file.file()?;
-        let borrowed = GgufWriter::from_part(f, part).map_err(gguf_err)?;
-        // Copy the borrowed tensor bytes so the writer outlives the file.
-        let header = f.parts()[part].header();
-        let mut inner = GgufWriter::new();
-        inner.set_version(header.version).map_err(gguf_err)?;
-        *inner.metadata_mut() = header.metadata.clone();
-        drop(borrowed);
-        for t in &header.tensors {
-            let bytes = f.tensor_bytes(&t.name).map_err(gguf_err)?.to_vec();
-            inner
-                .add_tensor(&t.name, t.ggml_type, &t.dims, bytes)
-                .map_err(gguf_err)?;
-        }
+        let inner = GgufWriter::from_part(file.file()?, part)
+            .map_err(gguf_err)?
+            .into_owned();
         Ok(Self { inner })
     }
 
