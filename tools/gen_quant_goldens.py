@@ -6,7 +6,7 @@ Oracles:
     implements;
   * ggml's C reference (`dequantize_row_*`, `quantize_row_*_ref` in ggml-quants.c),
     compiled here from a llama.cpp checkout given by --ggml-src, for what gguf-py
-    lacks (Q1_0, Q8_K, NVFP4 quantize, Q4_K/Q5_K/Q6_K quantize) and to cross-check
+    lacks (Q1_0, Q2_0, Q8_K, NVFP4 quantize, Q4_K/Q5_K/Q6_K quantize) and to cross-check
     gguf-py on every type both implement (disagreements are written as comments).
 
 Outputs (kept small; everything bulky is reproduced from a seed on the Rust side):
@@ -51,6 +51,22 @@ from gguf import GGUFReader
 from gguf import quants as gq
 from gguf.constants import GGML_QUANT_SIZES
 
+
+class ExtraType(int):
+    """A ggml type newer than gguf-py's enum: the int is ggml's type id, `.name` its name."""
+
+    name: str
+
+    def __new__(cls, name: str, value: int) -> ExtraType:
+        obj = super().__new__(cls, value)
+        obj.name = name
+        return obj
+
+
+# ggml_type 42 (ggml.h), block_q2_0 in ggml-common.h: 64 elements in f16 d + 16 bytes.
+Q2_0 = ExtraType("Q2_0", 42)
+SIZES: dict = {**GGML_QUANT_SIZES, Q2_0: (64, 18)}
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "goldens" / "quant"
 M64 = (1 << 64) - 1
@@ -79,6 +95,7 @@ F16_FIELDS: dict[T, list[int]] = {
     T.TQ1_0: [52],
     T.TQ2_0: [64],
     T.Q1_0: [0],
+    Q2_0: [0],
 }
 F16_EDGES = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7D00, 0xFE01]
 
@@ -112,8 +129,8 @@ GGUF_PY_DEQUANT = [
 ]
 GGUF_PY_QUANT = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.TQ1_0, T.TQ2_0, T.MXFP4]
 # C oracle: types gguf-py lacks.
-C_DEQUANT = [T.Q1_0, T.Q8_K]
-C_QUANT = [T.Q1_0, T.Q8_K, T.Q4_K, T.Q5_K, T.Q6_K]
+C_DEQUANT = [T.Q1_0, Q2_0, T.Q8_K]
+C_QUANT = [T.Q1_0, Q2_0, T.Q8_K, T.Q4_K, T.Q5_K, T.Q6_K]
 
 
 def splitmix64(seed: int, n_words: int) -> np.ndarray:
@@ -153,7 +170,7 @@ def make_finite(ty: T, blocks: np.ndarray) -> None:
 
 
 def prng_blocks(ty: T, seed: int, n_blocks: int) -> np.ndarray:
-    ts = GGML_QUANT_SIZES[ty][1]
+    ts = SIZES[ty][1]
     b = prng_bytes(seed, n_blocks * ts).reshape(n_blocks, ts)
     make_finite(ty, b)
     return b
@@ -213,7 +230,7 @@ class COracle:
         self.lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_LOCAL)
 
     def dequantize(self, ty: T, blocks: np.ndarray) -> np.ndarray:
-        bs = GGML_QUANT_SIZES[ty][0]
+        bs = SIZES[ty][0]
         n = blocks.shape[0] * bs
         out = np.zeros(n, dtype=np.float32)
         fn = getattr(self.lib, f"dequantize_row_{cname(ty)}")
@@ -222,7 +239,7 @@ class COracle:
         return out
 
     def quantize(self, ty: T, x: np.ndarray) -> np.ndarray:
-        bs, ts = GGML_QUANT_SIZES[ty]
+        bs, ts = SIZES[ty]
         x = np.ascontiguousarray(x, dtype=np.float32)
         out = np.zeros(x.size // bs * ts, dtype=np.uint8)
         fn = getattr(self.lib, f"quantize_row_{cname(ty)}_ref")
@@ -252,7 +269,7 @@ def gguf_dequant(ty: T, blocks: np.ndarray) -> np.ndarray:
 
 def edge_blocks(ty: T, n_random_seed: int) -> np.ndarray:
     offs = F16_FIELDS[ty]
-    ts = GGML_QUANT_SIZES[ty][1]
+    ts = SIZES[ty][1]
     base = prng_bytes(n_random_seed, len(F16_EDGES) * ts).reshape(len(F16_EDGES), ts)
     for i, h in enumerate(F16_EDGES):
         for off in offs:
@@ -297,7 +314,7 @@ def main() -> int:
     for ty in GGUF_PY_DEQUANT + C_DEQUANT:
         oracle = "ggml" if ty in C_DEQUANT else "gguf-py"
         deq = (lambda b, ty=ty: c.dequantize(ty, b)) if oracle == "ggml" else (lambda b, ty=ty: gguf_dequant(ty, b))
-        bs, ts = GGML_QUANT_SIZES[ty]
+        bs, ts = SIZES[ty]
         if bs == 1:
             # Plain floats: exhaustive over all 2^16 bit patterns for the 16-bit types.
             if ty in (T.F16, T.BF16):
@@ -327,7 +344,7 @@ def main() -> int:
     # --- quantization ---------------------------------------------------------------
     for ty in GGUF_PY_QUANT + C_QUANT:
         oracle = "ggml" if ty in C_QUANT else "gguf-py"
-        bs = GGML_QUANT_SIZES[ty][0]
+        bs = SIZES[ty][0]
 
         def quant(x: np.ndarray, ty: T = ty, oracle: str = oracle) -> bytes:
             if oracle == "ggml":

@@ -105,11 +105,9 @@ fn dequantize_matches_goldens_bit_for_bit() {
         failures.join("\n")
     );
     // Every type with a public definition has goldens (Q8_1 has no unambiguous layout).
-    // Q2_0 is newer than gguf-py's type enum, which the generator is keyed on; until
-    // the generator learns it, its codec is checked by a unit test of ggml's formula.
     for fmt in fucina_quant::REGISTRY
         .iter()
-        .filter(|f| f.dequantize.is_some() && f.ty != GgmlType::Q2_0)
+        .filter(|f| f.dequantize.is_some())
     {
         assert!(
             checked.contains(fmt.ty.name()),

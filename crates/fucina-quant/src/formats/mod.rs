@@ -161,7 +161,7 @@ registry! {
     MXFP4 => Some(fp4::dequantize_mxfp4), Some(fp4::quantize_mxfp4), Some(Dot::ViaDequant);
     NVFP4 => Some(fp4::dequantize_nvfp4), None, Some(Dot::ViaDequant);
     Q1_0 => Some(q1_0::dequantize_q1_0), Some(q1_0::quantize_q1_0), Some(Dot::ViaDequant);
-    Q2_0 => Some(q2_0::dequantize_q2_0), None, Some(Dot::ViaDequant);
+    Q2_0 => Some(q2_0::dequantize_q2_0), Some(q2_0::quantize_q2_0), Some(Dot::ViaDequant);
 }
 
 /// The registry row of `ty`, if the type is known to this crate.

@@ -67,7 +67,7 @@ pub fn f16_fields(ty: GgmlType) -> &'static [usize] {
     use GgmlType::*;
     match ty {
         Q4_0 | Q5_0 | Q8_0 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ4_NL
-        | IQ4_XS | Q1_0 => &[0],
+        | IQ4_XS | Q1_0 | Q2_0 => &[0],
         Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
         Q2_K => &[80, 82],
         Q3_K => &[108],
