@@ -149,7 +149,6 @@ safe_entries!(
     q3_k_q8_k,
     q4_k_q8_k,
     q5_k_q8_k,
-    q6_k_q8_k,
     iq4_xs_q8_k,
     f32_f32,
     f16_f16,
@@ -161,6 +160,14 @@ mod entry_bf16 {
         // SAFETY: installed by `kernel` only when AVX512-BF16 is detected in addition to
         // this ISA's features (which `dispatch` has already detected).
         unsafe { super::bf16_bf16_dp(w, a) }
+    }
+}
+
+mod entry_zmm {
+    pub(crate) fn q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
+        // SAFETY: installed by `kernel` only for this ISA, whose features (the same set
+        // as `gemm_avx512`'s) `dispatch` has detected at run time.
+        unsafe { super::super::gemm_avx512::q6_k_dot(w, a) }
     }
 }
 
@@ -182,7 +189,7 @@ pub(crate) fn kernel(ty: GgmlType) -> Option<VecDotFn> {
         Q3_K => entry::q3_k_q8_k,
         Q4_K => entry::q4_k_q8_k,
         Q5_K => entry::q5_k_q8_k,
-        Q6_K => entry::q6_k_q8_k,
+        Q6_K => entry_zmm::q6_k_q8_k,
         IQ4_XS => entry::iq4_xs_q8_k,
         _ => return None,
     })

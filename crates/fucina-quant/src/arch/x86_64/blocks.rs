@@ -284,6 +284,7 @@ macro_rules! block_kernels {
         // offset comes off after the loop through the group sums (as ggml's AVX2 kernel,
         // which fixes each lane's integer sum and hence its float rounding).
         #[target_feature(enable = $feat)]
+        #[allow(dead_code)] // AVX-512 installs a 512-bit form (`gemm_avx512::q6_k_dot`)
         fn q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(210).zip(a.chunks_exact(292)) {

@@ -5,6 +5,8 @@ use super::gemm_blocks::gemm_kernels;
 
 gemm_kernels!("avx2,fma,f16c", 2, 4, 4);
 
+tile_entry!(q6_k_q8_k, rows q6_k_rows_ymm);
+
 // The integer primitives of `avx2` (kept identical: the bitwise tests compare them).
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -215,3 +215,233 @@ fn q4_k_rows8(w: &[u8], a: &[&[u8]; 8]) -> [f32; 8] {
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
     out
 }
+
+// ---- Q6_K on 512-bit registers ----------------------------------------------------
+//
+// The single-row Q6_K kernel (`blocks.rs`) keeps eight i32 lanes per super-block, lane
+// l holding the exact sum over its 4-byte column of every 32-quant chunk of
+// `scale·(q+32)·a`, minus `32·(scale·bsum)` of groups 2l and 2l+1; then one FMA per
+// lane. Here two chunks share a register (chunk pair j: chunks 2j | 2j+1 of the
+// super-block, one per 256-bit half, their 64 activation bytes contiguous), and the
+// two halves are added at the end: the same exact lane sums, hence the same floats.
+// Lanes of two outputs share the float steps (one output per 256-bit half).
+
+/// One Q6_K super-block decoded for [`q6_k_sumi`]: the unsigned quants of chunk pair j,
+/// the i16 scales of its four 16-quant groups (one per 128-bit lane), the 16 scales
+/// widened to i16 (for the offset term) and the f16 scale widened.
+struct Q6kBlock {
+    q: [__m512i; 4],
+    s: [__m512i; 4],
+    sc16: __m256i,
+    d: __m256,
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q6_k_decode(x: &[u8]) -> Q6kBlock {
+    let x = &x[..210];
+    let sc16 = _mm256_cvtepi8_epi16(load_i128(&x[192..208]));
+    let scz = _mm512_castsi256_si512(sc16);
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m2 = _mm512_set1_epi8(0x30);
+    let mut q = [_mm512_setzero_si512(); 4];
+    let mut s = [_mm512_setzero_si512(); 4];
+    for h in 0..2 {
+        // Bytes 0..32: ql of chunks 4h and 4h+2 (low | high nibbles), 32..64: of 4h+1
+        // and 4h+3; the two high bits of chunk 4h+k are bits 2k..2k+2 of `qh`.
+        let ql = load_i512(&x[64 * h..64 * h + 64]);
+        let qh = load_i256(&x[128 + 32 * h..160 + 32 * h]);
+        let qh2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), _mm256_srli_epi16::<2>(qh));
+        // Pair 2h: chunks 4h (low nibbles, qh bits 0..2) | 4h+1 (low nibbles, bits 2..4).
+        q[2 * h] = _mm512_or_si512(
+            _mm512_and_si512(ql, m4),
+            _mm512_and_si512(_mm512_slli_epi16::<4>(qh2), m2),
+        );
+        // Pair 2h+1: chunks 4h+2 (high nibbles, bits 4..6) | 4h+3 (high nibbles, 6..8).
+        q[2 * h + 1] = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4),
+            _mm512_and_si512(qh2, m2),
+        );
+    }
+    for (j, s) in s.iter_mut().enumerate() {
+        // 128-bit lane k of pair j multiplies group 4j + k.
+        let g = 4 * j as i16;
+        let idx = _mm512_set_epi16(
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 3,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 2,
+            g + 1,
+            g + 1,
+            g + 1,
+            g + 1,
+            g + 1,
+            g + 1,
+            g + 1,
+            g + 1,
+            g,
+            g,
+            g,
+            g,
+            g,
+            g,
+            g,
+            g,
+        );
+        *s = _mm512_permutexvar_epi16(idx, scz);
+    }
+    Q6kBlock {
+        q,
+        s,
+        sc16,
+        d: f16x8(x, 208),
+    }
+}
+
+/// Σ scale·(q+32)·a of one super-block against the Q8_K block `y`, before folding:
+/// lane l of the low half plus lane l of the high half is the single-row lane l.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q6_k_sumi(blk: &Q6kBlock, y: &[u8]) -> __m512i {
+    let mut sumi = _mm512_setzero_si512();
+    for j in 0..4 {
+        let yv = load_i512(&y[4 + 64 * j..68 + 64 * j]);
+        // maddubs pairs ≤ 2·63·127: no saturation; vpdpwssd is exact.
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(blk.q[j], yv), blk.s[j]);
+    }
+    sumi
+}
+
+/// The single-row kernel's lane values of one output: folded sums minus the offset.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q6_k_lanes1(sumi: __m512i, sc16: __m256i, y: &[u8]) -> __m256i {
+    let lanes = _mm256_add_epi32(
+        _mm512_castsi512_si256(sumi),
+        _mm512_extracti64x4_epi64::<1>(sumi),
+    );
+    let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i256(&y[260..292]), sc16));
+    _mm256_sub_epi32(lanes, sub)
+}
+
+/// [`q6_k_lanes1`] of two outputs: output 0 in the low half, output 1 in the high.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q6_k_lanes2(s0: __m512i, s1: __m512i, sc16: __m512i, bsums: __m512i) -> __m512i {
+    let lanes = _mm512_add_epi32(
+        _mm512_shuffle_i64x2::<0x44>(s0, s1),
+        _mm512_shuffle_i64x2::<0xee>(s0, s1),
+    );
+    _mm512_sub_epi32(
+        lanes,
+        _mm512_slli_epi32::<5>(_mm512_madd_epi16(bsums, sc16)),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn join256i(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn join256(lo: __m256, hi: __m256) -> __m512 {
+    _mm512_insertf32x8::<1>(_mm512_castps256_ps512(lo), hi)
+}
+
+/// Horizontal sums of both halves (the single-row `hsum` of each output's lanes).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn hsum2(acc: __m512) -> (f32, f32) {
+    (
+        hsum(_mm512_castps512_ps256(acc)),
+        hsum(_mm512_extractf32x8_ps::<1>(acc)),
+    )
+}
+
+/// Q6_K: one weight row `w` against `N` activation rows (prefill). Each super-block is
+/// decoded once for all rows; activation rows go two per register for the float steps.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn q6_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+    let mut acc2 = [_mm512_setzero_ps(); N];
+    let mut acc1 = _mm256_setzero_ps();
+    let nb = a.iter().fold(w.len() / 210, |n, y| n.min(y.len() / 292));
+    for b in 0..nb {
+        let blk = q6_k_decode(&w[b * 210..(b + 1) * 210]);
+        let sc2 = join256i(blk.sc16, blk.sc16);
+        let d2 = join256(blk.d, blk.d);
+        for p in 0..N / 2 {
+            let y0 = &a[2 * p][292 * b..292 * b + 292];
+            let y1 = &a[2 * p + 1][292 * b..292 * b + 292];
+            let (s0, s1) = (q6_k_sumi(&blk, y0), q6_k_sumi(&blk, y1));
+            let bs = join256i(load_i256(&y0[260..292]), load_i256(&y1[260..292]));
+            let lanes = q6_k_lanes2(s0, s1, sc2, bs);
+            let da = join256(f32x8(y0, 0), f32x8(y1, 0));
+            acc2[p] = _mm512_fmadd_ps(_mm512_mul_ps(d2, da), _mm512_cvtepi32_ps(lanes), acc2[p]);
+        }
+        if N % 2 == 1 {
+            let y = &a[N - 1][292 * b..292 * b + 292];
+            let lanes = q6_k_lanes1(q6_k_sumi(&blk, y), blk.sc16, y);
+            acc1 = _mm256_fmadd_ps(
+                _mm256_mul_ps(blk.d, f32x8(y, 0)),
+                _mm256_cvtepi32_ps(lanes),
+                acc1,
+            );
+        }
+    }
+    let mut out = [0f32; N];
+    for p in 0..N / 2 {
+        (out[2 * p], out[2 * p + 1]) = hsum2(acc2[p]);
+    }
+    if N % 2 == 1 {
+        out[N - 1] = hsum(acc1);
+    }
+    out
+}
+
+/// The Q6_K single-row dot on 512-bit registers (what `avx512` installs; bitwise the
+/// shared 256-bit kernel's result, and the tile kernels' by construction).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+pub(super) fn q6_k_dot(w: &[u8], a: &[u8]) -> f32 {
+    q6_k_rows::<1>(w, &[a])[0]
+}
+
+/// The Q6_K tile kernel: one weight row × 8 activation rows at a time ([`q6_k_rows`]),
+/// remainders of activation rows one at a time.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+fn q6_k_q8_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    drive_tiles(
+        ws,
+        acts,
+        stride,
+        out,
+        |w: &[&[u8]; 8], a: &[&[u8]; 8]| {
+            let mut o = [[0f32; 8]; 8];
+            for (i, x) in w.iter().enumerate() {
+                for (o, v) in o.iter_mut().zip(q6_k_rows(x, a)) {
+                    o[i] = v;
+                }
+            }
+            o
+        },
+        // One activation row: the single-row form per weight row measures faster than
+        // the 8-row `q6_k_cols` (67 vs 72 GMAC/s single-thread, L2-resident rows).
+        |w: &[&[u8]; 8], a| [w.map(|x| q6_k_rows::<1>(x, a)[0])],
+        |w, a| q6_k_rows(w[0], a).map(|v| [v]),
+        |w, a| [[q6_k_rows::<1>(w[0], a)[0]]],
+    )
+}

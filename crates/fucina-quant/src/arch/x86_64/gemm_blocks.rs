@@ -11,7 +11,8 @@
 //! identical to the single-row module's), `q4_k_rows` (Q4_K rows: `q4_k_rows_ymm` here,
 //! or a wider one), `legacy_tile` (the Q8_0-activation tile:
 //! `legacy_tile_ymm` here, or a wider one; `off` is a bias that makes the decoded
-//! quants unsigned, for kernels that need it) and the tile shape `$wr × $r`.
+//! quants unsigned, for kernels that need it), the Q6_K tile entry `q6_k_q8_k` (e.g.
+//! `tile_entry!(q6_k_q8_k, rows q6_k_rows_ymm)`) and the tile shape `$wr × $r`.
 
 macro_rules! gemm_kernels {
     ($feat:literal, $wr:literal, $r:literal, $rk:literal) => {
@@ -217,10 +218,12 @@ macro_rules! gemm_kernels {
             })
         }
 
-        /// Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K.
+        /// Q6_K (u = 0..=63 stands for u − 32; i8 scales) · Q8_K on 256-bit registers
+        /// (AVX2's tile kernel; AVX-512 has its own).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn q6_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
+        #[allow(dead_code)] // AVX-512 has its own Q6_K kernels
+        fn q6_k_rows_ymm<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
             let mut acc = [_mm256_setzero_ps(); N];
             let nb = a.iter().fold(w.len() / 210, |n, y| n.min(y.len() / 292));
             for b in 0..nb {
@@ -375,7 +378,7 @@ macro_rules! gemm_kernels {
         tile_entry!(q8_0_q8_0, q8_0_tile);
         tile_entry!(q4_k_q8_k, rows q4_k_rows);
         tile_entry!(q5_k_q8_k, rows q5_k_rows);
-        tile_entry!(q6_k_q8_k, rows q6_k_rows);
+        // `q6_k_q8_k` (the Q6_K tile entry) comes from the invoking module.
 
         /// The kernels of this module as safe function pointers.
         mod entry {
