@@ -16,7 +16,7 @@ use crate::kv_cache::KvCache;
 use crate::matmul::{matmul, MatmulScratch};
 use crate::model::Model;
 use crate::ops::act::{geglu_inplace, swiglu_inplace};
-use crate::ops::attention::{attend_head, AttnParams, AttnScratch};
+use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
 use crate::ops::rope::{apply_rope, rope_cache};
 use crate::parallel::SharedMut;
@@ -74,7 +74,26 @@ pub struct Scratch {
     rope_group: Vec<usize>,
     rope_reps: Vec<usize>,
     counts: Vec<usize>,
+    attn_order: Vec<(usize, usize)>,
+    attn_rows: Vec<QueryRow>,
+    attn_tasks: Vec<AttnTask>,
 }
+
+/// One attention task: the query heads `h0..h1` (within the GQA group) of kv head
+/// `kvh`, for the rows `rows` of `Scratch::attn_rows` (all of one sequence).
+#[derive(Clone, Copy, Debug)]
+struct AttnTask {
+    kvh: usize,
+    h0: usize,
+    h1: usize,
+    rows: (usize, usize),
+}
+
+/// Budget of one task's score (and probability) buffer, in floats: the number of
+/// rows per task shrinks as the context grows so both stay in L2.
+const ATTN_TASK_FLOATS: usize = 1 << 16;
+/// Most rows per attention task.
+const ATTN_MAX_ROWS: usize = 16;
 
 fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     if v.len() < n {
@@ -94,7 +113,68 @@ fn add_bias(y: &mut [f32], bias: Option<&Vec<f32>>, width: usize) {
 }
 
 thread_local! {
-    static ATTN_SCRATCH: RefCell<AttnScratch> = RefCell::new(AttnScratch::default());
+    static ATTN_SCRATCH: RefCell<(AttnScratch, Vec<f32>)> = RefCell::new(Default::default());
+}
+
+/// Split the attention of `act_rows` into tasks: rows grouped by sequence (rows
+/// of one sequence are in position order), in blocks of consecutive rows, per kv
+/// head; when that gives fewer tasks than threads (decode), also split each GQA
+/// group's query heads. Heaviest blocks (latest positions) come first.
+#[allow(clippy::too_many_arguments)]
+fn plan_attention(
+    rows: &[BatchRow],
+    act_rows: &[usize],
+    n_head_kv: usize,
+    group: usize,
+    window: Option<usize>,
+    n_threads: usize,
+    order: &mut Vec<(usize, usize)>,
+    qrows: &mut Vec<QueryRow>,
+    tasks: &mut Vec<AttnTask>,
+) {
+    order.clear();
+    order.extend(act_rows.iter().enumerate().map(|(i, &r)| (rows[r].seq, i)));
+    order.sort_unstable();
+    qrows.clear();
+    qrows.extend(order.iter().map(|&(_, i)| QueryRow {
+        q_row: act_rows[i],
+        pos: rows[act_rows[i]].pos,
+    }));
+    tasks.clear();
+    let want_blocks = (2 * n_threads).div_ceil(n_head_kv.max(1)).max(1);
+    let mut a = 0;
+    while a < order.len() {
+        let seq = order[a].0;
+        let b = a + order[a..].iter().take_while(|o| o.0 == seq).count();
+        let first = crate::ops::attention::window_start(qrows[a].pos, window);
+        let span = qrows[b - 1].pos + 1 - first;
+        let by_mem = (ATTN_TASK_FLOATS / (group.max(1) * span)).clamp(1, ATTN_MAX_ROWS);
+        let rb = (b - a).div_ceil(want_blocks).clamp(1, by_mem);
+        let mut e = b;
+        while e > a {
+            let s0 = e.saturating_sub(rb).max(a);
+            for kvh in 0..n_head_kv {
+                tasks.push(AttnTask {
+                    kvh,
+                    h0: 0,
+                    h1: group,
+                    rows: (s0, e),
+                });
+            }
+            e = s0;
+        }
+        a = b;
+    }
+    if tasks.len() < n_threads && group > 1 {
+        let parts = n_threads.div_ceil(tasks.len().max(1)).min(group);
+        let whole = std::mem::take(tasks);
+        for t in whole {
+            for k in 0..parts {
+                let (h0, h1) = (group * k / parts, group * (k + 1) / parts);
+                tasks.push(AttnTask { h0, h1, ..t });
+            }
+        }
+    }
 }
 
 impl Model {
@@ -229,25 +309,50 @@ impl Model {
             let q_ro: &[f32] = q;
             let out = SharedMut::new(attn);
             let err: Mutex<Option<ModelError>> = Mutex::new(None);
-            let n_head = lc.n_head;
-            self.pool.run(n_act * n_head, &|t| {
-                let (i, h) = (t / n_head, t % n_head);
-                let r = act_rows[i];
-                let row = rows[r];
-                let qh = &q_ro[r * qd + h * lc.head_dim_k..r * qd + (h + 1) * lc.head_dim_k];
-                // SAFETY: task (i, h) alone writes head h of compact row i.
-                let oh = unsafe { out.slice(i * ad + h * lc.head_dim_v, lc.head_dim_v) };
+            plan_attention(
+                rows,
+                act_rows,
+                lc.n_head_kv,
+                params.group,
+                lc.sliding_window,
+                self.pool.n_threads(),
+                &mut s.attn_order,
+                &mut s.attn_rows,
+                &mut s.attn_tasks,
+            );
+            let (order, qrows, tasks) = (&s.attn_order, &s.attn_rows, &s.attn_tasks);
+            let hdv = lc.head_dim_v;
+            self.pool.run(tasks.len(), &|t| {
+                let task = tasks[t];
+                let (r0, r1) = task.rows;
+                let seq = rows[qrows[r0].q_row].seq;
+                let gh = task.h1 - task.h0;
+                let h_abs = task.kvh * params.group + task.h0;
                 let res = ATTN_SCRATCH.with(|sc| {
-                    attend_head(
-                        &caches_ro[row.seq],
+                    let (sc, buf) = &mut *sc.borrow_mut();
+                    buf.resize((r1 - r0) * gh * hdv, 0.0);
+                    attend_group(
+                        &caches_ro[seq],
                         il,
-                        h,
-                        qh,
-                        row.pos,
+                        task.kvh,
+                        h_abs..h_abs + gh,
+                        q_ro,
+                        qd,
+                        &qrows[r0..r1],
                         &params,
-                        oh,
-                        &mut sc.borrow_mut(),
-                    )
+                        buf,
+                        sc,
+                    )?;
+                    for (k, src) in buf.chunks_exact(gh * hdv).enumerate() {
+                        let i = order[r0 + k].1;
+                        // SAFETY: compact row i appears in one task row range only
+                        // (order is a permutation), and heads h_abs..h_abs+gh of it
+                        // belong to this task alone (tasks of a row block split
+                        // the heads disjointly), so the slices never overlap.
+                        let dst = unsafe { out.slice(i * ad + h_abs * hdv, gh * hdv) };
+                        dst.copy_from_slice(src);
+                    }
+                    Ok(())
                 });
                 if let Err(e) = res {
                     *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);

@@ -11,7 +11,7 @@
 //! rows are dequantized into the weighted accumulation. An F32 cache is exact.
 
 use crate::kv_cache::{KvCache, KvDtype};
-use crate::ops::f16dot::{self, F16_PAD};
+use crate::ops::f16dot::{self, dots_n, DotsShape, F16_PAD};
 use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
@@ -33,7 +33,7 @@ pub struct AttnParams {
     pub softcap: Option<f32>,
 }
 
-/// Per-thread buffers of [`attend_head`].
+/// Per-thread buffers of [`attend_head`] and [`attend_group`].
 #[derive(Default, Debug)]
 pub struct AttnScratch {
     qa: Vec<u8>,
@@ -42,7 +42,25 @@ pub struct AttnScratch {
     scores: Vec<f32>,
     pa: Vec<u8>,
     vrow: Vec<f32>,
+    starts: Vec<usize>,
+    dots: Vec<f32>,
 }
+
+/// One query row of an [`attend_group`] call: its row in the query matrix and its
+/// position in the sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryRow {
+    /// Row of the query matrix.
+    pub q_row: usize,
+    /// Position of the row's token (it sees `window_start(pos)..=pos`).
+    pub pos: usize,
+}
+
+/// Keys widened per block of the f16 `q·k` loop (a block of 64 rows of 256 dims is
+/// 64 KiB: it stays in L2 while every query of the task passes over it).
+const KEY_BLOCK: usize = 64;
+/// V^T dims widened per block of the f16 `p·v` loop.
+const DIM_BLOCK: usize = 8;
 
 /// First position visible from `pos` (inclusive).
 #[inline]
@@ -151,6 +169,282 @@ pub fn attend_head(
     }
     debug_assert_eq!(s.scores.len(), n);
     Ok(())
+}
+
+/// Attention of query heads `heads` (a sub-range of kv head `kvh`'s GQA group) for
+/// every row of `rows` of one sequence, into `out` (`rows.len() × heads.len() ×
+/// head_dim_v`, row-major). Query `(row, h)` is
+/// `q[row.q_row·q_stride + h·head_dim_k..][..head_dim_k]`.
+///
+/// Bitwise equal to [`attend_head`] for every (row, head): each score, softmax and
+/// weighted sum performs the same float operations in the same order. What is
+/// shared is the work around them: an f16 K row or V^T span is widened once for
+/// all the queries of the group instead of once per (row, head), and the dots run
+/// several heads against one widened vector at a time ([`accumulate_n`]); a Q8_0
+/// V row is dequantized once per group.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_group(
+    cache: &KvCache,
+    il: usize,
+    kvh: usize,
+    heads: std::ops::Range<usize>,
+    q: &[f32],
+    q_stride: usize,
+    rows: &[QueryRow],
+    p: &AttnParams,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+) -> Result<(), ModelError> {
+    let layer = cache.layer(il);
+    let group = p.group.max(1);
+    let g = heads.len();
+    let (hd, hdv) = (p.head_dim_k, p.head_dim_v);
+    if kvh >= layer.geometry().n_head_kv
+        || heads.start < kvh * group
+        || heads.end > (kvh + 1) * group
+        || rows.iter().any(|r| r.pos >= cache.capacity())
+    {
+        return Err(ModelError::InvalidBatch(format!(
+            "attention of heads {heads:?} (kv head {kvh}): outside the cache"
+        )));
+    }
+    let nr = rows.len();
+    if nr == 0 || g == 0 {
+        return Ok(());
+    }
+    let q_of = |r: usize, h: usize| {
+        let o = rows[r].q_row * q_stride + (heads.start + h) * hd;
+        &q[o..o + hd]
+    };
+    s.starts.clear();
+    s.starts
+        .extend(rows.iter().map(|r| window_start(r.pos, p.window)));
+    let jmin = s.starts.iter().copied().min().unwrap_or(0);
+    let jmax = rows.iter().map(|r| r.pos).max().unwrap_or(0);
+    // Scores of (row r, head h) at [(r·g + h)·ns + j − start_r].
+    let ns = rows
+        .iter()
+        .zip(&s.starts)
+        .map(|(r, &st)| r.pos + 1 - st)
+        .max()
+        .unwrap_or(0);
+    s.scores.clear();
+    s.scores.resize(nr * g * ns, 0.0);
+    let dot = *cache.dot();
+    let dtype = cache.dtype();
+
+    if dtype == KvDtype::F16 {
+        // Queries rounded to f16 (as llama.cpp), zero-padded to whole 16-lane chunks.
+        let hdp = hd.next_multiple_of(16);
+        s.qf.clear();
+        s.qf.resize(nr * g * hdp, 0.0);
+        for r in 0..nr {
+            for h in 0..g {
+                let dst = &mut s.qf[(r * g + h) * hdp..][..hd];
+                for (o, &v) in dst.iter_mut().zip(q_of(r, h)) {
+                    *o = f16_to_f32(f32_to_f16(v));
+                }
+            }
+        }
+        s.kf.resize(KEY_BLOCK * hdp, 0.0);
+        s.dots.resize(KEY_BLOCK * g, 0.0);
+        for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
+            let je = (jb + KEY_BLOCK).min(jmax + 1);
+            for j in jb..je {
+                let kr = &mut s.kf[(j - jb) * hdp..(j - jb + 1) * hdp];
+                fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut kr[..hd]);
+                kr[hd..].fill(0.0);
+            }
+            for (r, row) in rows.iter().enumerate() {
+                let st = s.starts[r];
+                let (lo, hi) = (jb.max(st), je.min(row.pos + 1));
+                if lo >= hi {
+                    continue;
+                }
+                let sh = DotsShape {
+                    x_stride: hdp,
+                    ny: hi - lo,
+                    y_stride: hdp,
+                    len: hdp,
+                    first_mask: u16::MAX,
+                    last_mask: u16::MAX,
+                };
+                dots_n(
+                    g,
+                    &s.qf[r * g * hdp..],
+                    &s.kf[(lo - jb) * hdp..],
+                    &sh,
+                    &mut s.dots,
+                );
+                for (k, d) in s.dots[..(hi - lo) * g].chunks_exact(g).enumerate() {
+                    for (h, &v) in d.iter().enumerate() {
+                        s.scores[(r * g + h) * ns + lo + k - st] = v;
+                    }
+                }
+            }
+        }
+    } else {
+        let rb = dot.act.row_bytes(hd);
+        s.qa.clear();
+        for r in 0..nr {
+            for h in 0..g {
+                dot.act.quantize_row(q_of(r, h), &mut s.qa)?;
+            }
+        }
+        for j in jmin..=jmax {
+            let kr = layer.k_row(j, kvh);
+            for (r, row) in rows.iter().enumerate() {
+                let st = s.starts[r];
+                if j < st || j > row.pos {
+                    continue;
+                }
+                for h in 0..g {
+                    let qa = &s.qa[(r * g + h) * rb..(r * g + h + 1) * rb];
+                    s.scores[(r * g + h) * ns + j - st] = dot.dot(kr, qa);
+                }
+            }
+        }
+    }
+
+    // softmax(softcap(s) · scale) per (row, head), exactly as attend_head.
+    for (r, row) in rows.iter().enumerate() {
+        let st = s.starts[r];
+        for h in 0..g {
+            let sc = &mut s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
+            let mut max = f32::NEG_INFINITY;
+            for v in sc.iter_mut() {
+                if let Some(c) = p.softcap {
+                    *v = (*v / c).tanh() * c;
+                }
+                *v *= p.kq_scale;
+                max = max.max(*v);
+            }
+            softmax_cells(sc, st, max);
+        }
+    }
+
+    match dtype {
+        KvDtype::F16 => pv_f16(cache, il, kvh, rows, g, ns, hdv, out, s),
+        KvDtype::F32 => {
+            for (r, row) in rows.iter().enumerate() {
+                let st = s.starts[r];
+                for h in 0..g {
+                    s.pa.clear();
+                    dot.act.quantize_row(
+                        &s.scores[(r * g + h) * ns..][..row.pos + 1 - st],
+                        &mut s.pa,
+                    )?;
+                    let o = &mut out[(r * g + h) * hdv..(r * g + h + 1) * hdv];
+                    for (d, o) in o.iter_mut().enumerate() {
+                        *o = dot.dot(
+                            layer.vt_span(kvh, d, st, row.pos + 1, 4, cache.capacity()),
+                            &s.pa,
+                        );
+                    }
+                }
+            }
+        }
+        KvDtype::Q8_0 => {
+            out[..nr * g * hdv].fill(0.0);
+            s.vrow.resize(hdv, 0.0);
+            let deq = cache.dequant();
+            for j in jmin..=jmax {
+                deq(layer.v_row(j, kvh), &mut s.vrow);
+                for (r, row) in rows.iter().enumerate() {
+                    let st = s.starts[r];
+                    if j < st || j > row.pos {
+                        continue;
+                    }
+                    for h in 0..g {
+                        let w = s.scores[(r * g + h) * ns + j - st];
+                        let o = &mut out[(r * g + h) * hdv..(r * g + h + 1) * hdv];
+                        for (o, &v) in o.iter_mut().zip(&s.vrow) {
+                            *o += w * v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The f16 `p·v` of [`attend_group`]: per output dim, one dot per (row, head) over
+/// the row's cells in [`f16dot`] order, with the probabilities rounded to f16.
+///
+/// [`attend_head`] dots cells `c0..c1` (64-aligned) of two zero-padded vectors that
+/// hold p and V only at the visible cells `start..=pos`. A 16-cell chunk outside
+/// those cells adds `fma(0, 0, acc) = acc` to every lane (accumulators start at +0
+/// and, holding sums of products of f16 values, never become −0), so only the
+/// chunks from `start / 16` to `pos / 16` are run here, the first and last with V
+/// masked to the visible cells exactly as the zero padding does.
+#[allow(clippy::too_many_arguments)]
+fn pv_f16(
+    cache: &KvCache,
+    il: usize,
+    kvh: usize,
+    rows: &[QueryRow],
+    g: usize,
+    ns: usize,
+    hdv: usize,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+) {
+    let layer = cache.layer(il);
+    let nr = rows.len();
+    let jmin = s.starts.iter().copied().min().unwrap_or(0);
+    let jmax = rows.iter().map(|r| r.pos).max().unwrap_or(0);
+    let cb = jmin / 16 * 16;
+    let np = (jmax + 1).next_multiple_of(16) - cb;
+    // Probabilities of (r, h) at cell c: qf[(r·g + h)·np + c − cb], zero outside
+    // the row's visible cells.
+    s.qf.clear();
+    s.qf.resize(nr * g * np, 0.0);
+    for (r, row) in rows.iter().enumerate() {
+        let st = s.starts[r];
+        for h in 0..g {
+            let src = &s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
+            let dst = &mut s.qf[(r * g + h) * np + st - cb..][..src.len()];
+            for (o, &w) in dst.iter_mut().zip(src) {
+                *o = f16_to_f32(f32_to_f16(w));
+            }
+        }
+    }
+    // V^T spans of DIM_BLOCK dims over cells cb..cb + np; cells outside
+    // jmin..=jmax are never read unmasked.
+    s.kf.resize(DIM_BLOCK * np, 0.0);
+    s.dots.resize(DIM_BLOCK * g, 0.0);
+    for d0 in (0..hdv).step_by(DIM_BLOCK) {
+        let nd = DIM_BLOCK.min(hdv - d0);
+        for dd in 0..nd {
+            let span = layer.vt_span(kvh, d0 + dd, jmin, jmax + 1, 2, cache.capacity());
+            fucina_quant::half::widen_f16_into(span, &mut s.kf[dd * np + jmin - cb..]);
+        }
+        for (r, row) in rows.iter().enumerate() {
+            let (st, pos) = (s.starts[r], row.pos);
+            let (fc, lc) = (st / 16 * 16, pos / 16 * 16);
+            let sh = DotsShape {
+                x_stride: np,
+                ny: nd,
+                y_stride: np,
+                len: lc + 16 - fc,
+                first_mask: u16::MAX << (st - fc),
+                last_mask: u16::MAX >> (15 - (pos - lc)),
+            };
+            dots_n(
+                g,
+                &s.qf[r * g * np + fc - cb..],
+                &s.kf[fc - cb..],
+                &sh,
+                &mut s.dots,
+            );
+            for (dd, d) in s.dots[..nd * g].chunks_exact(g).enumerate() {
+                for (h, &v) in d.iter().enumerate() {
+                    out[(r * g + h) * hdv + d0 + dd] = v;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +559,105 @@ mod tests {
         p.softcap = None;
         attend_head(&c, 0, 0, &q, 2, &p, &mut out, &mut s).unwrap();
         assert!(s.scores.iter().any(|&w| w > 0.999), "{:?}", s.scores);
+    }
+
+    /// `attend_group` over any row set and head sub-range equals `attend_head` per
+    /// (row, head), bit for bit, for every cache dtype, with GQA, sliding windows,
+    /// soft caps and head dims that are not whole 16-lane chunks.
+    #[test]
+    fn group_equals_per_head_bitwise() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let (n_kv, group, cap, n) = (2usize, 3usize, 200usize, 150usize);
+        for (dtype, hd) in [
+            (KvDtype::F16, 64usize),
+            (KvDtype::F16, 40),
+            (KvDtype::Q8_0, 64),
+            (KvDtype::F32, 40),
+        ] {
+            let geom = [KvGeometry {
+                n_head_kv: n_kv,
+                head_dim_k: hd,
+                head_dim_v: hd,
+            }];
+            let mut c = KvCache::new(&geom, cap, dtype).unwrap();
+            for pos in 0..n {
+                let k: Vec<f32> = (0..n_kv * hd).map(|_| rnd() * 3.0).collect();
+                let v: Vec<f32> = (0..n_kv * hd).map(|_| rnd()).collect();
+                c.write(0, pos, &k, &v).unwrap();
+            }
+            c.advance(n).unwrap();
+            let qd = n_kv * group * hd;
+            let nq = 12;
+            let q: Vec<f32> = (0..nq * qd).map(|_| rnd() * 2.0).collect();
+            let row_sets: [Vec<usize>; 4] = [
+                vec![0],
+                vec![149],
+                (100..112).collect(),
+                vec![3, 17, 40, 63, 64, 65, 80, 97, 120, 130, 140, 149],
+            ];
+            for (window, softcap) in [(None, None), (Some(20), None), (Some(7), Some(0.8))] {
+                let p = AttnParams {
+                    group,
+                    head_dim_k: hd,
+                    head_dim_v: hd,
+                    window,
+                    kq_scale: 0.3,
+                    softcap,
+                };
+                for set in &row_sets {
+                    let qrows: Vec<QueryRow> = set
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &pos)| QueryRow { q_row: i, pos })
+                        .collect();
+                    for kvh in 0..n_kv {
+                        for (h0, h1) in [(0, group), (1, 3), (0, 1)] {
+                            let heads = kvh * group + h0..kvh * group + h1;
+                            let g = h1 - h0;
+                            let mut out = vec![f32::NAN; qrows.len() * g * hd];
+                            let mut s = AttnScratch::default();
+                            attend_group(
+                                &c,
+                                0,
+                                kvh,
+                                heads.clone(),
+                                &q,
+                                qd,
+                                &qrows,
+                                &p,
+                                &mut out,
+                                &mut s,
+                            )
+                            .unwrap();
+                            for (r, qr) in qrows.iter().enumerate() {
+                                for (k, h) in heads.clone().enumerate() {
+                                    let qh = &q[qr.q_row * qd + h * hd..][..hd];
+                                    let mut want = vec![0f32; hd];
+                                    attend_head(&c, 0, h, qh, qr.pos, &p, &mut want, &mut s)
+                                        .unwrap();
+                                    let got = &out[(r * g + k) * hd..][..hd];
+                                    let same = got
+                                        .iter()
+                                        .zip(&want)
+                                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                                    assert!(
+                                        same,
+                                        "{dtype:?} hd {hd} {window:?} {softcap:?} pos {} head {h}",
+                                        qr.pos
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

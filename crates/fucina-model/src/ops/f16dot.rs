@@ -40,8 +40,9 @@ fn body_fma(x: &[f32], y: &[f32]) -> f32 {
     body(x, y)
 }
 
+/// Whether the CPU has FMA (detected once).
 #[cfg(target_arch = "x86_64")]
-fn has_fma() -> bool {
+pub(crate) fn has_fma() -> bool {
     use std::sync::OnceLock;
     static FMA: OnceLock<bool> = OnceLock::new();
     *FMA.get_or_init(|| std::arch::is_x86_feature_detected!("fma"))
@@ -58,6 +59,274 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
         return unsafe { body_fma(x, y) };
     }
     body(x, y)
+}
+
+/// Which body runs [`dots`]: chosen once from the CPU (and `FUCINA_ISA`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Fma,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+fn body_choice() -> Body {
+    use std::sync::OnceLock;
+    static B: OnceLock<Body> = OnceLock::new();
+    *B.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use fucina_quant::Isa;
+            let isa = fucina_quant::Kernels::from_env().map_or_else(|_| Isa::best(), |k| k.isa());
+            match isa {
+                Isa::Avx512 if std::arch::is_x86_feature_detected!("avx512f") => Body::Avx512,
+                Isa::Avx2 | Isa::Avx512 => Body::Avx2,
+                _ if has_fma() => Body::Fma,
+                _ => Body::Portable,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Body::Portable
+    })
+}
+
+/// Shape of a [`dots`] call: `N` vectors `x_h = x[h·x_stride..]` against `ny`
+/// vectors `y_i = y[i·y_stride..]`, all over `len` elements (a multiple of 16).
+/// Lanes of `y`'s first chunk outside `first_mask` (bit `l` = lane `l`) and of its
+/// last chunk outside `last_mask` read as zero.
+#[derive(Clone, Copy, Debug)]
+pub struct DotsShape {
+    /// Distance between consecutive `x` vectors.
+    pub x_stride: usize,
+    /// Number of `y` vectors.
+    pub ny: usize,
+    /// Distance between consecutive `y` vectors.
+    pub y_stride: usize,
+    /// Elements per dot (multiple of 16).
+    pub len: usize,
+    /// Lanes of the first chunk of every `y` that count.
+    pub first_mask: u16,
+    /// Lanes of the last chunk of every `y` that count.
+    pub last_mask: u16,
+}
+
+/// `out[i·N + h] = dot(x_h, masked y_i)` for `N` vectors `x_h` and `ny` vectors
+/// `y_i` (see [`DotsShape`]), each bitwise what [`dot`] returns for the same two
+/// zero-masked vectors: every output keeps its own 16 lane accumulators, updated
+/// chunk by chunk in order with one FMA per lane, and reduced as [`reduce16`]. What
+/// changes is the schedule: each `y` chunk is loaded once for `N` independent
+/// accumulator chains, which hides the FMA latency a single dot is bound by.
+#[inline]
+pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    assert!(
+        N > 0 && sh.len % 16 == 0 && out.len() >= sh.ny * N,
+        "dots shape"
+    );
+    assert!(x.len() >= (N - 1) * sh.x_stride + sh.len, "dots x bounds");
+    assert!(
+        sh.ny == 0 || y.len() >= (sh.ny - 1) * sh.y_stride + sh.len,
+        "dots y bounds"
+    );
+    if sh.ny == 0 || sh.len == 0 {
+        out[..sh.ny * N].fill(0.0);
+        return;
+    }
+    match body_choice() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F was detected at run time (body_choice); bounds asserted above.
+        Body::Avx512 => unsafe { dots_avx512::<N>(x, y, sh, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA belong to the detected Avx2/Avx512 ISA; bounds asserted.
+        Body::Avx2 => unsafe { dots_avx2::<N>(x, y, sh, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU supports FMA (checked at run time in body_choice).
+        Body::Fma => unsafe { dots_fma::<N>(x, y, sh, out) },
+        Body::Portable => dots_portable::<N>(x, y, sh, out),
+    }
+}
+
+/// The mask of chunk `c` of `nc`.
+#[inline(always)]
+fn chunk_mask(sh: &DotsShape, c: usize, nc: usize) -> u16 {
+    let mut m = u16::MAX;
+    if c == 0 {
+        m &= sh.first_mask;
+    }
+    if c + 1 == nc {
+        m &= sh.last_mask;
+    }
+    m
+}
+
+/// Chunk `c` of `y_i` with the lanes outside `m` zeroed.
+#[inline(always)]
+fn masked_chunk(yi: &[f32], c: usize, m: u16) -> [f32; 16] {
+    let mut t = [0f32; 16];
+    for (l, v) in t.iter_mut().enumerate() {
+        if m >> l & 1 == 1 {
+            *v = yi[16 * c + l];
+        }
+    }
+    t
+}
+
+#[inline(always)]
+fn dots_portable<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    let nc = sh.len / 16;
+    for i in 0..sh.ny {
+        let yi = &y[i * sh.y_stride..];
+        let mut acc = [[0f32; 16]; N];
+        for c in 0..nc {
+            let yc = masked_chunk(yi, c, chunk_mask(sh, c, nc));
+            for (h, a) in acc.iter_mut().enumerate() {
+                let xc = &x[h * sh.x_stride + 16 * c..][..16];
+                for l in 0..16 {
+                    a[l] = xc[l].mul_add(yc[l], a[l]);
+                }
+            }
+        }
+        for (o, a) in out[i * N..(i + 1) * N].iter_mut().zip(&acc) {
+            *o = reduce16(a);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn dots_fma<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    dots_portable::<N>(x, y, sh, out)
+}
+
+/// `reduce16` of the lanes `lo` (0..8) and `hi` (8..16) in registers: the same
+/// pairs are added in the same order (`+` commutes bitwise).
+///
+/// # Safety
+/// The CPU supports AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn reduce_halves(lo: core::arch::x86_64::__m256, hi: core::arch::x86_64::__m256) -> f32 {
+    use core::arch::x86_64::*;
+    let t8 = _mm256_add_ps(hi, lo);
+    let t4 = _mm_add_ps(_mm256_extractf128_ps::<1>(t8), _mm256_castps256_ps128(t8));
+    let t2 = _mm_add_ps(_mm_movehl_ps(t4, t4), t4);
+    _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps::<1>(t2, t2)))
+}
+
+/// # Safety
+/// The CPU supports AVX2 and FMA; `dots`'s bounds contract holds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let nc = sh.len / 16;
+    let xp = x.as_ptr();
+    for i in 0..sh.ny {
+        let yi = &y[i * sh.y_stride..];
+        let mut a0 = [_mm256_setzero_ps(); N];
+        let mut a1 = [_mm256_setzero_ps(); N];
+        for c in 0..nc {
+            let m = chunk_mask(sh, c, nc);
+            let t;
+            let yc = if m == u16::MAX {
+                &yi[16 * c..16 * c + 16]
+            } else {
+                t = masked_chunk(yi, c, m);
+                &t[..]
+            };
+            // SAFETY: `yc` holds 16 floats; x_h's chunk c lies inside `x` (asserted
+            // by `dots`); unaligned loads need no alignment.
+            unsafe {
+                let y0 = _mm256_loadu_ps(yc.as_ptr());
+                let y1 = _mm256_loadu_ps(yc.as_ptr().add(8));
+                for h in 0..N {
+                    let xh = xp.add(h * sh.x_stride + 16 * c);
+                    a0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(xh), y0, a0[h]);
+                    a1[h] = _mm256_fmadd_ps(_mm256_loadu_ps(xh.add(8)), y1, a1[h]);
+                }
+            }
+        }
+        for h in 0..N {
+            // SAFETY: AVX is part of this function's features.
+            out[i * N + h] = unsafe { reduce_halves(a0[h], a1[h]) };
+        }
+    }
+}
+
+/// # Safety
+/// The CPU supports AVX-512F; `dots`'s bounds contract holds.
+// The AVX-512 intrinsics are stable since Rust 1.89, which fucina-quant (a
+// dependency of this crate) already requires.
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let nc = sh.len / 16;
+    let xp = x.as_ptr();
+    for i in 0..sh.ny {
+        let yp = y[i * sh.y_stride..].as_ptr();
+        let mut a = [_mm512_setzero_ps(); N];
+        for c in 0..nc {
+            let m = chunk_mask(sh, c, nc);
+            // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x`
+            // (asserted by `dots`); a masked load reads only the kept lanes.
+            unsafe {
+                let yc = if m == u16::MAX {
+                    _mm512_loadu_ps(yp.add(16 * c))
+                } else {
+                    _mm512_maskz_loadu_ps(m, yp.add(16 * c))
+                };
+                for (h, ah) in a.iter_mut().enumerate() {
+                    let xh = _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c));
+                    *ah = _mm512_fmadd_ps(xh, yc, *ah);
+                }
+            }
+        }
+        for (h, ah) in a.iter().enumerate() {
+            // SAFETY: AVX-512F implies AVX.
+            out[i * N + h] = unsafe {
+                reduce_halves(
+                    _mm512_castps512_ps256(*ah),
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*ah))),
+                )
+            };
+        }
+    }
+}
+
+/// [`dots`] for a run-time number `n` of `x` vectors, four at a time; `out` is
+/// `ny × n` (row `i` holds `y_i` against every `x_h`).
+pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    match n {
+        0 => return,
+        1 => return dots::<1>(x, y, sh, out),
+        2 => return dots::<2>(x, y, sh, out),
+        3 => return dots::<3>(x, y, sh, out),
+        4 => return dots::<4>(x, y, sh, out),
+        _ => {}
+    }
+    let mut tmp = [0f32; 4];
+    for i in 0..sh.ny {
+        let one = DotsShape { ny: 1, ..*sh };
+        let yi = &y[i * sh.y_stride..];
+        let mut h = 0;
+        while h < n {
+            let xh = &x[h * sh.x_stride..];
+            let k = (n - h).min(4);
+            match k {
+                1 => dots::<1>(xh, yi, &one, &mut tmp),
+                2 => dots::<2>(xh, yi, &one, &mut tmp),
+                3 => dots::<3>(xh, yi, &one, &mut tmp),
+                _ => dots::<4>(xh, yi, &one, &mut tmp),
+            }
+            out[i * n + h..i * n + h + k].copy_from_slice(&tmp[..k]);
+            h += k;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +353,62 @@ mod tests {
         ys.resize(192, 5.0);
         assert_eq!(part.to_bits(), dot(&xs, &ys).to_bits());
         assert_eq!(part.to_bits(), body(&xp, &y).to_bits());
+    }
+
+    #[test]
+    fn dots_equal_dot_bitwise_with_masks() {
+        let (n, len, xs, ys, ny) = (7usize, 96usize, 130usize, 101usize, 5usize);
+        let x: Vec<f32> = (0..(n - 1) * xs + len)
+            .map(|i| ((i * 13) as f32 * 0.071).sin() * 3.0)
+            .collect();
+        let mut y: Vec<f32> = (0..(ny - 1) * ys + len)
+            .map(|i| ((i * 5) as f32 * 0.19).cos())
+            .collect();
+        // Masked-out lanes may hold anything, even infinities.
+        y[0] = f32::INFINITY;
+        y[ys + len - 1] = f32::NAN;
+        for (len, fm, lm) in [
+            (len, u16::MAX, u16::MAX),
+            (len, 0xfffe, 0x7fff),
+            (16, 0x0ff0, 0x3fff),
+            (32, 0xff00, 0x00ff),
+        ] {
+            let sh = DotsShape {
+                x_stride: xs,
+                ny,
+                y_stride: ys,
+                len,
+                first_mask: fm,
+                last_mask: lm,
+            };
+            let mut want = vec![0u32; ny * n];
+            for i in 0..ny {
+                let mut yi = y[i * ys..i * ys + len].to_vec();
+                let nc = len / 16;
+                for l in 0..16 {
+                    if fm >> l & 1 == 0 {
+                        yi[l] = 0.0;
+                    }
+                    if lm >> l & 1 == 0 {
+                        yi[16 * (nc - 1) + l] = 0.0;
+                    }
+                }
+                for h in 0..n {
+                    want[i * n + h] = dot(&x[h * xs..h * xs + len], &yi).to_bits();
+                }
+            }
+            let mut out = vec![0f32; ny * n];
+            dots_n(n, &x, &y, &sh, &mut out);
+            let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{len} {fm:x} {lm:x}");
+            let mut out = vec![0f32; ny * 4];
+            dots_portable::<4>(&x, &y, &sh, &mut out);
+            for i in 0..ny {
+                for h in 0..4 {
+                    assert_eq!(out[i * 4 + h].to_bits(), want[i * n + h]);
+                }
+            }
+        }
     }
 
     #[test]

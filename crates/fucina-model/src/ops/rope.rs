@@ -44,6 +44,24 @@ pub fn rope_cache(rope: &RopeConfig, freq_factors: Option<&[f32]>, pos: i64, cs:
 /// `fma(x0, c, −x1·s)`, `fma(x1, c, x0·s)`), so positions > 0 match llama.cpp
 /// bit for bit rather than within a rounding.
 pub fn apply_rope(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, cs: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::f16dot::has_fma() {
+        // SAFETY: the CPU supports FMA (checked at run time just above).
+        return unsafe { apply_rope_fma(kind, x, head_dim, n_rot, cs) };
+    }
+    apply_rope_body(kind, x, head_dim, n_rot, cs)
+}
+
+/// [`apply_rope`] with its `mul_add`s as FMA instructions instead of calls to the
+/// software `fmaf` (the same single rounding).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn apply_rope_fma(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, cs: &[f32]) {
+    apply_rope_body(kind, x, head_dim, n_rot, cs)
+}
+
+#[inline(always)]
+fn apply_rope_body(kind: RopeKind, x: &mut [f32], head_dim: usize, n_rot: usize, cs: &[f32]) {
     for head in x.chunks_exact_mut(head_dim) {
         match kind {
             RopeKind::Normal => {

@@ -16,7 +16,7 @@ const CHUNK: usize = 16;
 
 /// ggml's `ggml_v_expf` (Cody–Waite reduction, degree-5 polynomial, `scalef`),
 /// one lane at a time; within ~1.5 ulp of `exp`.
-#[inline]
+#[inline(always)]
 pub fn ggml_expf(x: f32) -> f32 {
     let f = f32::from_bits;
     let r = f(0x4b40_0000); // 0x1.8p23: rounds x·log2(e) to an integer
@@ -31,27 +31,51 @@ pub fn ggml_expf(x: f32) -> f32 {
         .mul_add(b, f(0x3d2b_9f17))
         .mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)))
         .mul_add(u, f(0x3f7f_fff6).mul_add(b, 1.0));
-    // scalef(j, n) = j·2^n with one rounding: exact in f64, then rounded once.
-    (f64::from(j) * 2f64.powi(n as i32)) as f32
+    // scalef(j, n) = j·2^n with one rounding: exact in f64, then rounded once. 2^n
+    // (|n| <= 192, an integer; NaN casts to 0) is built from its exponent bits.
+    let two_n = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (f64::from(j) * two_n) as f32
 }
 
 /// In place: `w[i] = exp(w[i] − max) / Σ`, where `w[i]` is the score of cache
 /// cell `first_cell + i` and `max` is the row maximum.
 pub fn softmax_cells(w: &mut [f32], first_cell: usize, max: f32) {
-    let mut sum = 0f64;
-    let mut chunk = [0f32; CHUNK];
-    let mut cur = first_cell / CHUNK;
-    for (i, v) in w.iter_mut().enumerate() {
-        let cell = first_cell + i;
-        if cell / CHUNK != cur {
-            sum += f64::from(reduce16(&chunk));
-            chunk = [0f32; CHUNK];
-            cur = cell / CHUNK;
-        }
-        *v = ggml_expf(*v - max);
-        chunk[cell % CHUNK] = *v;
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::f16dot::has_fma() {
+        // SAFETY: the CPU supports FMA (checked at run time just above).
+        return unsafe { softmax_cells_fma(w, first_cell, max) };
     }
-    sum += f64::from(reduce16(&chunk));
+    softmax_cells_body(w, first_cell, max)
+}
+
+/// [`softmax_cells`] with the `mul_add`s of [`ggml_expf`] as FMA instructions
+/// rather than calls to the software `fmaf` (the same single rounding).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn softmax_cells_fma(w: &mut [f32], first_cell: usize, max: f32) {
+    softmax_cells_body(w, first_cell, max)
+}
+
+/// One 16-cell chunk at a time: exponentials into the chunk's lanes (zero where
+/// the row has no cell), then the chunk's reduction joins the f64 total.
+#[inline(always)]
+fn softmax_cells_body(w: &mut [f32], first_cell: usize, max: f32) {
+    let mut sum = 0f64;
+    let mut i = 0;
+    while i < w.len() {
+        let lane0 = (first_cell + i) % CHUNK;
+        let take = (CHUNK - lane0).min(w.len() - i);
+        let mut chunk = [0f32; CHUNK];
+        for (c, v) in chunk[lane0..lane0 + take]
+            .iter_mut()
+            .zip(&mut w[i..i + take])
+        {
+            *v = ggml_expf(*v - max);
+            *c = *v;
+        }
+        sum += f64::from(reduce16(&chunk));
+        i += take;
+    }
     let inv = (1.0 / sum) as f32;
     for v in w.iter_mut() {
         *v *= inv;
@@ -72,9 +96,53 @@ mod tests {
             let ulp = f64::from(f32::from_bits(1));
             assert!((g - e).abs() <= 2.5e-7 * e + ulp, "{x}: {g} vs {e}");
         }
+        for n in -192i32..=192 {
+            let b = f64::from_bits(((i64::from(n) + 1023) as u64) << 52);
+            assert_eq!(b, 2f64.powi(n), "{n}");
+        }
+        assert!(ggml_expf(f32::NAN).is_nan());
         assert_eq!(ggml_expf(f32::NEG_INFINITY), 0.0);
         assert_eq!(ggml_expf(-200.0), 0.0);
         assert_eq!(ggml_expf(0.0), 1.0);
+    }
+
+    /// The cell-at-a-time loop `softmax_cells` replaced.
+    fn reference(w: &mut [f32], first_cell: usize, max: f32) {
+        let mut sum = 0f64;
+        let mut chunk = [0f32; CHUNK];
+        let mut cur = first_cell / CHUNK;
+        for (i, v) in w.iter_mut().enumerate() {
+            let cell = first_cell + i;
+            if cell / CHUNK != cur {
+                sum += f64::from(reduce16(&chunk));
+                chunk = [0f32; CHUNK];
+                cur = cell / CHUNK;
+            }
+            *v = ggml_expf(*v - max);
+            chunk[cell % CHUNK] = *v;
+        }
+        sum += f64::from(reduce16(&chunk));
+        let inv = (1.0 / sum) as f32;
+        for v in w.iter_mut() {
+            *v *= inv;
+        }
+    }
+
+    #[test]
+    fn chunked_body_equals_cell_loop_bitwise() {
+        for first in [0usize, 1, 15, 16, 17, 100] {
+            for len in [1usize, 2, 15, 16, 17, 33, 200] {
+                let w: Vec<f32> = (0..len)
+                    .map(|i| ((i * 31 + first) as f32 * 0.173).sin() * 30.0)
+                    .collect();
+                let max = w.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let (mut a, mut b) = (w.clone(), w.clone());
+                softmax_cells(&mut a, first, max);
+                reference(&mut b, first, max);
+                let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "first {first} len {len}");
+            }
+        }
     }
 
     #[test]
