@@ -3,17 +3,19 @@
 //!
 //! One call runs prefill (many rows of one sequence), decode (one row) or a mix of
 //! sequences. Every op is row-local except attention, which reads only the row's
-//! own sequence up to its own position, so a row's logits do not depend on which
-//! other rows share the batch: batched == single-row, bitwise (the property the
-//! speculative decoder relies on). Buffers live in a caller-owned [`Scratch`] and
-//! only grow, so steady-state decode allocates nothing.
+//! own sequence up to its own position. In pinned mode ([`Scratch::set_pinned`]) a
+//! row's logits do not depend on which other rows share the batch: batched ==
+//! single-row, bitwise (the property the speculative decoder relies on); by default
+//! Q4_K matmuls follow llama.cpp's prompt-batch arithmetic, which depends on the
+//! row's place in the batch (see [`crate::matmul`]). Buffers live in a caller-owned
+//! [`Scratch`] and only grow, so steady-state decode allocates nothing.
 
 use std::cell::RefCell;
 use std::sync::Mutex;
 
 use crate::config::Activation;
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul, MatmulScratch};
+use crate::matmul::{matmul, matmul_split, MatmulScratch};
 use crate::model::Model;
 use crate::ops::act::{geglu_inplace, swiglu_inplace};
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
@@ -94,6 +96,20 @@ struct AttnTask {
 const ATTN_TASK_FLOATS: usize = 1 << 16;
 /// Most rows per attention task.
 const ATTN_MAX_ROWS: usize = 16;
+
+impl Scratch {
+    /// Pinned numerics: every matmul row in the single-row order, so a batch of rows
+    /// gives bitwise the logits of single-row forwards (speculative verify). Off (the
+    /// default): llama.cpp's prompt-batch order for Q4_K (see [`crate::matmul`]).
+    pub fn set_pinned(&mut self, pinned: bool) {
+        self.mm.set_pinned(pinned);
+    }
+
+    /// Whether pinned numerics are on.
+    pub fn pinned(&self) -> bool {
+        self.mm.pinned()
+    }
+}
 
 fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     if v.len() < n {
@@ -372,7 +388,15 @@ impl Model {
             let mc = m_cur;
 
             let o = grow(&mut s.o, mc * e);
-            matmul(&self.pool, &lw.wo, &s.attn[..mc * ad], mc, o, &mut s.mm)?;
+            // llama.cpp projects all m rows before dropping the non-output ones at the
+            // last layer: keep each kept row's place in its GEMM / GEMV split.
+            let gemm_rows = if last {
+                s.out_rows.iter().filter(|&&r| r < m - m % 4).count()
+            } else {
+                mc - mc % 4
+            };
+            let attn_rows = &s.attn[..mc * ad];
+            matmul_split(&self.pool, &lw.wo, attn_rows, mc, gemm_rows, o, &mut s.mm)?;
             add_bias(o, lw.bo.as_ref(), e);
             if let Some(w) = &lw.post_attn_norm {
                 o.chunks_exact_mut(e)

@@ -3,13 +3,22 @@
 //!
 //! Activation rows are converted once per call to the weight type's activation
 //! format (llama.cpp's `vec_dot_type`: Q8_0 for legacy quants, Q8_K for K-quants,
-//! F16 for F16 weights). One row (decode) is one kernel dot per output; several rows
-//! (prefill) go through fucina-quant's tile kernels ([`TileDot`]): a task takes a chunk
-//! of output rows × all tokens, `W_TILE` weight rows × `ROW_TILE` tokens at a time,
-//! each weight block decoded once per register block of tokens; they are bitwise
-//! equal to the single-row dots. Each output therefore depends only on its own row of `x`: a
-//! batch of m rows gives bitwise the same results as m single-row calls (the
-//! pinned-kernel property), whatever the thread count.
+//! F16 for F16 weights). Every call goes through fucina-quant's tile kernels
+//! ([`TileDot`]): a task takes a chunk of output rows × all tokens, `W_TILE` weight
+//! rows × `ROW_TILE` tokens at a time (one token in decode), each weight block decoded
+//! once per register block of tokens.
+//!
+//! Two float orders exist per output, both depending only on the output's own row of
+//! `x` (so results never depend on the thread count):
+//! * the single-row order ([`TileDot::new`]): bitwise the single-row dot kernels;
+//! * llama.cpp's prompt-batch order ([`TileDot::new_prompt`]): for Q4_K matrices with
+//!   rows % 8 == 0 ggml repacks the weights and runs its GEMM kernel, with its own
+//!   float order, on the first `m - m % 4` rows of every mul_mat (the rest through
+//!   its GEMV, whose order is the single-row one). [`matmul`] reproduces that split.
+//!
+//! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,
+//! so a batch of m rows gives bitwise the same results as m single-row calls (what
+//! the speculative decoder's verify needs).
 
 use fucina_quant::TileDot;
 
@@ -23,14 +32,31 @@ const ROW_TILE: usize = 64;
 /// Weight rows per tile-kernel call (each activation block is loaded once for them).
 const W_TILE: usize = 8;
 
-/// Reusable buffers of [`matmul`] (converted activation rows).
+/// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
     act: Vec<u8>,
+    pinned: bool,
+}
+
+impl MatmulScratch {
+    /// Pinned mode: every row uses the single-row order (a batch of m rows equals m
+    /// single-row calls bitwise). Off (the default): llama.cpp's prompt-batch order
+    /// for Q4_K (see [`matmul_split`]).
+    pub fn set_pinned(&mut self, pinned: bool) {
+        self.pinned = pinned;
+    }
+
+    /// Whether pinned mode is on.
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
 }
 
 /// `y[r][o] = Σ_k x[r][k] · W[o][k]` for `m` rows: `x` is `m × cols`, `y` is
-/// `m × rows` (row-major).
+/// `m × rows` (row-major). llama.cpp's split of one mul_mat: the first `m - m % 4`
+/// rows in the prompt-batch order, the rest in the single-row order
+/// ([`matmul_split`] with `gemm_rows = m - m % 4`).
 pub fn matmul(
     pool: &ThreadPool,
     w: &Linear,
@@ -39,10 +65,29 @@ pub fn matmul(
     y: &mut [f32],
     scratch: &mut MatmulScratch,
 ) -> Result<()> {
+    matmul_split(pool, w, x, m, m - m % 4, y, scratch)
+}
+
+/// [`matmul`] with rows `0..gemm_rows` in the prompt-batch order and the rest in the
+/// single-row order. The prompt-batch order is llama.cpp's GEMM arithmetic: it differs
+/// from the single-row order only for Q4_K matrices with a row count divisible by 8
+/// (the ones ggml repacks), and only when the scratch is not pinned. Each output still
+/// depends only on its own row of `x` and on which of the two ranges the row is in.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split(
+    pool: &ThreadPool,
+    w: &Linear,
+    x: &[f32],
+    m: usize,
+    gemm_rows: usize,
+    y: &mut [f32],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
-    if x.len() < m * cols || y.len() < m * rows {
+    if x.len() < m * cols || y.len() < m * rows || gemm_rows > m {
         return Err(ModelError::InvalidBatch(format!(
-            "matmul '{}': {m} rows need {} inputs / {} outputs, got {} / {}",
+            "matmul '{}': {m} rows ({gemm_rows} in GEMM order) need {} inputs / {} outputs, \
+             got {} / {}",
             w.name(),
             m * cols,
             m * rows,
@@ -61,42 +106,62 @@ pub fn matmul(
     let act = &scratch.act;
     let wb = w.bytes();
     let rb = w.row_bytes();
-    // Enough chunks to balance threads, each big enough to amortise the hand-out.
+    // Enough chunks to balance threads, each big enough to amortise the hand-out, in
+    // whole weight tiles.
     let n_chunks = (rows / 16).clamp(1, pool.n_threads() * 8);
-    let chunk = rows.div_ceil(n_chunks);
+    let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE);
     let out = SharedMut::new(&mut y[..m * rows]);
+    let single = TileDot::new(&entry);
+    let prompt = TileDot::new_prompt(&entry);
+    // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
+    let gemm_rows = if scratch.pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
+        0
+    } else {
+        gemm_rows
+    };
     if m == 1 {
+        // Decode: `W_TILE` weight rows per kernel call, the activation row loaded once
+        // for them (each kernel picks its one-row strategy; bitwise the single dots).
         pool.run(rows.div_ceil(chunk), &|c| {
             let o0 = c * chunk;
             let o1 = (o0 + chunk).min(rows);
-            for o in o0..o1 {
-                let v = entry.dot(&wb[o * rb..(o + 1) * rb], &act[..act_row]);
-                // SAFETY: chunk c alone writes outputs o0..o1.
-                unsafe { out.write(o, v) };
-            }
-        });
-        return Ok(());
-    }
-    let tiles = TileDot::new(&entry);
-    pool.run(rows.div_ceil(chunk), &|c| {
-        let o0 = c * chunk;
-        let o1 = (o0 + chunk).min(rows);
-        let mut vals = [0f32; ROW_TILE * W_TILE];
-        let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
-        for r0 in (0..m).step_by(ROW_TILE) {
-            let r1 = (r0 + ROW_TILE).min(m);
-            let acts = &act[r0 * act_row..r1 * act_row];
+            let mut vals = [0f32; W_TILE];
+            let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
             for w0 in (o0..o1).step_by(W_TILE) {
                 let nw = (o1 - w0).min(W_TILE);
                 for (s, o) in ws.iter_mut().zip(w0..w0 + nw) {
                     *s = &wb[o * rb..(o + 1) * rb];
                 }
-                let vals = &mut vals[..(r1 - r0) * nw];
-                tiles.dots(&ws[..nw], acts, act_row, vals);
-                for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
-                    for (k, &v) in v.iter().enumerate() {
-                        // SAFETY: chunk c alone writes columns o0..o1 of every row.
-                        unsafe { out.write(r * rows + w0 + k, v) };
+                single.dots(&ws[..nw], &act[..act_row], act_row, &mut vals[..nw]);
+                for (k, &v) in vals[..nw].iter().enumerate() {
+                    // SAFETY: chunk c alone writes outputs o0..o1.
+                    unsafe { out.write(w0 + k, v) };
+                }
+            }
+        });
+        return Ok(());
+    }
+    pool.run(rows.div_ceil(chunk), &|c| {
+        let o0 = c * chunk;
+        let o1 = (o0 + chunk).min(rows);
+        let mut vals = [0f32; ROW_TILE * W_TILE];
+        let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
+        for (tiles, s0, s1) in [(&prompt, 0, gemm_rows), (&single, gemm_rows, m)] {
+            for r0 in (s0..s1).step_by(ROW_TILE) {
+                let r1 = (r0 + ROW_TILE).min(s1);
+                let acts = &act[r0 * act_row..r1 * act_row];
+                for w0 in (o0..o1).step_by(W_TILE) {
+                    let nw = (o1 - w0).min(W_TILE);
+                    for (s, o) in ws.iter_mut().zip(w0..w0 + nw) {
+                        *s = &wb[o * rb..(o + 1) * rb];
+                    }
+                    let vals = &mut vals[..(r1 - r0) * nw];
+                    tiles.dots(&ws[..nw], acts, act_row, vals);
+                    for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
+                        for (k, &v) in v.iter().enumerate() {
+                            // SAFETY: chunk c alone writes columns o0..o1 of every row.
+                            unsafe { out.write(r * rows + w0 + k, v) };
+                        }
                     }
                 }
             }

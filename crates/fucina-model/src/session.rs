@@ -46,6 +46,18 @@ impl Session {
         self.n_batch = n_batch.max(1);
     }
 
+    /// Pinned numerics ([`Scratch::set_pinned`]): every row of a batched `eval` gives
+    /// bitwise the logits it would get alone. Off by default (llama.cpp's prompt-batch
+    /// arithmetic for Q4_K matrices).
+    pub fn set_pinned(&mut self, pinned: bool) {
+        self.scratch.set_pinned(pinned);
+    }
+
+    /// Whether pinned numerics are on.
+    pub fn pinned(&self) -> bool {
+        self.scratch.pinned()
+    }
+
     /// The model.
     pub fn model(&self) -> &Arc<Model> {
         &self.model

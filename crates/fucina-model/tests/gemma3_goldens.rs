@@ -59,6 +59,7 @@ fn logits_and_greedy_match_llama_cpp() {
     assert_eq!(prompts.len(), 20);
 
     let (mut positions, mut agree, mut worst) = (0usize, 0usize, 0f64);
+    let mut exact = 0usize;
     let mut identical = 0usize;
     let mut bad_divergences = Vec::new();
     for (pi, p) in prompts.iter().enumerate() {
@@ -75,9 +76,18 @@ fn logits_and_greedy_match_llama_cpp() {
             let range = pos["max"].as_f64().expect("max") - pos["min"].as_f64().expect("min");
             let top = ids(&pos["top_ids"]);
             let top_l = pos["top_logits"].as_array().expect("top_logits");
+            let mut pos_worst = 0f64;
             for (&id, l) in top.iter().zip(top_l) {
                 let d = (f64::from(ours[id as usize]) - l.as_f64().expect("logit")).abs();
-                worst = worst.max(d / range);
+                pos_worst = pos_worst.max(d / range);
+            }
+            worst = worst.max(pos_worst);
+            exact += usize::from(pos_worst == 0.0);
+            if std::env::var_os("FUCINA_GOLDENS_VERBOSE").is_some() {
+                eprintln!(
+                    "prompt {pi} ({} tokens) position {i}: max |dlogit|/range {pos_worst:.2e}",
+                    toks.len()
+                );
             }
             positions += 1;
             if u64::from(argmax(ours)) == pos["argmax"].as_u64().expect("argmax") {
@@ -116,7 +126,7 @@ fn logits_and_greedy_match_llama_cpp() {
     }
     let rate = agree as f64 / positions as f64;
     eprintln!(
-        "gemma3-270m vs llama.cpp: argmax agreement {agree}/{positions} ({:.2}%), max |dlogit|/range {worst:.4}, identical greedy-64 {identical}/20",
+        "gemma3-270m vs llama.cpp: argmax agreement {agree}/{positions} ({:.2}%), max |dlogit|/range {worst:.4}, bit-identical top-64 at {exact}/{positions} positions, identical greedy-64 {identical}/20",
         rate * 100.0
     );
     assert!(

@@ -77,8 +77,8 @@ fn eval_rows(
         .to_vec()
 }
 
-/// The pinned-kernel property: a batch of m rows gives bitwise the logits of m
-/// single-row forwards, also when two sequences share the batch.
+/// The pinned-kernel property: with pinned numerics a batch of m rows gives bitwise
+/// the logits of m single-row forwards, also when two sequences share the batch.
 #[test]
 fn batched_forward_equals_single_rows_bitwise() {
     let m = model();
@@ -116,6 +116,7 @@ fn batched_forward_equals_single_rows_bitwise() {
     rows.extend(BatchRow::sequence(1, 0, b, true));
     rows.sort_by_key(|r| (r.pos, r.seq));
     let mut sc = Scratch::default();
+    sc.set_pinned(true);
     let batched = eval_rows(&rows, &mut caches, &mut sc);
     assert_eq!(caches[0].len(), a.len());
     assert_eq!(caches[1].len(), b.len());
@@ -148,6 +149,40 @@ fn batched_forward_equals_single_rows_bitwise() {
         .iter()
         .zip(&after_prefill)
         .all(|(x, y)| x.to_bits() == y.to_bits()));
+}
+
+/// Default numerics follow llama.cpp's prompt-batch split: batches of up to 3 rows
+/// run every matmul in the single-row order (bitwise the pinned logits); from 4 rows
+/// on, the Q4_K matmuls of the first `m - m % 4` rows take ggml's GEMM order, so the
+/// logits differ from the pinned ones.
+#[test]
+fn default_numerics_differ_from_pinned_only_from_four_rows() {
+    let m = model();
+    let toks: Vec<u32> = LLAMA_CPP_GREEDY
+        .iter()
+        .flat_map(|(_, ids, _)| ids.iter())
+        .copied()
+        .take(6)
+        .collect();
+    assert_eq!(toks.len(), 6);
+    for n in 1..=6 {
+        let run = |pinned| {
+            let mut caches = vec![m.new_cache(64, KvDtype::F16).expect("cache")];
+            let mut sc = Scratch::default();
+            sc.set_pinned(pinned);
+            eval_rows(
+                &BatchRow::sequence(0, 0, &toks[..n], true),
+                &mut caches,
+                &mut sc,
+            )
+        };
+        let (pinned, default) = (run(true), run(false));
+        let same = pinned
+            .iter()
+            .zip(&default)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert_eq!(same, n < 4, "{n} rows: default == pinned is {same}");
+    }
 }
 
 /// q8_0 KV cache: half the bytes of f16, logits within a stated distance of f16.

@@ -1,14 +1,22 @@
 //! Multi-row dot kernels for GEMM (prefill): one weight row against many activation
 //! rows at once, each weight block decoded once per register block of rows.
 //!
-//! Contract: every output is bitwise the single-row [`DotEntry::dot`] of the same ISA
-//! (same per-block integer sums, same float accumulation order per output), so a
-//! batched forward equals single-row forwards. Types without a multi-row kernel on
-//! the entry's ISA (and the scalar ISA) fall back to a loop of single-row dots.
+//! Contract of [`TileDot::new`]: every output is bitwise the single-row
+//! [`DotEntry::dot`] of the same ISA (same per-block integer sums, same float
+//! accumulation order per output), so a batched forward equals single-row forwards.
+//! Types without a multi-row kernel on the entry's ISA (and the scalar ISA) fall back
+//! to a loop of single-row dots. Any number of activation rows may be passed, one
+//! included (decode): each kernel picks its strategy for it.
+//!
+//! [`TileDot::new_prompt`] is llama.cpp's prompt-batch arithmetic instead: for Q4_K
+//! the float order of ggml's repacked `gemm_q4_K_8x8_q8_K` (one FMA per pair of
+//! sub-blocks, bitwise `dot_q4_k_q8_k_pairs` on every ISA), which llama.cpp applies to
+//! groups of 4 activation rows; for every other type the same as [`TileDot::new`].
 
 use fucina_gguf::GgmlType;
 
 use crate::dispatch::{DotEntry, Isa, KernelPath};
+use crate::formats::kquants;
 
 /// A tile kernel: `out[t * ws.len() + i]` = dot of weight row `ws[i]` with activation
 /// row `t` (`acts[t * stride..(t + 1) * stride]`) for every `t < out.len() / ws.len()`;
@@ -20,6 +28,7 @@ pub type TileFn = fn(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
 pub struct TileDot {
     entry: DotEntry,
     tile: Option<TileFn>,
+    prompt: bool,
 }
 
 impl TileDot {
@@ -32,7 +41,35 @@ impl TileDot {
         TileDot {
             entry: *entry,
             tile,
+            prompt: false,
         }
+    }
+
+    /// The prompt-batch (llama.cpp GEMM) form of `entry`: for Q4_K the pair-of-sub-blocks
+    /// float order (bitwise `dot_q4_k_q8_k_pairs`, whatever the ISA), for other types
+    /// [`TileDot::new`].
+    pub fn new_prompt(entry: &DotEntry) -> TileDot {
+        if entry.ty != GgmlType::Q4_K || entry.path == KernelPath::ViaDequant {
+            return TileDot::new(entry);
+        }
+        let tile: TileFn = match entry.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Simd(Isa::Avx2) => crate::arch::x86_64::q4_k_tiles::avx2::pairs,
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Simd(Isa::Avx512) => crate::arch::x86_64::q4_k_tiles::avx512::pairs,
+            _ => q4_k_pairs_scalar,
+        };
+        TileDot {
+            entry: *entry,
+            tile: Some(tile),
+            prompt: true,
+        }
+    }
+
+    /// Whether this form differs in arithmetic from the single-row dots (the prompt
+    /// form of a type whose GEMM order differs).
+    pub fn is_prompt_order(&self) -> bool {
+        self.prompt
     }
 
     /// The single-row entry this wraps.
@@ -80,7 +117,31 @@ impl TileDot {
     }
 }
 
+/// The scalar prompt-order Q4_K tile: a loop of `dot_q4_k_q8_k_pairs`.
+fn q4_k_pairs_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    let nw = ws.len();
+    if nw == 0 {
+        return;
+    }
+    for (o, a) in out
+        .chunks_exact_mut(nw)
+        .zip(acts.chunks_exact(stride.max(1)))
+    {
+        for (o, w) in o.iter_mut().zip(ws) {
+            *o = kquants::dot_q4_k_q8_k_pairs(w, a);
+        }
+    }
+}
+
 fn tile_kernel(isa: Isa, ty: GgmlType) -> Option<TileFn> {
+    #[cfg(target_arch = "x86_64")]
+    match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_K) => return Some(crate::arch::x86_64::q4_k_tiles::avx2::single),
+        (Isa::Avx512, GgmlType::Q4_K) => {
+            return Some(crate::arch::x86_64::q4_k_tiles::avx512::single)
+        }
+        _ => {}
+    }
     match isa {
         Isa::Scalar => None,
         #[cfg(target_arch = "x86_64")]

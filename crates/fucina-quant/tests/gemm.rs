@@ -105,3 +105,76 @@ fn short_activations_give_zero_dots_like_single_row() {
     assert_eq!(out[0].to_bits(), entry.dot(&w, &acts).to_bits());
     assert_eq!(out[1..], [0.0, 0.0]);
 }
+
+/// The prompt-batch form (`TileDot::new_prompt`): for Q4_K ggml's GEMM order, bitwise
+/// the scalar reference (`dot_q4_k_q8_k_pairs`, the scalar ISA's prompt form) on every
+/// ISA and tile shape, and different from the single-row order on some outputs; for
+/// every other type identical to the single-row dots.
+#[test]
+fn prompt_order_matches_scalar_reference_on_every_isa() {
+    const COLS: usize = 1024;
+    const ROWS: usize = 11;
+    const W_ROWS: usize = 17;
+    let scalar = Kernels::for_isa(Isa::Scalar).expect("scalar");
+    let mut differs = 0usize;
+    let mut checked = 0;
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        for entry in kernels.entries() {
+            let has_quantizer = fucina_quant::format(entry.ty).and_then(|f| f.quantize);
+            if has_quantizer.is_none() || !COLS.is_multiple_of(entry.block_size) {
+                continue;
+            }
+            let prompt = TileDot::new_prompt(entry);
+            let reference = TileDot::new_prompt(&scalar.entry(entry.ty).expect("scalar entry"));
+            assert_eq!(prompt.is_prompt_order(), entry.ty == GgmlType::Q4_K);
+            let seed = 5u64;
+            let ws: Vec<Vec<u8>> = (0..W_ROWS as u64)
+                .map(|i| {
+                    let mut w = Vec::new();
+                    let wx = uniform(seed * 31 + 100 * i + 1, COLS, 0.5 + i as f32);
+                    fucina_quant::quantize(entry.ty, &wx, &mut w).expect("quantize");
+                    w
+                })
+                .collect();
+            let stride = entry.act.row_bytes(COLS);
+            let mut acts = Vec::new();
+            for r in 0..ROWS as u64 {
+                let x = uniform(seed * 1000 + r + 7, COLS, 1.0 + (r % 5) as f32 * 7.5);
+                entry.act.quantize_row(&x, &mut acts).expect("activation");
+            }
+            for nw in [1, 3, 8, 9, 16, 17] {
+                let wr: Vec<&[u8]> = ws[..nw].iter().map(|w| w.as_slice()).collect();
+                for n in [1, 3, 4, 5, 8, 11] {
+                    let mut got = vec![f32::NAN; n * nw];
+                    let mut want = vec![f32::NAN; n * nw];
+                    prompt.dots(&wr, &acts[..n * stride], stride, &mut got);
+                    reference.dots(&wr, &acts[..n * stride], stride, &mut want);
+                    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let (t, i) = (k / nw, k % nw);
+                        let single = entry.dot(wr[i], &acts[t * stride..(t + 1) * stride]);
+                        if entry.ty != GgmlType::Q4_K {
+                            assert_eq!(g.to_bits(), single.to_bits(), "{:?} on {isa:?}", entry.ty);
+                            continue;
+                        } else if g.to_bits() != single.to_bits() {
+                            differs += 1;
+                        }
+                        assert_eq!(
+                            g.to_bits(),
+                            w.to_bits(),
+                            "{:?} on {isa:?}, {nw}×{n} tile, weight row {i}, activation row \
+                             {t}: {g} vs {w}",
+                            entry.ty
+                        );
+                    }
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    assert!(
+        differs > 0,
+        "the prompt order never differed from the single-row order"
+    );
+}

@@ -306,6 +306,35 @@ pub(crate) fn dot_q4_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
     acc - accm
 }
 
+/// Q4_K weights · Q8_K activations in ggml's prompt-batch (GEMM) order: the float
+/// steps of `gemm_q4_K_8x8_q8_K`, which llama.cpp runs on groups of 4 activation rows
+/// of a repacked Q4_K matrix. Same exact integer sums as [`dot_q4_k_q8_k`], but one
+/// FMA per *pair* of 32-element sub-blocks (`j = 0..4`: sub-blocks `2j`, `2j+1`):
+/// `acc = fma(isum_j, d_w·d_a, acc)`, `accm = fma(summs_j, dmin_w·d_a, accm)`,
+/// result `acc − accm`.
+pub(crate) fn dot_q4_k_q8_k_pairs(w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut accm) = (0f32, 0f32);
+    for (x, y) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (sc, mn) = k_scale_min(&x[4..16]);
+        let qs = &x[16..144];
+        let da = f32_at(y, 0);
+        let (dd, dm) = (f16_at(x, 0) * da, f16_at(x, 2) * da);
+        for j in 0..4 {
+            let (mut isum, mut summs) = (0i32, 0i32);
+            for g in 2 * j..2 * j + 2 {
+                let s: i32 = (32 * g..32 * g + 32)
+                    .map(|i| i32::from(k_nibble(qs, i)) * aq(y, i))
+                    .sum();
+                isum += i32::from(sc[g]) * s;
+                summs += i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1));
+            }
+            acc = (isum as f32).mul_add(dd, acc);
+            accm = (summs as f32).mul_add(dm, accm);
+        }
+    }
+    acc - accm
+}
+
 /// Q5_K weights · Q8_K activations.
 pub(crate) fn dot_q5_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;

@@ -8,3 +8,4 @@ pub(crate) mod gemm_avx2;
 pub(crate) mod gemm_avx512;
 mod gemm_blocks;
 mod primitives;
+pub(crate) mod q4_k_tiles;

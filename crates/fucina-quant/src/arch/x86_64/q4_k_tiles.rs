@@ -1,0 +1,496 @@
+//! Q4_K tile kernels: 8 weight rows × any number of Q8_K activation rows, with the
+//! f32 lanes holding the 8 weight rows (no horizontal sums per output).
+//!
+//! Each super-block of the 8 weight rows is transposed once into lane-per-row form
+//! (lane `k` of vector `e` holds quant bytes `4e..4e+4` of row `k`, nibbles split into
+//! low / high sub-blocks), its scales, mins, `d` and `dmin` decoded into lanes; then for
+//! every activation row four quant bytes at a time are broadcast and multiplied into
+//! all 8 rows at once (`vpdpbusd`, or `maddubs` + `madd` on AVX2). The integer sums are
+//! exact, so only the float steps per output matter; two orders are provided:
+//!
+//! * `single`: one FMA per super-block into each of two accumulators
+//!   (`acc = fma(isum, d_w·d_a, acc)`, `accm = fma(summs, dmin_w·d_a, accm)`, result
+//!   `acc − accm`): bitwise the single-row `q4_k_q8_k` of every ISA and the scalar
+//!   `dot_q4_k_q8_k` (ggml's repacked Q4_K GEMV order).
+//! * `pairs`: one FMA per pair of 32-element sub-blocks, as ggml's repacked
+//!   `gemm_q4_K_8x8_q8_K` (AVX2 and AVX-512 branches alike): bitwise the scalar
+//!   `dot_q4_k_q8_k_pairs`.
+
+macro_rules! q4_k_tiles {
+    (@dot $feat:literal, vnni) => {
+        /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` unsigned, `a` signed).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn dpbusd(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+            _mm256_dpbusd_epi32(acc, w, a)
+        }
+
+        /// Σ scale·q·a of one weight super-block `x` against activation block `yb`, as
+        /// i32 lanes (two sub-blocks per 512-bit register: low | high nibbles against
+        /// 64 contiguous activation bytes); `sc`: the 8 scales.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn row_sum(x: &[u8], yb: &[u8], sc: [u8; 8]) -> __m256i {
+            let m4 = _mm512_set1_epi8(0x0f);
+            let scw = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
+                i64::from_le_bytes(sc),
+            )));
+            let mut sum = _mm512_setzero_si512();
+            for j in 0..4 {
+                let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
+                let both = _mm512_and_si512(
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4), _mm256_srli_epi16::<4>(q4)),
+                    m4,
+                );
+                let lo = _mm512_set1_epi16(2 * j as i16);
+                let idx = _mm512_mask_mov_epi16(lo, 0xffff_0000, _mm512_set1_epi16(2 * j as i16 + 1));
+                let s = _mm512_permutexvar_epi16(idx, scw);
+                let b = &yb[4 + 64 * j..68 + 64 * j];
+                // SAFETY: `b` has 64 readable bytes and `loadu` needs no alignment.
+                let yv = unsafe { _mm512_loadu_si512(b.as_ptr().cast()) };
+                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(both, yv), s);
+            }
+            _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64::<1>(sum))
+        }
+    };
+    (@dot $feat:literal, novnni) => {
+        /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` ≤ 15 unsigned, `a` signed:
+        /// pairs ≤ 2·15·128, no `maddubs` saturation).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn dpbusd(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+            _mm256_add_epi32(
+                acc,
+                _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)),
+            )
+        }
+
+        /// `acc + madd(p16, s16)`, exact.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn madd_acc(acc: __m256i, p16: __m256i, s16: __m256i) -> __m256i {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s16))
+        }
+
+        /// Σ scale·q·a of one weight super-block `x` against activation block `yb`, as
+        /// i32 lanes; `sc`: the 8 scales.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn row_sum(x: &[u8], yb: &[u8], sc: [u8; 8]) -> __m256i {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let scw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
+                i64::from_le_bytes(sc),
+            )));
+            let word = |w: usize| _mm256_set1_epi16((2 * w as i16) | ((2 * w as i16 + 1) << 8));
+            let mut sum = _mm256_setzero_si256();
+            for j in 0..4 {
+                let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
+                let lo = _mm256_and_si256(q4, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4);
+                sum = madd_acc(
+                    sum,
+                    _mm256_maddubs_epi16(lo, load_i256(&yb[4 + 64 * j..36 + 64 * j])),
+                    _mm256_shuffle_epi8(scw, word(2 * j)),
+                );
+                sum = madd_acc(
+                    sum,
+                    _mm256_maddubs_epi16(hi, load_i256(&yb[36 + 64 * j..68 + 64 * j])),
+                    _mm256_shuffle_epi8(scw, word(2 * j + 1)),
+                );
+            }
+            sum
+        }
+    };
+    ($feat:literal, $vnni:tt) => {
+        use core::arch::x86_64::*;
+
+        use crate::formats::kquants::k_scale_min;
+
+        /// A padding weight block (d = 0: contributes exact zeros).
+        static ZERO_BLOCK: [u8; 144] = [0; 144];
+        /// Activation rows per accumulator block kept across super-blocks.
+        const T_CHUNK: usize = 64;
+
+        /// One super-block of 8 weight rows, lane `k` = row `k`.
+        struct Packed {
+            /// `lo[j][e]`: low nibbles (sub-block `2j`) of quant bytes `4e..4e+4`.
+            lo: [[__m256i; 8]; 4],
+            /// `hi[j][e]`: high nibbles (sub-block `2j+1`).
+            hi: [[__m256i; 8]; 4],
+            /// Scale of sub-block `g` as i32.
+            sc: [__m256i; 8],
+            /// Mins of sub-blocks `2j`, `2j+1` as the two i16 halves of each lane.
+            mn: [__m256i; 4],
+            d: __m256,
+            dmin: __m256,
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn load_i256(b: &[u8]) -> __m256i {
+            let b = &b[..32];
+            // SAFETY: `b` has 32 readable bytes and `loadu` needs no alignment.
+            unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn load_i128(b: &[u8]) -> __m128i {
+            let b = &b[..16];
+            // SAFETY: `b` has 16 readable bytes and `loadu` needs no alignment.
+            unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+        }
+
+        /// Four bytes of `b` at `off`, broadcast to every i32 lane.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn bcast4(b: &[u8], off: usize) -> __m256i {
+            _mm256_set1_epi32(i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]))
+        }
+
+        q4_k_tiles!(@dot $feat, $vnni);
+
+        /// Transpose 8 rows of 8 i32 lanes: result `e`, lane `k` = `r[k]` lane `e`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+            let t0 = _mm256_unpacklo_epi32(r[0], r[1]);
+            let t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+            let t2 = _mm256_unpacklo_epi32(r[2], r[3]);
+            let t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+            let t4 = _mm256_unpacklo_epi32(r[4], r[5]);
+            let t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+            let t6 = _mm256_unpacklo_epi32(r[6], r[7]);
+            let t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+            let u0 = _mm256_unpacklo_epi64(t0, t2);
+            let u1 = _mm256_unpackhi_epi64(t0, t2);
+            let u2 = _mm256_unpacklo_epi64(t1, t3);
+            let u3 = _mm256_unpackhi_epi64(t1, t3);
+            let u4 = _mm256_unpacklo_epi64(t4, t6);
+            let u5 = _mm256_unpackhi_epi64(t4, t6);
+            let u6 = _mm256_unpacklo_epi64(t5, t7);
+            let u7 = _mm256_unpackhi_epi64(t5, t7);
+            [
+                _mm256_permute2x128_si256::<0x20>(u0, u4),
+                _mm256_permute2x128_si256::<0x20>(u1, u5),
+                _mm256_permute2x128_si256::<0x20>(u2, u6),
+                _mm256_permute2x128_si256::<0x20>(u3, u7),
+                _mm256_permute2x128_si256::<0x31>(u0, u4),
+                _mm256_permute2x128_si256::<0x31>(u1, u5),
+                _mm256_permute2x128_si256::<0x31>(u2, u6),
+                _mm256_permute2x128_si256::<0x31>(u3, u7),
+            ]
+        }
+
+        /// Byte `n` of every i32 lane, zero-extended.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn byte_n(v: __m256i, n: i32) -> __m256i {
+            _mm256_and_si256(
+                _mm256_srlv_epi32(v, _mm256_set1_epi32(8 * n)),
+                _mm256_set1_epi32(0xff),
+            )
+        }
+
+        /// Super-block `x[k]` (144 bytes each) of 8 weight rows in lane form.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn pack(x: &[&[u8]; 8]) -> Packed {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let mut lo = [[_mm256_setzero_si256(); 8]; 4];
+            let mut hi = [[_mm256_setzero_si256(); 8]; 4];
+            for j in 0..4 {
+                let v = transpose8(core::array::from_fn(|k| {
+                    load_i256(&x[k][16 + 32 * j..48 + 32 * j])
+                }));
+                for e in 0..8 {
+                    lo[j][e] = _mm256_and_si256(v[e], m4);
+                    hi[j][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(v[e]), m4);
+                }
+            }
+            // Header dwords (d|dmin, scales a, b, c) of rows k and k + 4 per register.
+            let y: [__m256i; 4] = core::array::from_fn(|k| {
+                _mm256_set_m128i(load_i128(&x[k + 4][..16]), load_i128(&x[k][..16]))
+            });
+            let t0 = _mm256_unpacklo_epi32(y[0], y[1]);
+            let t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+            let t2 = _mm256_unpacklo_epi32(y[2], y[3]);
+            let t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+            let hd = _mm256_unpacklo_epi64(t0, t2);
+            let a = _mm256_unpackhi_epi64(t0, t2);
+            let b = _mm256_unpacklo_epi64(t1, t3);
+            let c = _mm256_unpackhi_epi64(t1, t3);
+            let (d, dmin) = d_dmin(hd);
+            // The 6-bit scales and mins (as `k_scale_min`, four bytes per lane at once).
+            let m6 = _mm256_set1_epi32(0x3f3f_3f3f);
+            let m4d = _mm256_set1_epi32(0x0f0f_0f0f);
+            let m30 = _mm256_set1_epi32(0x3030_3030);
+            let sc_lo = _mm256_and_si256(a, m6);
+            let mn_lo = _mm256_and_si256(b, m6);
+            let sc_hi = _mm256_or_si256(
+                _mm256_and_si256(c, m4d),
+                _mm256_and_si256(_mm256_srli_epi32::<2>(a), m30),
+            );
+            let mn_hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi32::<4>(c), m4d),
+                _mm256_and_si256(_mm256_srli_epi32::<2>(b), m30),
+            );
+            let sc = core::array::from_fn(|g| {
+                byte_n(if g < 4 { sc_lo } else { sc_hi }, (g % 4) as i32)
+            });
+            let mn = core::array::from_fn(|j| {
+                let v = if j < 2 { mn_lo } else { mn_hi };
+                let n = 2 * (j % 2) as i32;
+                _mm256_or_si256(byte_n(v, n), _mm256_slli_epi32::<16>(byte_n(v, n + 1)))
+            });
+            Packed {
+                lo,
+                hi,
+                sc,
+                mn,
+                d,
+                dmin,
+            }
+        }
+
+        /// One packed super-block against `N` activation blocks `ys` (292 bytes each),
+        /// updating their accumulators `acc[t] = [acc, accm]`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn block_rows<const PAIRS: bool, const N: usize>(
+            p: &Packed,
+            ys: &[&[u8]; N],
+            acc: &mut [[__m256; 2]],
+        ) {
+            let mut a: [__m256; N] = core::array::from_fn(|t| acc[t][0]);
+            let mut am: [__m256; N] = core::array::from_fn(|t| acc[t][1]);
+            let mut dd = [_mm256_setzero_ps(); N];
+            let mut dm = [_mm256_setzero_ps(); N];
+            // Pair-summed block sums: i32 `j` = (Σ sub-block 2j, Σ sub-block 2j+1) as i16.
+            let mut bs = [[0i32; 4]; N];
+            for t in 0..N {
+                let y = ys[t];
+                let da = _mm256_set1_ps(f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
+                dd[t] = _mm256_mul_ps(p.d, da);
+                dm[t] = _mm256_mul_ps(p.dmin, da);
+                let h = _mm_hadd_epi16(load_i128(&y[260..276]), load_i128(&y[276..292]));
+                // SAFETY: `bs[t]` is 16 writable bytes and `storeu` needs no alignment.
+                unsafe { _mm_storeu_si128(bs[t].as_mut_ptr().cast(), h) };
+            }
+            let mut tot = [_mm256_setzero_si256(); N];
+            let mut totm = [_mm256_setzero_si256(); N];
+            for j in 0..4 {
+                let mut lo = [_mm256_setzero_si256(); N];
+                for e in 0..8 {
+                    let w = p.lo[j][e];
+                    for t in 0..N {
+                        lo[t] = dpbusd(lo[t], w, bcast4(ys[t], 4 + 64 * j + 4 * e));
+                    }
+                }
+                let mut hi = [_mm256_setzero_si256(); N];
+                for e in 0..8 {
+                    let w = p.hi[j][e];
+                    for t in 0..N {
+                        hi[t] = dpbusd(hi[t], w, bcast4(ys[t], 36 + 64 * j + 4 * e));
+                    }
+                }
+                for t in 0..N {
+                    let isum = _mm256_add_epi32(
+                        _mm256_mullo_epi32(lo[t], p.sc[2 * j]),
+                        _mm256_mullo_epi32(hi[t], p.sc[2 * j + 1]),
+                    );
+                    let imin = _mm256_madd_epi16(p.mn[j], _mm256_set1_epi32(bs[t][j]));
+                    if PAIRS {
+                        a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd[t], a[t]);
+                        am[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm[t], am[t]);
+                    } else {
+                        tot[t] = _mm256_add_epi32(tot[t], isum);
+                        totm[t] = _mm256_add_epi32(totm[t], imin);
+                    }
+                }
+            }
+            for t in 0..N {
+                if !PAIRS {
+                    a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[t]), dd[t], a[t]);
+                    am[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm[t]), dm[t], am[t]);
+                }
+                acc[t] = [a[t], am[t]];
+            }
+        }
+
+        /// Exact totals of eight i32 vectors, vector `k`'s total in lane `k`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn totals8(p: &[__m256i; 8]) -> __m256i {
+            let b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+            let b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(b0, b1),
+                _mm256_permute2x128_si256::<0x31>(b0, b1),
+            )
+        }
+
+        /// `d` (low) and `dmin` (high 16 bits) of 8 rows' first dwords, widened.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn d_dmin(hd: __m256i) -> (__m256, __m256) {
+            let p = _mm256_packus_epi32(
+                _mm256_and_si256(hd, _mm256_set1_epi32(0xffff)),
+                _mm256_srli_epi32::<16>(hd),
+            );
+            let p = _mm256_permute4x64_epi64::<0b11_01_10_00>(p);
+            (
+                _mm256_cvtph_ps(_mm256_castsi256_si128(p)),
+                _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(p)),
+            )
+        }
+
+        /// Decode (one activation row `y`): up to 8 weight rows in the single-row order,
+        /// each row's exact integer sums reduced into lane `k` by a `hadd` tree (no
+        /// transposition: with one activation row nothing would amortise it).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gemv8(ws: &[&[u8]], nb: usize, y: &[u8], out: &mut [f32]) {
+            let mut acc = _mm256_setzero_ps();
+            let mut accm = _mm256_setzero_ps();
+            for b in 0..nb {
+                let yb = &y[292 * b..292 * (b + 1)];
+                let da = _mm256_set1_ps(f32::from_le_bytes([yb[0], yb[1], yb[2], yb[3]]));
+                let bs = load_i256(&yb[260..292]);
+                let mut p = [_mm256_setzero_si256(); 8];
+                let mut ms = [_mm256_setzero_si256(); 8];
+                let mut hd = [0i32; 8];
+                for k in 0..8 {
+                    let x = match ws.get(k) {
+                        Some(w) => &w[144 * b..144 * (b + 1)],
+                        None => &ZERO_BLOCK[..],
+                    };
+                    hd[k] = i32::from_le_bytes([x[0], x[1], x[2], x[3]]);
+                    let (sc, mn) = k_scale_min(&x[4..16]);
+                    p[k] = row_sum(x, yb, sc);
+                    let mnv = _mm_cvtsi64_si128(i64::from_le_bytes(mn));
+                    ms[k] = _mm256_madd_epi16(bs, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mnv, mnv)));
+                }
+                // SAFETY: `hd` is 32 readable bytes and `loadu` needs no alignment.
+                let (d, dmin) = d_dmin(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals8(&p)), _mm256_mul_ps(d, da), acc);
+                accm = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(totals8(&ms)),
+                    _mm256_mul_ps(dmin, da),
+                    accm,
+                );
+            }
+            let mut v = [0f32; 8];
+            // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
+            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
+            let nw = ws.len();
+            out[..nw].copy_from_slice(&v[..nw]);
+        }
+
+        /// Up to 8 weight rows `ws` (same whole-block count `nb`) × `nt` activation
+        /// rows; `out[t * ostride + k]` for weight row `k`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn tile8<const PAIRS: bool>(
+            ws: &[&[u8]],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            let nw = ws.len();
+            if nt == 1 && !PAIRS {
+                gemv8(ws, nb, &acts[..stride], &mut out[..nw]);
+                return;
+            }
+            let mut acc = [[_mm256_setzero_ps(); 2]; T_CHUNK];
+            for c0 in (0..nt).step_by(T_CHUNK) {
+                let c1 = (c0 + T_CHUNK).min(nt);
+                let acc = &mut acc[..c1 - c0];
+                acc.fill([_mm256_setzero_ps(); 2]);
+                for b in 0..nb {
+                    let x: [&[u8]; 8] = core::array::from_fn(|k| match ws.get(k) {
+                        Some(w) => &w[144 * b..144 * (b + 1)],
+                        None => &ZERO_BLOCK[..],
+                    });
+                    let p = pack(&x);
+                    let y = |t: usize| &acts[t * stride + 292 * b..t * stride + 292 * (b + 1)];
+                    let mut t = c0;
+                    while t + 4 <= c1 {
+                        let ys = [y(t), y(t + 1), y(t + 2), y(t + 3)];
+                        block_rows::<PAIRS, 4>(&p, &ys, &mut acc[t - c0..]);
+                        t += 4;
+                    }
+                    while t < c1 {
+                        block_rows::<PAIRS, 1>(&p, &[y(t)], &mut acc[t - c0..]);
+                        t += 1;
+                    }
+                }
+                for (t, a) in (c0..c1).zip(acc.iter()) {
+                    let mut v = [0f32; 8];
+                    // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
+                    unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(a[0], a[1])) };
+                    out[t * ostride..t * ostride + nw].copy_from_slice(&v[..nw]);
+                }
+            }
+        }
+
+        /// The `TileFn` contract: `out[t * ws.len() + i]` = dot of `ws[i]` with
+        /// activation row `t`, for `t < out.len() / ws.len()` (`acts` holds them).
+        #[target_feature(enable = $feat)]
+        fn tiles<const PAIRS: bool>(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            let nw = ws.len();
+            if nw == 0 || stride == 0 {
+                out.fill(0.0);
+                return;
+            }
+            let nt = (out.len() / nw).min(acts.len() / stride);
+            if nt == 0 {
+                return;
+            }
+            let nb_act = stride / 292;
+            let nb_of = |w: &[u8]| (w.len() / 144).min(nb_act);
+            for (c, ws) in ws.chunks(8).enumerate() {
+                let out = &mut out[8 * c..];
+                let nb = nb_of(ws[0]);
+                if ws.iter().all(|w| nb_of(w) == nb) {
+                    tile8::<PAIRS>(ws, nb, acts, stride, nt, out, nw);
+                } else {
+                    // Rows of different lengths: each with its own block count.
+                    for (k, w) in ws.iter().enumerate() {
+                        tile8::<PAIRS>(&[w], nb_of(w), acts, stride, nt, &mut out[k..], nw);
+                    }
+                }
+            }
+        }
+
+        /// Single-row order (bitwise the single-row dots).
+        pub(crate) fn single(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            // SAFETY: `gemm::tile_kernel` hands this out only for its ISA, which
+            // `dispatch` makes selectable only after run-time detection of every
+            // feature in this module's `#[target_feature]` set.
+            unsafe { tiles::<false>(ws, acts, stride, out) }
+        }
+
+        /// ggml's prompt-batch (GEMM) order.
+        pub(crate) fn pairs(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            // SAFETY: as `single`.
+            unsafe { tiles::<true>(ws, acts, stride, out) }
+        }
+    };
+}
+
+/// AVX2 + FMA + F16C.
+pub(crate) mod avx2 {
+    q4_k_tiles!("avx2,fma,f16c", novnni);
+}
+
+/// AVX-512 (VL + VNNI on 256-bit registers).
+pub(crate) mod avx512 {
+    q4_k_tiles!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        vnni
+    );
+}
