@@ -13,7 +13,7 @@
 //! ties on large ones; see the crate report for the numbers.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,17 +25,36 @@ const SPIN: Duration = Duration::from_micros(200);
 
 type Job = dyn Fn(usize) + Sync;
 
-struct Shared {
-    /// The current job, lifetime-erased; see `run` for why it stays valid.
-    job: Mutex<Option<&'static Job>>,
+/// Keeps what the caller writes once per job and what workers write apart on
+/// separate cache-line pairs (the adjacent-line prefetcher moves lines in pairs).
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// Written by the caller once per job, read by spinning workers.
+struct Post {
     /// Incremented once per job; workers run each epoch once.
     epoch: AtomicU64,
     /// Epoch of the job workers may still join; 0 once the caller has closed it.
     open: AtomicU64,
+    /// The current job: a pointer to the caller's lifetime-erased `&Job` (on its
+    /// stack); see `run` for why it is valid whenever `open` names the epoch.
+    job: AtomicPtr<&'static Job>,
+}
+
+/// Written by workers.
+struct Tally {
     /// Pool threads currently inside a job.
     active: AtomicUsize,
+    /// Workers parked (or about to park) on `wake`: the caller notifies only then,
+    /// so a job posted to spinning workers costs no system call.
+    sleepers: AtomicUsize,
     /// Set when a worker's share of the job panicked.
     panicked: AtomicBool,
+}
+
+struct Shared {
+    post: Padded<Post>,
+    tally: Padded<Tally>,
     shutdown: AtomicBool,
     /// Parking: the mutex guards nothing but the sleep/wake handshake.
     park: Mutex<()>,
@@ -65,11 +84,16 @@ impl ThreadPool {
     pub fn new(n_threads: usize) -> Result<ThreadPool> {
         let n_threads = n_threads.max(1);
         let shared = Arc::new(Shared {
-            job: Mutex::new(None),
-            epoch: AtomicU64::new(0),
-            open: AtomicU64::new(0),
-            active: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
+            post: Padded(Post {
+                epoch: AtomicU64::new(0),
+                open: AtomicU64::new(0),
+                job: AtomicPtr::new(std::ptr::null_mut()),
+            }),
+            tally: Padded(Tally {
+                active: AtomicUsize::new(0),
+                sleepers: AtomicUsize::new(0),
+                panicked: AtomicBool::new(false),
+            }),
             shutdown: AtomicBool::new(false),
             park: Mutex::new(()),
             wake: Condvar::new(),
@@ -107,26 +131,34 @@ impl ThreadPool {
             return;
         }
         let _serial = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: the job is reachable through `shared.job` only while this call is in
-        // progress. A worker uses it only between incrementing `active` and seeing the
-        // job still `open`, and decrementing `active`; this function closes the job,
-        // then waits for `active == 0` before clearing the slot and returning (SeqCst
-        // on `open`/`active` makes "worker joined" and "caller closed" totally
-        // ordered). So the erased `'static` never outlives `job`.
+        let (post, tally) = (&self.shared.post.0, &self.shared.tally.0);
+        // SAFETY: the erased reference (and `slot`, which holds it on this stack
+        // frame) is reachable only through `post.job`, and a worker dereferences that
+        // pointer only between incrementing `active` and decrementing it, and only
+        // after seeing `open` equal to this call's epoch. This function stores the
+        // pointer before opening the epoch, closes it (`open = 0`) after its own share,
+        // then waits for `active == 0` before returning. All of `open` / `active` are
+        // SeqCst, so a worker either joined before the close (and is waited for) or
+        // reads `open` after it (and does not touch the job). So neither the erased
+        // `'static` nor `slot` is used after `job` and this frame end.
         let erased: &'static Job =
             unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static Job>(job) };
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(erased);
-        let epoch = self.shared.epoch.load(Ordering::Acquire) + 1;
-        self.shared.open.store(epoch, Ordering::SeqCst);
-        self.shared.epoch.store(epoch, Ordering::Release);
-        {
+        let slot: &'static Job = erased;
+        post.job
+            .store(std::ptr::from_ref(&slot).cast_mut(), Ordering::SeqCst);
+        let epoch = post.epoch.load(Ordering::Relaxed) + 1;
+        post.open.store(epoch, Ordering::SeqCst);
+        post.epoch.store(epoch, Ordering::SeqCst);
+        // A worker increments `sleepers` (SeqCst) before its last look at `epoch`
+        // under the park lock: either it sees this epoch, or this load sees it.
+        if tally.sleepers.load(Ordering::SeqCst) != 0 {
             let _g = self.shared.park.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.wake.notify_all();
         }
         let mine = catch_unwind(AssertUnwindSafe(|| job(0)));
-        self.shared.open.store(0, Ordering::SeqCst);
+        post.open.store(0, Ordering::SeqCst);
         let mut spins = 0u32;
-        while self.shared.active.load(Ordering::SeqCst) != 0 {
+        while tally.active.load(Ordering::SeqCst) != 0 {
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(64) {
                 std::thread::yield_now();
@@ -134,8 +166,8 @@ impl ThreadPool {
                 std::hint::spin_loop();
             }
         }
-        *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let worker_panicked = self.shared.panicked.swap(false, Ordering::AcqRel);
+        post.job.store(std::ptr::null_mut(), Ordering::Relaxed);
+        let worker_panicked = tally.panicked.swap(false, Ordering::AcqRel);
         if let Err(p) = mine {
             std::panic::resume_unwind(p);
         }
@@ -146,6 +178,7 @@ impl ThreadPool {
 }
 
 fn worker(shared: &Shared, index: usize) {
+    let (post, tally) = (&shared.post.0, &shared.tally.0);
     let mut seen = 0u64;
     loop {
         // Spin, then park, until a new epoch (or shutdown) arrives.
@@ -155,32 +188,37 @@ fn worker(shared: &Shared, index: usize) {
             if shared.shutdown.load(Ordering::Acquire) {
                 return;
             }
-            if shared.epoch.load(Ordering::Acquire) != seen {
+            if post.epoch.load(Ordering::Acquire) != seen {
                 break;
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) && start.elapsed() > SPIN {
                 let g = shared.park.lock().unwrap_or_else(|e| e.into_inner());
-                if shared.epoch.load(Ordering::Acquire) == seen
+                tally.sleepers.fetch_add(1, Ordering::SeqCst);
+                if post.epoch.load(Ordering::SeqCst) == seen
                     && !shared.shutdown.load(Ordering::Acquire)
                 {
                     drop(shared.wake.wait(g).unwrap_or_else(|e| e.into_inner()));
                 }
+                tally.sleepers.fetch_sub(1, Ordering::SeqCst);
             } else {
                 std::hint::spin_loop();
             }
         }
-        seen = shared.epoch.load(Ordering::Acquire);
-        shared.active.fetch_add(1, Ordering::SeqCst);
-        if shared.open.load(Ordering::SeqCst) == seen {
-            let job = *shared.job.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(job) = job {
+        seen = post.epoch.load(Ordering::Acquire);
+        tally.active.fetch_add(1, Ordering::SeqCst);
+        if post.open.load(Ordering::SeqCst) == seen {
+            let job = post.job.load(Ordering::SeqCst);
+            // SAFETY: `open` names this epoch, so the caller of `run` is still inside
+            // it (it waits for `active`, incremented above, to drop to 0) and `job`
+            // points at its live `&Job` (stored before `open`; see `run`).
+            if let Some(job) = unsafe { job.as_ref() } {
                 if catch_unwind(AssertUnwindSafe(|| job(index))).is_err() {
-                    shared.panicked.store(true, Ordering::Release);
+                    tally.panicked.store(true, Ordering::Release);
                 }
             }
         }
-        shared.active.fetch_sub(1, Ordering::SeqCst);
+        tally.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -243,6 +281,33 @@ mod tests {
             seen.into_inner().unwrap_or_else(|e| e.into_inner()).len(),
             2
         );
+    }
+
+    #[test]
+    fn parked_workers_are_woken_for_every_job() {
+        let pool = ThreadPool::new(3).expect("pool");
+        for round in 0..40 {
+            if round % 2 == 0 {
+                // Long enough for every worker to stop spinning and park.
+                std::thread::sleep(SPIN * 3);
+            }
+            // The caller's share waits until both workers have shown up.
+            let joined = AtomicUsize::new(0);
+            pool.run(&|i| {
+                if i != 0 {
+                    joined.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                let start = Instant::now();
+                while joined.load(Ordering::SeqCst) < 2 {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "round {round}: a worker was not woken"
+                    );
+                    std::thread::yield_now();
+                }
+            });
+        }
     }
 
     #[test]
