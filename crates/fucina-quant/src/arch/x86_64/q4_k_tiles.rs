@@ -24,34 +24,6 @@ macro_rules! q4_k_tiles {
         fn dpbusd(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
             _mm256_dpbusd_epi32(acc, w, a)
         }
-
-        /// Σ scale·q·a of one weight super-block `x` against activation block `yb`, as
-        /// i32 lanes (two sub-blocks per 512-bit register: low | high nibbles against
-        /// 64 contiguous activation bytes); `sc`: the 8 scales.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn row_sum(x: &[u8], yb: &[u8], sc: [u8; 8]) -> __m256i {
-            let m4 = _mm512_set1_epi8(0x0f);
-            let scw = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
-                i64::from_le_bytes(sc),
-            )));
-            let mut sum = _mm512_setzero_si512();
-            for j in 0..4 {
-                let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
-                let both = _mm512_and_si512(
-                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q4), _mm256_srli_epi16::<4>(q4)),
-                    m4,
-                );
-                let lo = _mm512_set1_epi16(2 * j as i16);
-                let idx = _mm512_mask_mov_epi16(lo, 0xffff_0000, _mm512_set1_epi16(2 * j as i16 + 1));
-                let s = _mm512_permutexvar_epi16(idx, scw);
-                let b = &yb[4 + 64 * j..68 + 64 * j];
-                // SAFETY: `b` has 64 readable bytes and `loadu` needs no alignment.
-                let yv = unsafe { _mm512_loadu_si512(b.as_ptr().cast()) };
-                sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(both, yv), s);
-            }
-            _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64::<1>(sum))
-        }
     };
     (@dot $feat:literal, novnni) => {
         /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` ≤ 15 unsigned, `a` signed:
@@ -64,47 +36,9 @@ macro_rules! q4_k_tiles {
                 _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)),
             )
         }
-
-        /// `acc + madd(p16, s16)`, exact.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn madd_acc(acc: __m256i, p16: __m256i, s16: __m256i) -> __m256i {
-            _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s16))
-        }
-
-        /// Σ scale·q·a of one weight super-block `x` against activation block `yb`, as
-        /// i32 lanes; `sc`: the 8 scales.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn row_sum(x: &[u8], yb: &[u8], sc: [u8; 8]) -> __m256i {
-            let m4 = _mm256_set1_epi8(0x0f);
-            let scw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
-                i64::from_le_bytes(sc),
-            )));
-            let word = |w: usize| _mm256_set1_epi16((2 * w as i16) | ((2 * w as i16 + 1) << 8));
-            let mut sum = _mm256_setzero_si256();
-            for j in 0..4 {
-                let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
-                let lo = _mm256_and_si256(q4, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4);
-                sum = madd_acc(
-                    sum,
-                    _mm256_maddubs_epi16(lo, load_i256(&yb[4 + 64 * j..36 + 64 * j])),
-                    _mm256_shuffle_epi8(scw, word(2 * j)),
-                );
-                sum = madd_acc(
-                    sum,
-                    _mm256_maddubs_epi16(hi, load_i256(&yb[36 + 64 * j..68 + 64 * j])),
-                    _mm256_shuffle_epi8(scw, word(2 * j + 1)),
-                );
-            }
-            sum
-        }
     };
-    ($feat:literal, $vnni:tt) => {
+    ($feat:literal, $vnni:tt, $one_row:path) => {
         use core::arch::x86_64::*;
-
-        use crate::formats::kquants::k_scale_min;
 
         /// A padding weight block (d = 0: contributes exact zeros).
         static ZERO_BLOCK: [u8; 144] = [0; 144];
@@ -318,18 +252,6 @@ macro_rules! q4_k_tiles {
             }
         }
 
-        /// Exact totals of eight i32 vectors, vector `k`'s total in lane `k`.
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn totals8(p: &[__m256i; 8]) -> __m256i {
-            let b0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-            let b1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-            _mm256_add_epi32(
-                _mm256_permute2x128_si256::<0x20>(b0, b1),
-                _mm256_permute2x128_si256::<0x31>(b0, b1),
-            )
-        }
-
         /// `d` (low) and `dmin` (high 16 bits) of 8 rows' first dwords, widened.
         #[target_feature(enable = $feat)]
         #[inline]
@@ -343,48 +265,6 @@ macro_rules! q4_k_tiles {
                 _mm256_cvtph_ps(_mm256_castsi256_si128(p)),
                 _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(p)),
             )
-        }
-
-        /// Decode (one activation row `y`): up to 8 weight rows in the single-row order,
-        /// each row's exact integer sums reduced into lane `k` by a `hadd` tree (no
-        /// transposition: with one activation row nothing would amortise it).
-        #[target_feature(enable = $feat)]
-        #[inline]
-        fn gemv8(ws: &[&[u8]], nb: usize, y: &[u8], out: &mut [f32]) {
-            let mut acc = _mm256_setzero_ps();
-            let mut accm = _mm256_setzero_ps();
-            for b in 0..nb {
-                let yb = &y[292 * b..292 * (b + 1)];
-                let da = _mm256_set1_ps(f32::from_le_bytes([yb[0], yb[1], yb[2], yb[3]]));
-                let bs = load_i256(&yb[260..292]);
-                let mut p = [_mm256_setzero_si256(); 8];
-                let mut ms = [_mm256_setzero_si256(); 8];
-                let mut hd = [0i32; 8];
-                for k in 0..8 {
-                    let x = match ws.get(k) {
-                        Some(w) => &w[144 * b..144 * (b + 1)],
-                        None => &ZERO_BLOCK[..],
-                    };
-                    hd[k] = i32::from_le_bytes([x[0], x[1], x[2], x[3]]);
-                    let (sc, mn) = k_scale_min(&x[4..16]);
-                    p[k] = row_sum(x, yb, sc);
-                    let mnv = _mm_cvtsi64_si128(i64::from_le_bytes(mn));
-                    ms[k] = _mm256_madd_epi16(bs, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mnv, mnv)));
-                }
-                // SAFETY: `hd` is 32 readable bytes and `loadu` needs no alignment.
-                let (d, dmin) = d_dmin(unsafe { _mm256_loadu_si256(hd.as_ptr().cast()) });
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals8(&p)), _mm256_mul_ps(d, da), acc);
-                accm = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(totals8(&ms)),
-                    _mm256_mul_ps(dmin, da),
-                    accm,
-                );
-            }
-            let mut v = [0f32; 8];
-            // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
-            unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
-            let nw = ws.len();
-            out[..nw].copy_from_slice(&v[..nw]);
         }
 
         /// Up to 8 weight rows `ws` (same whole-block count `nb`) × `nt` activation
@@ -401,10 +281,6 @@ macro_rules! q4_k_tiles {
             ostride: usize,
         ) {
             let nw = ws.len();
-            if nt == 1 && !PAIRS {
-                gemv8(ws, nb, &acts[..stride], &mut out[..nw]);
-                return;
-            }
             let mut acc = [[_mm256_setzero_ps(); 2]; T_CHUNK];
             for c0 in (0..nt).step_by(T_CHUNK) {
                 let c1 = (c0 + T_CHUNK).min(nt);
@@ -466,8 +342,16 @@ macro_rules! q4_k_tiles {
             }
         }
 
-        /// Single-row order (bitwise the single-row dots).
+        /// Single-row order (bitwise the single-row dots). One activation row (decode)
+        /// goes to `$one_row`, the GEMM module's one-weight-row kernel: with nothing to
+        /// amortise the transposition over, and 8 interleaved row streams measured
+        /// slower on DRAM-resident weights than whole rows read one after the other.
         pub(crate) fn single(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            if out.len() == ws.len() {
+                if let Some(f) = $one_row(fucina_gguf::GgmlType::Q4_K) {
+                    return f(ws, acts, stride, out);
+                }
+            }
             // SAFETY: `gemm::tile_kernel` hands this out only for its ISA, which
             // `dispatch` makes selectable only after run-time detection of every
             // feature in this module's `#[target_feature]` set.
@@ -484,13 +368,14 @@ macro_rules! q4_k_tiles {
 
 /// AVX2 + FMA + F16C.
 pub(crate) mod avx2 {
-    q4_k_tiles!("avx2,fma,f16c", novnni);
+    q4_k_tiles!("avx2,fma,f16c", novnni, super::super::gemm_avx2::kernel);
 }
 
 /// AVX-512 (VL + VNNI on 256-bit registers).
 pub(crate) mod avx512 {
     q4_k_tiles!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
-        vnni
+        vnni,
+        super::super::gemm_avx512::kernel
     );
 }
