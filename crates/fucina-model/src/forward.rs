@@ -21,7 +21,7 @@ use crate::ops::act::{geglu_inplace, swiglu_inplace};
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
 use crate::ops::rope::{apply_rope, rope_cache};
-use crate::parallel::SharedMut;
+use crate::parallel::{SharedMut, ThreadPool};
 use crate::{ModelError, Result};
 
 /// One input row of a batch.
@@ -126,6 +126,60 @@ fn add_bias(y: &mut [f32], bias: Option<&Vec<f32>>, width: usize) {
             }
         }
     }
+}
+
+/// Floats per task of the row-local ops (norms, RoPE, activations, residual adds):
+/// enough work to outweigh a task hand-off, so decode rows run on the caller.
+const ROW_TASK_FLOATS: usize = 16 * 1024;
+
+/// `f(rows, chunk)` for consecutive row ranges of `buf` (rows of `width` floats),
+/// `chunk` being those rows, spread over the pool when there is enough work. Each
+/// row is computed by exactly the code it would run serially, so results do not
+/// depend on the split.
+fn par_rows(
+    pool: &ThreadPool,
+    buf: &mut [f32],
+    width: usize,
+    f: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
+) {
+    let m = buf.len() / width.max(1);
+    let per = (ROW_TASK_FLOATS / width.max(1)).max(1);
+    let n_tasks = m.div_ceil(per);
+    if n_tasks <= 1 {
+        f(0..m, buf);
+        return;
+    }
+    let sh = SharedMut::new(buf);
+    pool.run(n_tasks, &|t| {
+        let rows = t * per..((t + 1) * per).min(m);
+        // SAFETY: task t alone owns rows t·per..(t+1)·per of the buffer.
+        let chunk = unsafe { sh.slice(rows.start * width, rows.len() * width) };
+        f(rows, chunk);
+    });
+}
+
+/// `x += norm(o)` (`norm` the optional post-norm), rows in parallel.
+fn residual(
+    pool: &ThreadPool,
+    x: &mut [f32],
+    o: &mut [f32],
+    e: usize,
+    w: Option<&[f32]>,
+    eps: f32,
+) {
+    let o_sh = SharedMut::new(o);
+    par_rows(pool, x, e, &|rr, x| {
+        // SAFETY: the rows rr of `o` are touched by this task only (par_rows hands
+        // out disjoint row ranges), and `o` outlives the call.
+        let o = unsafe { o_sh.slice(rr.start * e, rr.len() * e) };
+        if let Some(w) = w {
+            o.chunks_exact_mut(e)
+                .for_each(|r| rms_norm_inplace(r, w, eps));
+        }
+        for (xv, ov) in x.iter_mut().zip(o.iter()) {
+            *xv += ov;
+        }
+    });
 }
 
 thread_local! {
@@ -264,14 +318,12 @@ impl Model {
 
             // Attention block: norm, q/k/v, q/k norms, RoPE, cache write.
             let xn = grow(&mut s.xn, m * e);
-            for r in 0..m {
-                rms_norm(
-                    &s.x[r * e..(r + 1) * e],
-                    &lw.attn_norm,
-                    cfg.rms_eps,
-                    &mut xn[r * e..(r + 1) * e],
-                );
-            }
+            let x_ro: &[f32] = &s.x;
+            par_rows(&self.pool, xn, e, &|rr, xn| {
+                for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
+                    rms_norm(&x_ro[r * e..(r + 1) * e], &lw.attn_norm, cfg.rms_eps, o);
+                }
+            });
             let (q, k, v) = (
                 grow(&mut s.q, m * qd),
                 grow(&mut s.k, m * kd),
@@ -284,25 +336,33 @@ impl Model {
             add_bias(k, lw.bk.as_ref(), kd);
             add_bias(v, lw.bv.as_ref(), vd);
             let g = s.rope_group[il];
-            for r in 0..m {
-                let qr = &mut q[r * qd..(r + 1) * qd];
-                let kr = &mut k[r * kd..(r + 1) * kd];
-                if let Some(w) = &lw.q_norm {
-                    qr.chunks_exact_mut(lc.head_dim_k)
-                        .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+            let (cs_ro, n_rot) = (&s.cs, lc.rope.n_rot);
+            let hdk = lc.head_dim_k;
+            par_rows(&self.pool, q, qd, &|rr, q| {
+                for (r, qr) in rr.zip(q.chunks_exact_mut(qd)) {
+                    if let Some(w) = &lw.q_norm {
+                        qr.chunks_exact_mut(hdk)
+                            .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+                    }
+                    let o = (g * m + r) * n_rot_max;
+                    apply_rope(lc.rope.kind, qr, hdk, n_rot, &cs_ro[o..o + n_rot]);
+                    if cfg.q_scale != 1.0 {
+                        qr.iter_mut().for_each(|x| *x *= cfg.q_scale);
+                    }
                 }
-                if let Some(w) = &lw.k_norm {
-                    kr.chunks_exact_mut(lc.head_dim_k)
-                        .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+            });
+            par_rows(&self.pool, k, kd, &|rr, k| {
+                for (r, kr) in rr.zip(k.chunks_exact_mut(kd)) {
+                    if let Some(w) = &lw.k_norm {
+                        kr.chunks_exact_mut(hdk)
+                            .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+                    }
+                    let o = (g * m + r) * n_rot_max;
+                    apply_rope(lc.rope.kind, kr, hdk, n_rot, &cs_ro[o..o + n_rot]);
                 }
-                let o = (g * m + r) * n_rot_max;
-                let c = &s.cs[o..o + lc.rope.n_rot];
-                apply_rope(lc.rope.kind, qr, lc.head_dim_k, lc.rope.n_rot, c);
-                apply_rope(lc.rope.kind, kr, lc.head_dim_k, lc.rope.n_rot, c);
-                if cfg.q_scale != 1.0 {
-                    qr.iter_mut().for_each(|x| *x *= cfg.q_scale);
-                }
-                let row = rows[r];
+            });
+            for (r, row) in rows.iter().enumerate() {
+                let kr = &k[r * kd..(r + 1) * kd];
                 caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
             }
 
@@ -398,44 +458,48 @@ impl Model {
             let attn_rows = &s.attn[..mc * ad];
             matmul_split(&self.pool, &lw.wo, attn_rows, mc, gemm_rows, o, &mut s.mm)?;
             add_bias(o, lw.bo.as_ref(), e);
-            if let Some(w) = &lw.post_attn_norm {
-                o.chunks_exact_mut(e)
-                    .for_each(|r| rms_norm_inplace(r, w, cfg.rms_eps));
-            }
-            for (xv, ov) in s.x[..mc * e].iter_mut().zip(o.iter()) {
-                *xv += ov;
-            }
+            residual(
+                &self.pool,
+                &mut s.x[..mc * e],
+                o,
+                e,
+                lw.post_attn_norm.as_deref(),
+                cfg.rms_eps,
+            );
 
             // FFN block.
             let xn = grow(&mut s.xn, mc * e);
-            for r in 0..mc {
-                rms_norm(
-                    &s.x[r * e..(r + 1) * e],
-                    &lw.ffn_norm,
-                    cfg.rms_eps,
-                    &mut xn[r * e..(r + 1) * e],
-                );
-            }
+            let x_ro: &[f32] = &s.x;
+            par_rows(&self.pool, xn, e, &|rr, xn| {
+                for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
+                    rms_norm(&x_ro[r * e..(r + 1) * e], &lw.ffn_norm, cfg.rms_eps, o);
+                }
+            });
             let ff = lc.n_ff;
             let (gate, up) = (grow(&mut s.gate, mc * ff), grow(&mut s.up, mc * ff));
             matmul(&self.pool, &lw.gate, xn, mc, gate, &mut s.mm)?;
             matmul(&self.pool, &lw.up, xn, mc, up, &mut s.mm)?;
             add_bias(gate, lw.b_gate.as_ref(), ff);
             add_bias(up, lw.b_up.as_ref(), ff);
-            match cfg.activation {
-                Activation::Silu => swiglu_inplace(gate, up),
-                Activation::GeluTanh => geglu_inplace(gate, up),
-            }
+            let up_ro: &[f32] = up;
+            par_rows(&self.pool, gate, ff, &|rr, gate| {
+                let up = &up_ro[rr.start * ff..rr.end * ff];
+                match cfg.activation {
+                    Activation::Silu => swiglu_inplace(gate, up),
+                    Activation::GeluTanh => geglu_inplace(gate, up),
+                }
+            });
             let o = grow(&mut s.o, mc * e);
             matmul(&self.pool, &lw.down, gate, mc, o, &mut s.mm)?;
             add_bias(o, lw.b_down.as_ref(), e);
-            if let Some(w) = &lw.post_ffn_norm {
-                o.chunks_exact_mut(e)
-                    .for_each(|r| rms_norm_inplace(r, w, cfg.rms_eps));
-            }
-            for (xv, ov) in s.x[..mc * e].iter_mut().zip(o.iter()) {
-                *xv += ov;
-            }
+            residual(
+                &self.pool,
+                &mut s.x[..mc * e],
+                o,
+                e,
+                lw.post_ffn_norm.as_deref(),
+                cfg.rms_eps,
+            );
         }
 
         // Publish the new positions.
@@ -455,19 +519,19 @@ impl Model {
             return Ok(&s.logits[..0]);
         }
         let xn = grow(&mut s.xn, n_out * e);
-        for r in 0..n_out {
-            rms_norm(
-                &s.x[r * e..(r + 1) * e],
-                &self.output_norm,
-                cfg.rms_eps,
-                &mut xn[r * e..(r + 1) * e],
-            );
-        }
+        let x_ro: &[f32] = &s.x;
+        par_rows(&self.pool, xn, e, &|rr, xn| {
+            for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
+                rms_norm(&x_ro[r * e..(r + 1) * e], &self.output_norm, cfg.rms_eps, o);
+            }
+        });
         let logits = grow(&mut s.logits, n_out * vsz);
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
         if let Some(c) = cfg.final_softcap {
-            logits.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+            par_rows(&self.pool, logits, vsz, &|_, l| {
+                l.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+            });
         }
         Ok(&s.logits[..n_out * vsz])
     }

@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
 
+use crate::ops::f16dot::to_f16_bits;
+
 const GELU_COEF_A: f32 = 0.044715;
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
@@ -32,15 +34,20 @@ fn gelu_table() -> &'static [f32] {
 /// `gate[i] = gelu(gate[i]) · up[i]` with ggml's f16-table GELU.
 pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
     let t = gelu_table();
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        *g = if x <= -10.0 {
-            0.0
-        } else if x >= 10.0 {
-            x * u
-        } else {
-            t[usize::from(f32_to_f16(x))] * u
-        };
+    let mut idx = [0u16; 64];
+    for (gc, uc) in gate.chunks_mut(64).zip(up.chunks(64)) {
+        let idx = &mut idx[..gc.len()];
+        to_f16_bits(gc, idx);
+        for ((g, &u), &h) in gc.iter_mut().zip(uc).zip(idx.iter()) {
+            let x = *g;
+            *g = if x <= -10.0 {
+                0.0
+            } else if x >= 10.0 {
+                x * u
+            } else {
+                t[usize::from(h)] * u
+            };
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! rows are dequantized into the weighted accumulation. An F32 cache is exact.
 
 use crate::kv_cache::{KvCache, KvDtype};
-use crate::ops::f16dot::{self, dots_n, DotsShape, F16_PAD};
+use crate::ops::f16dot::{self, dots_n, round_f16_in_place, DotsShape, F16_PAD};
 use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
@@ -241,9 +241,8 @@ pub fn attend_group(
         for r in 0..nr {
             for h in 0..g {
                 let dst = &mut s.qf[(r * g + h) * hdp..][..hd];
-                for (o, &v) in dst.iter_mut().zip(q_of(r, h)) {
-                    *o = f16_to_f32(f32_to_f16(v));
-                }
+                dst.copy_from_slice(q_of(r, h));
+                round_f16_in_place(dst);
             }
         }
         s.kf.resize(KEY_BLOCK * hdp, 0.0);
@@ -405,9 +404,8 @@ fn pv_f16(
         for h in 0..g {
             let src = &s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
             let dst = &mut s.qf[(r * g + h) * np + st - cb..][..src.len()];
-            for (o, &w) in dst.iter_mut().zip(src) {
-                *o = f16_to_f32(f32_to_f16(w));
-            }
+            dst.copy_from_slice(src);
+            round_f16_in_place(dst);
         }
     }
     // V^T spans of DIM_BLOCK dims over cells cb..cb + np; cells outside

@@ -12,6 +12,8 @@
 //! [`F16_PAD`]: `fma(0, v, acc) = acc`, so padding (like llama.cpp's masked
 //! cells) changes nothing.
 
+use fucina_quant::half::{f16_to_f32, f32_to_f16};
+
 /// Element alignment of the inputs (a multiple of the 16 lanes).
 pub const F16_PAD: usize = 64;
 
@@ -59,6 +61,94 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
         return unsafe { body_fma(x, y) };
     }
     body(x, y)
+}
+
+/// `f32_to_f16` of every element of `src` into `dst` (same length), with F16C
+/// where the CPU has it: IEEE round-to-nearest-even, the same as the software
+/// conversion; chunks holding a NaN take the software path so NaN payloads match.
+pub fn to_f16_bits(src: &[f32], dst: &mut [u16]) {
+    assert_eq!(src.len(), dst.len(), "to_f16_bits lengths");
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: F16C and AVX were detected at run time (has_f16c).
+        done = unsafe { to_f16_bits_f16c(src, dst) };
+    }
+    for (o, &x) in dst[done..].iter_mut().zip(&src[done..]) {
+        *o = f32_to_f16(x);
+    }
+}
+
+/// In place: every element rounded to f16 and widened back
+/// (`f16_to_f32(f32_to_f16(x))`), with F16C where the CPU has it.
+pub fn round_f16_in_place(x: &mut [f32]) {
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: F16C and AVX were detected at run time (has_f16c).
+        done = unsafe { round_f16_f16c(x) };
+    }
+    for v in &mut x[done..] {
+        *v = f16_to_f32(f32_to_f16(*v));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_f16c() -> bool {
+    use std::sync::OnceLock;
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx")
+    })
+}
+
+/// Whole groups of 8 (software for groups with a NaN); returns how many it wrote.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+fn to_f16_bits_f16c(src: &[f32], dst: &mut [u16]) -> usize {
+    use core::arch::x86_64::*;
+    let mut n = 0;
+    for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
+        // SAFETY: `s` has 8 readable floats and `d` 8 writable u16 (16 bytes);
+        // unaligned loads/stores need no alignment.
+        unsafe {
+            let v = _mm256_loadu_ps(s.as_ptr());
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)) != 0 {
+                for (o, &x) in d.iter_mut().zip(s) {
+                    *o = f32_to_f16(x);
+                }
+            } else {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm_storeu_si128(d.as_mut_ptr().cast(), h);
+            }
+        }
+        n += 8;
+    }
+    n
+}
+
+/// Whole groups of 8 (software for groups with a NaN); returns how many it did.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+fn round_f16_f16c(x: &mut [f32]) -> usize {
+    use core::arch::x86_64::*;
+    let mut n = 0;
+    for c in x.chunks_exact_mut(8) {
+        // SAFETY: `c` has 8 floats; unaligned loads/stores need no alignment.
+        unsafe {
+            let v = _mm256_loadu_ps(c.as_ptr());
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)) != 0 {
+                for v in c.iter_mut() {
+                    *v = f16_to_f32(f32_to_f16(*v));
+                }
+            } else {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
+            }
+        }
+        n += 8;
+    }
+    n
 }
 
 /// Which body runs [`dots`]: chosen once from the CPU (and `FUCINA_ISA`).
@@ -408,6 +498,48 @@ mod tests {
                     assert_eq!(out[i * 4 + h].to_bits(), want[i * n + h]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn f16c_rounding_equals_software() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut xs: Vec<f32> = (0..200_000)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                f32::from_bits(seed as u32)
+            })
+            .collect();
+        // Every f16 value, the midpoints between neighbours and their f32 neighbours.
+        for h in 0..=u16::MAX {
+            let a = f16_to_f32(h);
+            let b = f16_to_f32(h.wrapping_add(1));
+            let mid = ((f64::from(a) + f64::from(b)) / 2.0) as f32;
+            xs.extend([
+                a,
+                mid,
+                f32::from_bits(mid.to_bits() + 1),
+                f32::from_bits(mid.to_bits().wrapping_sub(1)),
+            ]);
+        }
+        xs.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            65520.0,
+            -65519.0,
+            1e-8,
+            -0.0,
+        ]);
+        let want: Vec<u16> = xs.iter().map(|&x| f32_to_f16(x)).collect();
+        let mut got = vec![0u16; xs.len()];
+        to_f16_bits(&xs, &mut got);
+        assert_eq!(got, want);
+        let mut r = xs.clone();
+        round_f16_in_place(&mut r);
+        for (a, &h) in r.iter().zip(&want) {
+            assert_eq!(a.to_bits(), f16_to_f32(h).to_bits());
         }
     }
 
