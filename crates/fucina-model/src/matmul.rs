@@ -26,9 +26,10 @@ use crate::parallel::{SharedMut, ThreadPool};
 use crate::weights::Linear;
 use crate::{ModelError, Result};
 
-/// Activation rows processed per weight-row sweep (keeps them in L2 while each
-/// weight row is reused across them).
-const ROW_TILE: usize = 64;
+/// Most activation rows per weight-row sweep (each kernel asks for its number,
+/// [`TileDot::rows_per_call`]: enough to reuse each decoded weight tile, few enough to
+/// keep the rows in L2).
+const ROW_TILE: usize = 256;
 /// Weight rows per tile-kernel call (each activation block is loaded once for them).
 const W_TILE: usize = 8;
 
@@ -147,8 +148,9 @@ pub fn matmul_split(
         let mut vals = [0f32; ROW_TILE * W_TILE];
         let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
         for (tiles, s0, s1) in [(&prompt, 0, gemm_rows), (&single, gemm_rows, m)] {
-            for r0 in (s0..s1).step_by(ROW_TILE) {
-                let r1 = (r0 + ROW_TILE).min(s1);
+            let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
+            for r0 in (s0..s1).step_by(row_tile) {
+                let r1 = (r0 + row_tile).min(s1);
                 let acts = &act[r0 * act_row..r1 * act_row];
                 for w0 in (o0..o1).step_by(W_TILE) {
                     let nw = (o1 - w0).min(W_TILE);

@@ -72,6 +72,18 @@ impl TileDot {
         self.prompt
     }
 
+    /// Activation rows worth passing per [`TileDot::dots`] call: Q4_K's kernels
+    /// transpose each weight tile once per call, so they want many rows (they keep
+    /// only per-row accumulators across super-blocks); the others work on small
+    /// register blocks and get 64 (activation rows stay in L2 across weight rows).
+    pub fn rows_per_call(&self) -> usize {
+        if self.entry.ty == GgmlType::Q4_K && self.tile.is_some() {
+            256
+        } else {
+            64
+        }
+    }
+
     /// The single-row entry this wraps.
     pub fn entry(&self) -> &DotEntry {
         &self.entry

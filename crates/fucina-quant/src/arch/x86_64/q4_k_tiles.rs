@@ -43,7 +43,7 @@ macro_rules! q4_k_tiles {
         /// A padding weight block (d = 0: contributes exact zeros).
         static ZERO_BLOCK: [u8; 144] = [0; 144];
         /// Activation rows per accumulator block kept across super-blocks.
-        const T_CHUNK: usize = 64;
+        const T_CHUNK: usize = 256;
 
         /// One super-block of 8 weight rows, lane `k` = row `k`.
         struct Packed {
@@ -214,18 +214,14 @@ macro_rules! q4_k_tiles {
             let mut tot = [_mm256_setzero_si256(); N];
             let mut totm = [_mm256_setzero_si256(); N];
             for j in 0..4 {
+                // Low and high sub-blocks interleaved: 2N independent `vpdpbusd` chains.
                 let mut lo = [_mm256_setzero_si256(); N];
-                for e in 0..8 {
-                    let w = p.lo[j][e];
-                    for t in 0..N {
-                        lo[t] = dpbusd(lo[t], w, bcast4(ys[t], 4 + 64 * j + 4 * e));
-                    }
-                }
                 let mut hi = [_mm256_setzero_si256(); N];
                 for e in 0..8 {
-                    let w = p.hi[j][e];
+                    let (wl, wh) = (p.lo[j][e], p.hi[j][e]);
                     for t in 0..N {
-                        hi[t] = dpbusd(hi[t], w, bcast4(ys[t], 36 + 64 * j + 4 * e));
+                        lo[t] = dpbusd(lo[t], wl, bcast4(ys[t], 4 + 64 * j + 4 * e));
+                        hi[t] = dpbusd(hi[t], wh, bcast4(ys[t], 36 + 64 * j + 4 * e));
                     }
                 }
                 for t in 0..N {
