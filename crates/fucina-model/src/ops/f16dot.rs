@@ -357,33 +357,61 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
     use core::arch::x86_64::*;
     let nc = sh.len / 16;
     let xp = x.as_ptr();
-    for i in 0..sh.ny {
+    // Chunk c of y_i and of every x_h lies inside `y` / `x` (asserted by `dots`).
+    let load_y = |yp: *const f32, c: usize, m: u16| {
+        // SAFETY: `yp` is some y_i, whose chunk c is in bounds (above); a masked
+        // load reads only the kept lanes.
+        unsafe {
+            if m == u16::MAX {
+                _mm512_loadu_ps(yp.add(16 * c))
+            } else {
+                _mm512_maskz_loadu_ps(m, yp.add(16 * c))
+            }
+        }
+    };
+    // SAFETY: AVX-512F implies AVX.
+    let reduce = |a: __m512| unsafe {
+        reduce_halves(
+            _mm512_castps512_ps256(a),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a))),
+        )
+    };
+    let mut i = 0;
+    // Two y vectors per pass: each x chunk is loaded once for 2·N FMA chains.
+    while i + 1 < sh.ny {
+        let yp0 = y[i * sh.y_stride..].as_ptr();
+        let yp1 = y[(i + 1) * sh.y_stride..].as_ptr();
+        let mut a0 = [_mm512_setzero_ps(); N];
+        let mut a1 = [_mm512_setzero_ps(); N];
+        for c in 0..nc {
+            let m = chunk_mask(sh, c, nc);
+            let (y0, y1) = (load_y(yp0, c, m), load_y(yp1, c, m));
+            for h in 0..N {
+                // SAFETY: chunk c of x_h is in bounds (asserted by `dots`).
+                let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
+                a0[h] = _mm512_fmadd_ps(xh, y0, a0[h]);
+                a1[h] = _mm512_fmadd_ps(xh, y1, a1[h]);
+            }
+        }
+        for h in 0..N {
+            out[i * N + h] = reduce(a0[h]);
+            out[(i + 1) * N + h] = reduce(a1[h]);
+        }
+        i += 2;
+    }
+    if i < sh.ny {
         let yp = y[i * sh.y_stride..].as_ptr();
         let mut a = [_mm512_setzero_ps(); N];
         for c in 0..nc {
-            let m = chunk_mask(sh, c, nc);
-            // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x`
-            // (asserted by `dots`); a masked load reads only the kept lanes.
-            unsafe {
-                let yc = if m == u16::MAX {
-                    _mm512_loadu_ps(yp.add(16 * c))
-                } else {
-                    _mm512_maskz_loadu_ps(m, yp.add(16 * c))
-                };
-                for (h, ah) in a.iter_mut().enumerate() {
-                    let xh = _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c));
-                    *ah = _mm512_fmadd_ps(xh, yc, *ah);
-                }
+            let yc = load_y(yp, c, chunk_mask(sh, c, nc));
+            for (h, ah) in a.iter_mut().enumerate() {
+                // SAFETY: chunk c of x_h is in bounds (asserted by `dots`).
+                let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
+                *ah = _mm512_fmadd_ps(xh, yc, *ah);
             }
         }
         for (h, ah) in a.iter().enumerate() {
-            // SAFETY: AVX-512F implies AVX.
-            out[i * N + h] = unsafe {
-                reduce_halves(
-                    _mm512_castps512_ps256(*ah),
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*ah))),
-                )
-            };
+            out[i * N + h] = reduce(*ah);
         }
     }
 }
@@ -491,6 +519,15 @@ mod tests {
             dots_n(n, &x, &y, &sh, &mut out);
             let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
             assert_eq!(got, want, "{len} {fm:x} {lm:x}");
+            for k in 1..=4 {
+                let mut out = vec![0f32; ny * k];
+                dots_n(k, &x, &y, &sh, &mut out);
+                for i in 0..ny {
+                    for h in 0..k {
+                        assert_eq!(out[i * k + h].to_bits(), want[i * n + h], "{k}");
+                    }
+                }
+            }
             let mut out = vec![0f32; ny * 4];
             dots_portable::<4>(&x, &y, &sh, &mut out);
             for i in 0..ny {
