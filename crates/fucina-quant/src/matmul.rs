@@ -18,8 +18,9 @@ use crate::gemm::TileDot;
 use crate::pool::ThreadPool;
 use crate::{QuantError, Result};
 
-/// Chunks per thread: enough for balance, few enough that claiming is free.
-const CHUNKS_PER_THREAD: usize = 16;
+/// Fewest weight rows a thread claims at once (whole tiles; the last claim may be
+/// shorter).
+const MIN_CLAIM_ROWS: usize = 16;
 /// Weight rows per tile-kernel call: a tile's weights stay in L1 while its tokens pass.
 const GEMM_TILE_ROWS: usize = 8;
 /// Tokens per tile-kernel call (their activations stay in L1/L2 while the weights pass).
@@ -156,49 +157,87 @@ impl<'a> QMatrix<'a> {
         {
             act.quantize_into(src, dst);
         }
-        let n_chunks = (pool.n_threads() * CHUNKS_PER_THREAD).min(self.rows);
-        let chunk_rows = self.rows.div_ceil(n_chunks);
         let next = AtomicUsize::new(0);
         let out = SharedOut::new(y);
         let acts = &acts[..];
         let tiles = TileDot::new(&self.entry);
-        pool.run(&|_thread| loop {
-            let c = next.fetch_add(1, Ordering::Relaxed);
-            let start = c * chunk_rows;
-            if start >= self.rows {
-                break;
-            }
-            let end = (start + chunk_rows).min(self.rows);
-            if n == 1 {
-                let mut tile = [0f32; GEMM_TILE_ROWS];
-                for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
-                    let t1 = (t0 + GEMM_TILE_ROWS).min(end);
-                    for (v, r) in tile.iter_mut().zip(t0..t1) {
-                        *v = self.entry.dot(self.row(r), acts);
-                    }
-                    out.write(t0, &tile[..t1 - t0]);
-                }
-                continue;
-            }
-            let mut vals = [0f32; GEMM_TILE_ROWS * GEMM_TILE_TOKENS];
-            let mut ws: [&[u8]; GEMM_TILE_ROWS] = [&[]; GEMM_TILE_ROWS];
-            for k0 in (0..n).step_by(GEMM_TILE_TOKENS) {
-                let k1 = (k0 + GEMM_TILE_TOKENS).min(n);
-                let tile_acts = &acts[k0 * act_row..k1 * act_row];
-                for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
-                    let nw = (end - t0).min(GEMM_TILE_ROWS);
-                    for (w, r) in ws.iter_mut().zip(t0..t0 + nw) {
-                        *w = self.row(r);
-                    }
-                    let vals = &mut vals[..(k1 - k0) * nw];
-                    tiles.dots(&ws[..nw], tile_acts, act_row, vals);
-                    for (tok, v) in (k0..k1).zip(vals.chunks_exact(nw)) {
-                        out.write(tok * self.rows + t0, v);
+        let claims = Claims::new(self.rows, pool.n_threads(), self.row_bytes * n);
+        pool.run(&|_thread| {
+            while let Some((start, end)) = claims.next(&next) {
+                let mut vals = [0f32; GEMM_TILE_ROWS * GEMM_TILE_TOKENS];
+                let mut ws: [&[u8]; GEMM_TILE_ROWS] = [&[]; GEMM_TILE_ROWS];
+                for k0 in (0..n).step_by(GEMM_TILE_TOKENS) {
+                    let k1 = (k0 + GEMM_TILE_TOKENS).min(n);
+                    let tile_acts = &acts[k0 * act_row..k1 * act_row];
+                    for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
+                        let nw = (end - t0).min(GEMM_TILE_ROWS);
+                        for (w, r) in ws.iter_mut().zip(t0..t0 + nw) {
+                            *w = self.row(r);
+                        }
+                        let vals = &mut vals[..(k1 - k0) * nw];
+                        tiles.dots(&ws[..nw], tile_acts, act_row, vals);
+                        for (tok, v) in (k0..k1).zip(vals.chunks_exact(nw)) {
+                            out.write(tok * self.rows + t0, v);
+                        }
                     }
                 }
             }
         });
         Ok(())
+    }
+}
+
+/// Guided self-scheduling of a call's weight rows: each claim takes half the remaining
+/// rows' fair share (`remaining / (2 · threads)`, rounded up to whole tiles, at least
+/// [`MIN_CLAIM_ROWS`]), so the first claims are large (few round trips of the shared
+/// counter's cache line between cores) and the last ones small (little waiting for
+/// the slowest thread). A claim never exceeds [`MAX_CLAIM_BYTES`] of weights × tokens,
+/// so a thread the OS deschedules mid-claim holds back little work. Which thread
+/// computes a row never changes its result.
+struct Claims {
+    rows: usize,
+    threads: usize,
+    max_rows: usize,
+}
+
+/// Largest weight bytes × tokens one claim covers (tens of microseconds of work).
+const MAX_CLAIM_BYTES: usize = 1 << 18;
+
+impl Claims {
+    /// `work_per_row`: weight bytes of a row × tokens.
+    fn new(rows: usize, threads: usize, work_per_row: usize) -> Claims {
+        let max_rows = (MAX_CLAIM_BYTES / work_per_row.max(1))
+            .next_multiple_of(GEMM_TILE_ROWS)
+            .max(MIN_CLAIM_ROWS);
+        Claims {
+            rows,
+            threads: threads.max(1),
+            max_rows,
+        }
+    }
+
+    /// The next range of rows, or `None` once every row is claimed.
+    fn next(&self, counter: &AtomicUsize) -> Option<(usize, usize)> {
+        let mut cur = counter.load(Ordering::Relaxed);
+        loop {
+            if cur >= self.rows {
+                return None;
+            }
+            let rem = self.rows - cur;
+            let size = (rem / (2 * self.threads))
+                .next_multiple_of(GEMM_TILE_ROWS)
+                .clamp(MIN_CLAIM_ROWS, self.max_rows)
+                .min(rem);
+            match counter.compare_exchange_weak(
+                cur,
+                cur + size,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some((cur, cur + size)),
+                Err(seen) => cur = seen,
+            }
+        }
     }
 }
 

@@ -55,6 +55,9 @@ fn legacy_tile<const W: usize, const N: usize>(
     let nb = a.iter().fold(nb, |n, y| n.min(y.len() / 34));
     let offv = _mm512_set1_epi8(off);
     for b in 0..nb {
+        if N == 1 {
+            prefetch_next_tile(w, ts, b);
+        }
         let mut q = [_mm512_setzero_si512(); W];
         let mut dx = [_mm512_setzero_ps(); W];
         for p in 0..W / 2 {
@@ -416,6 +419,7 @@ fn q6_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
 /// The Q6_K single-row dot on 512-bit registers (what `avx512` installs; bitwise the
 /// shared 256-bit kernel's result, and the tile kernels' by construction).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline(never)]
 pub(super) fn q6_k_dot(w: &[u8], a: &[u8]) -> f32 {
     q6_k_rows::<1>(w, &[a])[0]
 }
@@ -440,7 +444,7 @@ fn q6_k_q8_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
         },
         // One activation row: the single-row form per weight row measures faster than
         // the 8-row `q6_k_cols` (67 vs 72 GMAC/s single-thread, L2-resident rows).
-        |w: &[&[u8]; 8], a| [w.map(|x| q6_k_rows::<1>(x, a)[0])],
+        |w: &[&[u8]; 8], a| [w.map(|x| q6_k_dot(x, a[0]))],
         |w, a| q6_k_rows(w[0], a).map(|v| [v]),
         |w, a| [[q6_k_rows::<1>(w[0], a)[0]]],
     )
