@@ -17,10 +17,10 @@
 
 use fucina_gguf::GgmlType;
 use fucina_quant::formats::{DequantFn, QuantFn};
-use fucina_quant::half::f32_to_f16;
 use fucina_quant::{DotEntry, Kernels};
 
 use crate::config::Config;
+use crate::ops::f16dot::to_f16_bits;
 use crate::{ModelError, Result};
 
 /// Element type of the cache.
@@ -263,16 +263,35 @@ impl KvCache {
             });
         }
         let kb = layer.k_row * g.n_head_kv;
-        quant(k, &mut layer.k[pos * kb..(pos + 1) * kb]);
+        let k_dst = &mut layer.k[pos * kb..(pos + 1) * kb];
+        match dtype {
+            // The same conversion as `quant` (f32_to_f16), batched through F16C.
+            KvDtype::F16 => {
+                let mut h = [0u16; 64];
+                for (src, dst) in k.chunks(64).zip(k_dst.chunks_mut(128)) {
+                    let h = &mut h[..src.len()];
+                    to_f16_bits(src, h);
+                    for (b, x) in dst.chunks_exact_mut(2).zip(h.iter()) {
+                        b.copy_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+            _ => quant(k, k_dst),
+        }
         match dtype {
             KvDtype::Q8_0 => {
                 let vb = layer.v_row * g.n_head_kv;
                 quant(v, &mut layer.v[pos * vb..(pos + 1) * vb]);
             }
             KvDtype::F16 => {
-                for (i, &x) in v.iter().enumerate() {
-                    let o = (i * cap + pos) * 2;
-                    layer.v[o..o + 2].copy_from_slice(&f32_to_f16(x).to_le_bytes());
+                let mut h = [0u16; 64];
+                for (c, src) in v.chunks(64).enumerate() {
+                    let h = &mut h[..src.len()];
+                    to_f16_bits(src, h);
+                    for (j, x) in h.iter().enumerate() {
+                        let o = ((c * 64 + j) * cap + pos) * 2;
+                        layer.v[o..o + 2].copy_from_slice(&x.to_le_bytes());
+                    }
                 }
             }
             KvDtype::F32 => {
@@ -421,6 +440,31 @@ mod tests {
         ));
         assert!(c.write(0, 8, &k[..64], &v[..64]).is_err());
         assert!(c.write(0, 0, &k[..63], &v[..64]).is_err());
+    }
+
+    #[test]
+    fn f16_rows_are_the_software_conversion() {
+        let mut c = KvCache::new(&geom(), 4, KvDtype::F16).unwrap();
+        let k: Vec<f32> = (0..64)
+            .map(|i| (i as f32 * 0.37).sin() * 70_000.0 / (i + 1) as f32)
+            .collect();
+        let v: Vec<f32> = k.iter().map(|x| x * 1e-7).collect();
+        c.write(0, 2, &k, &v).unwrap();
+        let l = c.layer(0);
+        for (i, &x) in k.iter().enumerate() {
+            let b = &l.k_row(2, i / 32)[(i % 32) * 2..(i % 32) * 2 + 2];
+            assert_eq!(
+                u16::from_le_bytes([b[0], b[1]]),
+                fucina_quant::half::f32_to_f16(x)
+            );
+        }
+        for (i, &x) in v.iter().enumerate() {
+            let b = l.vt_span(i / 32, i % 32, 2, 3, 2, 4);
+            assert_eq!(
+                u16::from_le_bytes([b[0], b[1]]),
+                fucina_quant::half::f32_to_f16(x)
+            );
+        }
     }
 
     #[test]
