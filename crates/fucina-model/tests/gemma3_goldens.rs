@@ -14,25 +14,37 @@ use serde_json::Value;
 // model that needs llama.cpp's exact kernel arithmetic: an f64 forward with the
 // same dequantized weights is ~1.0 logit (3% of the range) away from BOTH engines,
 // because activations are re-quantized to Q8 before every matmul and one flipped
-// rounding cascades through 18 layers. fucina now follows the float ops llama.cpp
+// rounding cascades through 18 layers. fucina follows the float ops llama.cpp
 // executes on x86-64 (x86 Q8_0 activation rounding, ggml's lane/FMA order in the
 // Q4_0/Q5_0/Q8_0/Q4_K/Q6_K dots, ggml_v_expf softmax, tinyBLAS f16 attention dots,
-// FMA-contracted RoPE and GELU): a prompt of <= 3 tokens gives logits bit-identical
-// to llama.cpp's, and 53/192 golden positions are bit-identical. What remains is
-// llama.cpp's batch-size-dependent Q4_K order (its repacked AVX-512 GEMM does one
-// FMA per sub-block pair for groups of 4 prompt tokens, its GEMV one per
-// super-block for decode and leftover rows); fucina keeps one order so batched
-// rows equal single rows bitwise. Measured: 97.9% argmax, max |dlogit|/range
-// 0.025, 10/20 identical greedy-64, worst divergence margin 0.296.
+// FMA-contracted RoPE and GELU), including llama.cpp's batch-dependent Q4_K order
+// (default numerics, see `fucina_model::matmul`: ggml's repacked GEMM order, one FMA
+// per sub-block pair, for the first m - m%4 rows of a mul_mat, its GEMV order for the
+// rest). Measured (scalar, AVX2, AVX-512 alike): 190/192 (98.96%) argmax, max
+// |dlogit|/range 0.0283, 85/192 positions bit-identical over llama.cpp's top-64
+// (53 with one Q4_K order), 10/20 identical greedy-64, worst divergence margin
+// 0.134 (prompt 13; prompt 19: 0.122).
+//
+// What remains (measured against llama.cpp dumps of the same prompts):
+// * prefill batches of >= 8 rows: llama.cpp sends non-repacked K-quant matrices
+//   (here the Q6_K ffn_down of 9 layers) through ggml-cpu's "tiled" K-quant matmul
+//   (ggml-cpu/tiled/, `ggml_tiled_min_batch`: rows >= 8), whose float steps differ
+//   from the vec_dot order fucina reproduces (per super-block `r = isum·d_w`, then
+//   `out += r·d_a`). With `GGML_CPU_TILED_MM=0` llama.cpp's prefill logits of
+//   prompts 1, 2, 5, 6 (9-15 tokens) equal fucina's bit for bit at every position.
+// * decode (one query row): attention output differs from llama.cpp's in the last
+//   bits although every input of the layer is bit-identical (first seen: prompt 5,
+//   token-by-token, position 5, layer 8, kqv_out off by 1e-4); batched attention over
+//   the same keys is bit-identical. This moves greedy continuations.
 
 /// Fraction of positions whose argmax must equal llama.cpp's.
-const MIN_ARGMAX_AGREEMENT: f64 = 0.975;
+const MIN_ARGMAX_AGREEMENT: f64 = 0.985;
 /// Bound on max |Δlogit| / (logit range) over llama.cpp's top-64 ids.
 const MAX_REL_LOGIT_DIFF: f64 = 0.035;
 /// Greedy continuations that must be identical (of 20).
 const MIN_IDENTICAL_GREEDY: usize = 10;
 /// llama.cpp top-2 margin below which a greedy divergence counts as a near-tie.
-const TIE_MARGIN: f64 = 0.3;
+const TIE_MARGIN: f64 = 0.15;
 
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
@@ -77,12 +89,17 @@ fn logits_and_greedy_match_llama_cpp() {
             let top = ids(&pos["top_ids"]);
             let top_l = pos["top_logits"].as_array().expect("top_logits");
             let mut pos_worst = 0f64;
+            let mut pos_exact = true;
             for (&id, l) in top.iter().zip(top_l) {
-                let d = (f64::from(ours[id as usize]) - l.as_f64().expect("logit")).abs();
+                let l = l.as_f64().expect("logit");
+                let d = (f64::from(ours[id as usize]) - l).abs();
                 pos_worst = pos_worst.max(d / range);
+                // The goldens are f32 values; compare as f32 (JSON parsing may be an f64
+                // ulp off).
+                pos_exact &= ours[id as usize].to_bits() == (l as f32).to_bits();
             }
             worst = worst.max(pos_worst);
-            exact += usize::from(pos_worst == 0.0);
+            exact += usize::from(pos_exact);
             if std::env::var_os("FUCINA_GOLDENS_VERBOSE").is_some() {
                 eprintln!(
                     "prompt {pi} ({} tokens) position {i}: max |dlogit|/range {pos_worst:.2e}",
