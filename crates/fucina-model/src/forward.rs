@@ -302,13 +302,16 @@ impl Model {
         let groups = &s.rope_reps;
         let n_rot_max = cfg.layers.iter().map(|l| l.rope.n_rot).max().unwrap_or(0);
         let cs = grow(&mut s.cs, groups.len() * m * n_rot_max);
-        for (g, &il) in groups.iter().enumerate() {
-            let rope = &cfg.layers[il].rope;
-            let ff = self.layers[il].rope_freqs.as_deref().map(|v| v.as_slice());
-            for (r, row) in rows.iter().enumerate() {
-                let o = (g * m + r) * n_rot_max;
-                rope_cache(rope, ff, row.pos as i64, &mut cs[o..o + rope.n_rot]);
-            }
+        if n_rot_max > 0 {
+            par_rows(&self.pool, cs, n_rot_max, &|gr, cs| {
+                for (gr, c) in gr.zip(cs.chunks_exact_mut(n_rot_max)) {
+                    let (g, r) = (gr / m, gr % m);
+                    let il = groups[g];
+                    let rope = &cfg.layers[il].rope;
+                    let ff = self.layers[il].rope_freqs.as_deref().map(|v| v.as_slice());
+                    rope_cache(rope, ff, rows[r].pos as i64, &mut c[..rope.n_rot]);
+                }
+            });
         }
 
         let mut m_cur = m;

@@ -1,5 +1,8 @@
-//! Causal GQA attention of one query head against a [`KvCache`], with optional
-//! sliding window and logit soft cap.
+//! Causal GQA attention against a [`KvCache`], with optional sliding window and
+//! logit soft cap: [`attend_group`] (what the forward runs) computes every query
+//! head of one kv head's group for a block of rows of one sequence, sharing the
+//! K/V conversion between them; [`attend_head`] (one head of one row) is the
+//! reference it is tested against, bit for bit.
 //!
 //! Numerics follow llama.cpp's non-flash CPU path for an f16 cache, bit for bit
 //! on AVX-512 machines: the query is rounded to f16 before `q·k`, scores are
@@ -180,7 +183,7 @@ pub fn attend_head(
 /// weighted sum performs the same float operations in the same order. What is
 /// shared is the work around them: an f16 K row or V^T span is widened once for
 /// all the queries of the group instead of once per (row, head), and the dots run
-/// several heads against one widened vector at a time ([`accumulate_n`]); a Q8_0
+/// several heads against one widened vector at a time ([`dots_n`]); a Q8_0
 /// V row is dequantized once per group.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_group(
