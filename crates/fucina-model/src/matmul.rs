@@ -30,8 +30,12 @@ use crate::{ModelError, Result};
 /// [`TileDot::rows_per_call`]: enough to reuse each decoded weight tile, few enough to
 /// keep the rows in L2).
 const ROW_TILE: usize = 256;
-/// Weight rows per tile-kernel call (each activation block is loaded once for them).
+/// Weight rows per tile-kernel call in decode (each activation block is loaded once
+/// for them).
 const W_TILE: usize = 8;
+/// Most weight rows per tile-kernel call with several activation rows (each kernel
+/// asks for its number, [`TileDot::weights_per_call`]).
+const W_TILE_MAX: usize = 16;
 
 /// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
@@ -110,7 +114,7 @@ pub fn matmul_split(
     // Enough chunks to balance threads, each big enough to amortise the hand-out, in
     // whole weight tiles.
     let n_chunks = (rows / 16).clamp(1, pool.n_threads() * 8);
-    let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE);
+    let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
     let out = SharedMut::new(&mut y[..m * rows]);
     let single = TileDot::new(&entry);
     let prompt = TileDot::new_prompt(&entry);
@@ -145,15 +149,16 @@ pub fn matmul_split(
     pool.run(rows.div_ceil(chunk), &|c| {
         let o0 = c * chunk;
         let o1 = (o0 + chunk).min(rows);
-        let mut vals = [0f32; ROW_TILE * W_TILE];
-        let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
+        let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
+        let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
         for (tiles, s0, s1) in [(&prompt, 0, gemm_rows), (&single, gemm_rows, m)] {
             let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
+            let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
             for r0 in (s0..s1).step_by(row_tile) {
                 let r1 = (r0 + row_tile).min(s1);
                 let acts = &act[r0 * act_row..r1 * act_row];
-                for w0 in (o0..o1).step_by(W_TILE) {
-                    let nw = (o1 - w0).min(W_TILE);
+                for w0 in (o0..o1).step_by(w_tile) {
+                    let nw = (o1 - w0).min(w_tile);
                     for (s, o) in ws.iter_mut().zip(w0..w0 + nw) {
                         *s = &wb[o * rb..(o + 1) * rb];
                     }

@@ -84,6 +84,15 @@ impl TileDot {
         }
     }
 
+    /// Weight rows worth passing per [`TileDot::dots`] call with several activation
+    /// rows: 16 for Q4_K on AVX-512 (two 8-row halves per 512-bit register), else 8.
+    pub fn weights_per_call(&self) -> usize {
+        match self.entry.path {
+            KernelPath::Simd(Isa::Avx512) if self.entry.ty == GgmlType::Q4_K => 16,
+            _ => 8,
+        }
+    }
+
     /// The single-row entry this wraps.
     pub fn entry(&self) -> &DotEntry {
         &self.entry

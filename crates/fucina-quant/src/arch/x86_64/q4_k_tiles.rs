@@ -17,6 +17,194 @@
 //!   `dot_q4_k_q8_k_pairs`.
 
 macro_rules! q4_k_tiles {
+    (@chunk $feat:literal, narrow) => {
+        /// Weight rows per tile.
+        const W_CHUNK: usize = 8;
+
+        /// Up to `W_CHUNK` weight rows × `nt` activation rows.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn tile_chunk<const PAIRS: bool>(
+            ws: &[&[u8]],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            tile8::<PAIRS>(ws, nb, acts, stride, nt, out, ostride)
+        }
+    };
+    (@chunk $feat:literal, wide) => {
+        /// Weight rows per tile: two 8-row halves in 512-bit registers, so that every
+        /// broadcast activation dword (a memory operand) feeds 16 weight rows.
+        const W_CHUNK: usize = 16;
+        /// Activation rows per accumulator block of the 16-row tile.
+        const T_CHUNK16: usize = 128;
+
+        /// [`Packed`] for 16 rows, lane `k` = row `k`.
+        struct Packed16 {
+            lo: [[__m512i; 8]; 4],
+            hi: [[__m512i; 8]; 4],
+            sc: [__m512i; 8],
+            mn: [__m512i; 4],
+            d: __m512,
+            dmin: __m512,
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn join_i(a: __m256i, b: __m256i) -> __m512i {
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn join_f(a: __m256, b: __m256) -> __m512 {
+            _mm512_insertf32x8::<1>(_mm512_castps256_ps512(a), b)
+        }
+
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn pack16(x: &[&[u8]; 16]) -> Packed16 {
+            let a = pack(&core::array::from_fn(|k| x[k]));
+            let b = pack(&core::array::from_fn(|k| x[8 + k]));
+            Packed16 {
+                lo: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.lo[j][e], b.lo[j][e]))),
+                hi: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.hi[j][e], b.hi[j][e]))),
+                sc: core::array::from_fn(|g| join_i(a.sc[g], b.sc[g])),
+                mn: core::array::from_fn(|j| join_i(a.mn[j], b.mn[j])),
+                d: join_f(a.d, b.d),
+                dmin: join_f(a.dmin, b.dmin),
+            }
+        }
+
+        /// [`block_rows`] on 16 lanes (the same per-lane operations).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn block_rows16<const PAIRS: bool, const N: usize>(
+            p: &Packed16,
+            ys: &[&[u8]; N],
+            acc: &mut [[__m512; 2]],
+        ) {
+            let mut a: [__m512; N] = core::array::from_fn(|t| acc[t][0]);
+            let mut am: [__m512; N] = core::array::from_fn(|t| acc[t][1]);
+            let mut dd = [_mm512_setzero_ps(); N];
+            let mut dm = [_mm512_setzero_ps(); N];
+            let mut bs = [[0i32; 4]; N];
+            for t in 0..N {
+                let y = ys[t];
+                let da = _mm512_set1_ps(f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
+                dd[t] = _mm512_mul_ps(p.d, da);
+                dm[t] = _mm512_mul_ps(p.dmin, da);
+                let h = _mm_hadd_epi16(load_i128(&y[260..276]), load_i128(&y[276..292]));
+                // SAFETY: `bs[t]` is 16 writable bytes and `storeu` needs no alignment.
+                unsafe { _mm_storeu_si128(bs[t].as_mut_ptr().cast(), h) };
+            }
+            let mut tot = [_mm512_setzero_si512(); N];
+            let mut totm = [_mm512_setzero_si512(); N];
+            let b4 = |y: &[u8], off: usize| {
+                _mm512_set1_epi32(i32::from_le_bytes([y[off], y[off + 1], y[off + 2], y[off + 3]]))
+            };
+            for j in 0..4 {
+                let mut lo = [_mm512_setzero_si512(); N];
+                let mut hi = [_mm512_setzero_si512(); N];
+                for e in 0..8 {
+                    let (wl, wh) = (p.lo[j][e], p.hi[j][e]);
+                    for t in 0..N {
+                        lo[t] = _mm512_dpbusd_epi32(lo[t], wl, b4(ys[t], 4 + 64 * j + 4 * e));
+                        hi[t] = _mm512_dpbusd_epi32(hi[t], wh, b4(ys[t], 36 + 64 * j + 4 * e));
+                    }
+                }
+                for t in 0..N {
+                    let isum = _mm512_add_epi32(
+                        _mm512_mullo_epi32(lo[t], p.sc[2 * j]),
+                        _mm512_mullo_epi32(hi[t], p.sc[2 * j + 1]),
+                    );
+                    let imin = _mm512_madd_epi16(p.mn[j], _mm512_set1_epi32(bs[t][j]));
+                    if PAIRS {
+                        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd[t], a[t]);
+                        am[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm[t], am[t]);
+                    } else {
+                        tot[t] = _mm512_add_epi32(tot[t], isum);
+                        totm[t] = _mm512_add_epi32(totm[t], imin);
+                    }
+                }
+            }
+            for t in 0..N {
+                if !PAIRS {
+                    a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[t]), dd[t], a[t]);
+                    am[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(totm[t]), dm[t], am[t]);
+                }
+                acc[t] = [a[t], am[t]];
+            }
+        }
+
+        /// [`tile8`] for 9..=16 weight rows (padded to 16 with zero blocks).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn tile16<const PAIRS: bool>(
+            ws: &[&[u8]],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            let nw = ws.len();
+            let mut acc = [[_mm512_setzero_ps(); 2]; T_CHUNK16];
+            for c0 in (0..nt).step_by(T_CHUNK16) {
+                let c1 = (c0 + T_CHUNK16).min(nt);
+                let acc = &mut acc[..c1 - c0];
+                acc.fill([_mm512_setzero_ps(); 2]);
+                for b in 0..nb {
+                    let x: [&[u8]; 16] = core::array::from_fn(|k| match ws.get(k) {
+                        Some(w) => &w[144 * b..144 * (b + 1)],
+                        None => &ZERO_BLOCK[..],
+                    });
+                    let p = pack16(&x);
+                    let y = |t: usize| &acts[t * stride + 292 * b..t * stride + 292 * (b + 1)];
+                    let mut t = c0;
+                    while t + 4 <= c1 {
+                        let ys = [y(t), y(t + 1), y(t + 2), y(t + 3)];
+                        block_rows16::<PAIRS, 4>(&p, &ys, &mut acc[t - c0..]);
+                        t += 4;
+                    }
+                    while t < c1 {
+                        block_rows16::<PAIRS, 1>(&p, &[y(t)], &mut acc[t - c0..]);
+                        t += 1;
+                    }
+                }
+                for (t, a) in (c0..c1).zip(acc.iter()) {
+                    let mut v = [0f32; 16];
+                    // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
+                    unsafe { _mm512_storeu_ps(v.as_mut_ptr(), _mm512_sub_ps(a[0], a[1])) };
+                    out[t * ostride..t * ostride + nw].copy_from_slice(&v[..nw]);
+                }
+            }
+        }
+
+        /// Up to `W_CHUNK` weight rows × `nt` activation rows.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn tile_chunk<const PAIRS: bool>(
+            ws: &[&[u8]],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            if ws.len() > 8 {
+                tile16::<PAIRS>(ws, nb, acts, stride, nt, out, ostride)
+            } else {
+                tile8::<PAIRS>(ws, nb, acts, stride, nt, out, ostride)
+            }
+        }
+    };
     (@dot $feat:literal, vnni) => {
         /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` unsigned, `a` signed).
         #[target_feature(enable = $feat)]
@@ -37,7 +225,7 @@ macro_rules! q4_k_tiles {
             )
         }
     };
-    ($feat:literal, $vnni:tt, $one_row:path) => {
+    ($feat:literal, $vnni:tt, $chunk:tt, $one_row:path) => {
         use core::arch::x86_64::*;
 
         /// A padding weight block (d = 0: contributes exact zeros).
@@ -83,6 +271,7 @@ macro_rules! q4_k_tiles {
         }
 
         q4_k_tiles!(@dot $feat, $vnni);
+        q4_k_tiles!(@chunk $feat, $chunk);
 
         /// Transpose 8 rows of 8 i32 lanes: result `e`, lane `k` = `r[k]` lane `e`.
         #[target_feature(enable = $feat)]
@@ -324,11 +513,11 @@ macro_rules! q4_k_tiles {
             }
             let nb_act = stride / 292;
             let nb_of = |w: &[u8]| (w.len() / 144).min(nb_act);
-            for (c, ws) in ws.chunks(8).enumerate() {
-                let out = &mut out[8 * c..];
+            for (c, ws) in ws.chunks(W_CHUNK).enumerate() {
+                let out = &mut out[W_CHUNK * c..];
                 let nb = nb_of(ws[0]);
                 if ws.iter().all(|w| nb_of(w) == nb) {
-                    tile8::<PAIRS>(ws, nb, acts, stride, nt, out, nw);
+                    tile_chunk::<PAIRS>(ws, nb, acts, stride, nt, out, nw);
                 } else {
                     // Rows of different lengths: each with its own block count.
                     for (k, w) in ws.iter().enumerate() {
@@ -364,7 +553,12 @@ macro_rules! q4_k_tiles {
 
 /// AVX2 + FMA + F16C.
 pub(crate) mod avx2 {
-    q4_k_tiles!("avx2,fma,f16c", novnni, super::super::gemm_avx2::kernel);
+    q4_k_tiles!(
+        "avx2,fma,f16c",
+        novnni,
+        narrow,
+        super::super::gemm_avx2::kernel
+    );
 }
 
 /// AVX-512 (VL + VNNI on 256-bit registers).
@@ -372,6 +566,7 @@ pub(crate) mod avx512 {
     q4_k_tiles!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
         vnni,
+        wide,
         super::super::gemm_avx512::kernel
     );
 }
