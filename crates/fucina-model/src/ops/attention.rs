@@ -62,6 +62,28 @@ pub struct QueryRow {
 /// Keys widened per block of the f16 `q·k` loop (a block of 64 rows of 256 dims is
 /// 64 KiB: it stays in L2 while every query of the task passes over it).
 const KEY_BLOCK: usize = 64;
+/// Keys ahead of the one being widened whose row is prefetched: one kv head's K
+/// rows are a short run every `n_head_kv · head_dim` values, a stream the hardware
+/// prefetchers follow poorly (decode at long contexts reads them from memory).
+const K_PREFETCH: usize = 32;
+
+/// Ask for the cache lines of `bytes` ahead of their use (a hint: no effect on
+/// results).
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: prefetching is a hint that never faults; the address is in `bytes`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// V^T dims widened per block of the f16 `p·v` loop.
 const DIM_BLOCK: usize = 8;
 
@@ -253,6 +275,9 @@ pub fn attend_group(
         for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
             let je = (jb + KEY_BLOCK).min(jmax + 1);
             for j in jb..je {
+                if j + K_PREFETCH <= jmax {
+                    prefetch(layer.k_row(j + K_PREFETCH, kvh));
+                }
                 let kr = &mut s.kf[(j - jb) * hdp..(j - jb + 1) * hdp];
                 fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut kr[..hd]);
                 kr[hd..].fill(0.0);
