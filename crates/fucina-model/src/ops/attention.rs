@@ -46,7 +46,6 @@ pub struct AttnScratch {
     pa: Vec<u8>,
     vrow: Vec<f32>,
     starts: Vec<usize>,
-    dots: Vec<f32>,
 }
 
 /// One query row of an [`attend_group`] call: its row in the query matrix and its
@@ -271,7 +270,6 @@ pub fn attend_group(
             }
         }
         s.kf.resize(KEY_BLOCK * hdp, 0.0);
-        s.dots.resize(KEY_BLOCK * g, 0.0);
         for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
             let je = (jb + KEY_BLOCK).min(jmax + 1);
             for j in jb..je {
@@ -295,19 +293,15 @@ pub fn attend_group(
                     len: hdp,
                     first_mask: u16::MAX,
                     last_mask: u16::MAX,
+                    out_stride: ns,
                 };
                 dots_n(
                     g,
                     &s.qf[r * g * hdp..],
                     &s.kf[(lo - jb) * hdp..],
                     &sh,
-                    &mut s.dots,
+                    &mut s.scores[r * g * ns + lo - st..],
                 );
-                for (k, d) in s.dots[..(hi - lo) * g].chunks_exact(g).enumerate() {
-                    for (h, &v) in d.iter().enumerate() {
-                        s.scores[(r * g + h) * ns + lo + k - st] = v;
-                    }
-                }
             }
         }
     } else {
@@ -338,15 +332,11 @@ pub fn attend_group(
         let st = s.starts[r];
         for h in 0..g {
             let sc = &mut s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
-            let mut max = f32::NEG_INFINITY;
-            for v in sc.iter_mut() {
-                if let Some(c) = p.softcap {
-                    *v = (*v / c).tanh() * c;
-                }
-                *v *= p.kq_scale;
-                max = max.max(*v);
+            if let Some(c) = p.softcap {
+                sc.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
             }
-            softmax_cells(sc, st, max);
+            sc.iter_mut().for_each(|v| *v *= p.kq_scale);
+            softmax_cells(sc, st, row_max(sc));
         }
     }
 
@@ -396,6 +386,20 @@ pub fn attend_group(
     Ok(())
 }
 
+/// `f32::max` over `v` from −∞, as attend_head's running maximum, but 16 lanes at a
+/// time: the maximum of a set is exact and does not depend on the order it is
+/// taken in (NaNs are skipped either way; a ±0 tie can only change the sign of a
+/// zero maximum, which `x − max` and the softmax never see).
+fn row_max(v: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    for c in v.chunks(16) {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l = l.max(x);
+        }
+    }
+    lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b))
+}
+
 /// The f16 `p·v` of [`attend_group`]: per output dim, one dot per (row, head) over
 /// the row's cells in [`f16dot`] order, with the probabilities rounded to f16.
 ///
@@ -439,7 +443,6 @@ fn pv_f16(
     // V^T spans of DIM_BLOCK dims over cells cb..cb + np; cells outside
     // jmin..=jmax are never read unmasked.
     s.kf.resize(DIM_BLOCK * np, 0.0);
-    s.dots.resize(DIM_BLOCK * g, 0.0);
     for d0 in (0..hdv).step_by(DIM_BLOCK) {
         let nd = DIM_BLOCK.min(hdv - d0);
         for dd in 0..nd {
@@ -456,19 +459,15 @@ fn pv_f16(
                 len: lc + 16 - fc,
                 first_mask: u16::MAX << (st - fc),
                 last_mask: u16::MAX >> (15 - (pos - lc)),
+                out_stride: hdv,
             };
             dots_n(
                 g,
                 &s.qf[r * g * np + fc - cb..],
                 &s.kf[fc - cb..],
                 &sh,
-                &mut s.dots,
+                &mut out[r * g * hdv + d0..],
             );
-            for (dd, d) in s.dots[..nd * g].chunks_exact(g).enumerate() {
-                for (h, &v) in d.iter().enumerate() {
-                    out[(r * g + h) * hdv + d0 + dd] = v;
-                }
-            }
         }
     }
 }

@@ -201,9 +201,11 @@ pub struct DotsShape {
     pub first_mask: u16,
     /// Lanes of the last chunk of every `y` that count.
     pub last_mask: u16,
+    /// Distance between the outputs of consecutive `x` vectors.
+    pub out_stride: usize,
 }
 
-/// `out[i·N + h] = dot(x_h, masked y_i)` for `N` vectors `x_h` and `ny` vectors
+/// `out[h·out_stride + i] = dot(x_h, masked y_i)` for `N` vectors `x_h` and `ny` vectors
 /// `y_i` (see [`DotsShape`]), each bitwise what [`dot`] returns for the same two
 /// zero-masked vectors: every output keeps its own 16 lane accumulators, updated
 /// chunk by chunk in order with one FMA per lane, and reduced as [`reduce16`]. What
@@ -212,7 +214,7 @@ pub struct DotsShape {
 #[inline]
 pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
     assert!(
-        N > 0 && sh.len % 16 == 0 && out.len() >= sh.ny * N,
+        N > 0 && sh.len % 16 == 0 && out.len() >= (N - 1) * sh.out_stride + sh.ny,
         "dots shape"
     );
     assert!(x.len() >= (N - 1) * sh.x_stride + sh.len, "dots x bounds");
@@ -221,7 +223,9 @@ pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32
         "dots y bounds"
     );
     if sh.ny == 0 || sh.len == 0 {
-        out[..sh.ny * N].fill(0.0);
+        for h in 0..N {
+            out[h * sh.out_stride..][..sh.ny].fill(0.0);
+        }
         return;
     }
     match body_choice() {
@@ -278,8 +282,8 @@ fn dots_portable<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut
                 }
             }
         }
-        for (o, a) in out[i * N..(i + 1) * N].iter_mut().zip(&acc) {
-            *o = reduce16(a);
+        for (h, a) in acc.iter().enumerate() {
+            out[h * sh.out_stride + i] = reduce16(a);
         }
     }
 }
@@ -341,7 +345,7 @@ unsafe fn dots_avx2<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &
         }
         for h in 0..N {
             // SAFETY: AVX is part of this function's features.
-            out[i * N + h] = unsafe { reduce_halves(a0[h], a1[h]) };
+            out[h * sh.out_stride + i] = unsafe { reduce_halves(a0[h], a1[h]) };
         }
     }
 }
@@ -394,8 +398,8 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
             }
         }
         for h in 0..N {
-            out[i * N + h] = reduce(a0[h]);
-            out[(i + 1) * N + h] = reduce(a1[h]);
+            out[h * sh.out_stride + i] = reduce(a0[h]);
+            out[h * sh.out_stride + i + 1] = reduce(a1[h]);
         }
         i += 2;
     }
@@ -411,39 +415,34 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
             }
         }
         for (h, ah) in a.iter().enumerate() {
-            out[i * N + h] = reduce(*ah);
+            out[h * sh.out_stride + i] = reduce(*ah);
         }
     }
 }
 
-/// [`dots`] for a run-time number `n` of `x` vectors, four at a time; `out` is
-/// `ny × n` (row `i` holds `y_i` against every `x_h`).
+/// [`dots`] for a run-time number `n` of `x` vectors, four at a time.
 pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
-    match n {
-        0 => return,
-        1 => return dots::<1>(x, y, sh, out),
-        2 => return dots::<2>(x, y, sh, out),
-        3 => return dots::<3>(x, y, sh, out),
-        4 => return dots::<4>(x, y, sh, out),
-        _ => {}
-    }
-    let mut tmp = [0f32; 4];
-    for i in 0..sh.ny {
-        let one = DotsShape { ny: 1, ..*sh };
-        let yi = &y[i * sh.y_stride..];
-        let mut h = 0;
-        while h < n {
-            let xh = &x[h * sh.x_stride..];
-            let k = (n - h).min(4);
-            match k {
-                1 => dots::<1>(xh, yi, &one, &mut tmp),
-                2 => dots::<2>(xh, yi, &one, &mut tmp),
-                3 => dots::<3>(xh, yi, &one, &mut tmp),
-                _ => dots::<4>(xh, yi, &one, &mut tmp),
+    let mut h = 0;
+    while h < n {
+        let (xh, oh) = (&x[h * sh.x_stride..], &mut out[h * sh.out_stride..]);
+        h += match n - h {
+            1 => {
+                dots::<1>(xh, y, sh, oh);
+                1
             }
-            out[i * n + h..i * n + h + k].copy_from_slice(&tmp[..k]);
-            h += k;
-        }
+            2 => {
+                dots::<2>(xh, y, sh, oh);
+                2
+            }
+            3 => {
+                dots::<3>(xh, y, sh, oh);
+                3
+            }
+            _ => {
+                dots::<4>(xh, y, sh, oh);
+                4
+            }
+        };
     }
 }
 
@@ -498,6 +497,7 @@ mod tests {
                 len,
                 first_mask: fm,
                 last_mask: lm,
+                out_stride: ny + 3,
             };
             let mut want = vec![0u32; ny * n];
             for i in 0..ny {
@@ -515,24 +515,27 @@ mod tests {
                     want[i * n + h] = dot(&x[h * xs..h * xs + len], &yi).to_bits();
                 }
             }
-            let mut out = vec![0f32; ny * n];
+            let os = sh.out_stride;
+            let mut out = vec![0f32; n * os];
             dots_n(n, &x, &y, &sh, &mut out);
-            let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            let got: Vec<u32> = (0..ny * n)
+                .map(|k| out[(k % n) * os + k / n].to_bits())
+                .collect();
             assert_eq!(got, want, "{len} {fm:x} {lm:x}");
             for k in 1..=4 {
-                let mut out = vec![0f32; ny * k];
+                let mut out = vec![0f32; k * os];
                 dots_n(k, &x, &y, &sh, &mut out);
                 for i in 0..ny {
                     for h in 0..k {
-                        assert_eq!(out[i * k + h].to_bits(), want[i * n + h], "{k}");
+                        assert_eq!(out[h * os + i].to_bits(), want[i * n + h], "{k}");
                     }
                 }
             }
-            let mut out = vec![0f32; ny * 4];
+            let mut out = vec![0f32; 4 * os];
             dots_portable::<4>(&x, &y, &sh, &mut out);
             for i in 0..ny {
                 for h in 0..4 {
-                    assert_eq!(out[i * 4 + h].to_bits(), want[i * n + h]);
+                    assert_eq!(out[h * os + i].to_bits(), want[i * n + h]);
                 }
             }
         }

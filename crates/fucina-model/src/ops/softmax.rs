@@ -15,7 +15,8 @@ use crate::ops::f16dot::reduce16;
 const CHUNK: usize = 16;
 
 /// ggml's `ggml_v_expf` (Cody–Waite reduction, degree-5 polynomial, `scalef`),
-/// one lane at a time; within ~1.5 ulp of `exp`.
+/// one lane at a time; within ~1.5 ulp of `exp`. Written without an early return
+/// (both results computed, one selected) so the softmax loop vectorizes.
 #[inline(always)]
 pub fn ggml_expf(x: f32) -> f32 {
     let f = f32::from_bits;
@@ -23,18 +24,25 @@ pub fn ggml_expf(x: f32) -> f32 {
     let z = x.mul_add(f(0x3fb8_aa3b), r);
     let n = z - r;
     let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x));
-    if n.abs() > 192.0 {
-        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
-    }
     let u = b * b;
     let j = f(0x3c07_2010)
         .mul_add(b, f(0x3d2b_9f17))
         .mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)))
         .mul_add(u, f(0x3f7f_fff6).mul_add(b, 1.0));
-    // scalef(j, n) = j·2^n with one rounding: exact in f64, then rounded once. 2^n
-    // (|n| <= 192, an integer; NaN casts to 0) is built from its exponent bits.
-    let two_n = f64::from_bits(((n as i64 + 1023) as u64) << 52);
-    (f64::from(j) * two_n) as f32
+    // scalef(j, n) = j·2^n with one rounding: exact in f64, then rounded once. For
+    // |n| <= 192 (the lanes whose result is kept), z = 0x1.8p23 + n lies in
+    // [2^23, 2^24), so n is the difference of the bit patterns (as ggml reads it),
+    // and 2^n is built from its exponent bits; other lanes compute garbage that
+    // the select below discards.
+    let k = (z.to_bits() as i32).wrapping_sub(r.to_bits() as i32);
+    let two_n = f64::from_bits(u64::from(k.wrapping_add(1023) as u32) << 52);
+    let scaled = (f64::from(j) * two_n) as f32;
+    let out_of_range = if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    if n.abs() > 192.0 {
+        out_of_range
+    } else {
+        scaled
+    }
 }
 
 /// In place: `w[i] = exp(w[i] − max) / Σ`, where `w[i]` is the score of cache
@@ -104,6 +112,45 @@ mod tests {
         assert_eq!(ggml_expf(f32::NEG_INFINITY), 0.0);
         assert_eq!(ggml_expf(-200.0), 0.0);
         assert_eq!(ggml_expf(0.0), 1.0);
+    }
+
+    /// ggml_expf as first written: early return, 2^n from `powi`.
+    fn expf_reference(x: f32) -> f32 {
+        let f = f32::from_bits;
+        let r = f(0x4b40_0000);
+        let z = x.mul_add(f(0x3fb8_aa3b), r);
+        let n = z - r;
+        let b = (-n).mul_add(f(0x35bf_be8e), (-n).mul_add(f(0x3f31_7200), x));
+        if n.abs() > 192.0 {
+            return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+        }
+        let u = b * b;
+        let j = f(0x3c07_2010)
+            .mul_add(b, f(0x3d2b_9f17))
+            .mul_add(u, f(0x3e2a_af33).mul_add(b, f(0x3eff_fedb)))
+            .mul_add(u, f(0x3f7f_fff6).mul_add(b, 1.0));
+        (f64::from(j) * 2f64.powi(n as i32)) as f32
+    }
+
+    #[test]
+    fn expf_equals_reference_bitwise() {
+        let mut xs: Vec<f32> = (-400_000..400_000).map(|i| i as f32 * 4e-4).collect();
+        xs.extend((0..u32::MAX).step_by(65_537).map(f32::from_bits));
+        xs.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+        ]);
+        for x in xs {
+            let (a, b) = (ggml_expf(x), expf_reference(x));
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{x}: {a} vs {b}"
+            );
+        }
     }
 
     /// The cell-at-a-time loop `softmax_cells` replaced.
