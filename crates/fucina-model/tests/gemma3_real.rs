@@ -185,6 +185,42 @@ fn default_numerics_differ_from_pinned_only_from_four_rows() {
     }
 }
 
+/// At the last layer llama.cpp projects the attention of every row through `wo` before
+/// dropping the rows without logits, so a kept row keeps its place in the Q4_K
+/// GEMM / GEMV split: the last row's logits are the same whether all rows or only it
+/// ask for logits (this model's last `ffn_down` is Q6_K, whose order does not depend
+/// on the batch), for every prompt length mod 4.
+#[test]
+fn last_row_logits_do_not_depend_on_which_rows_want_logits() {
+    let m = model();
+    let vocab = m.config().n_vocab;
+    let toks: Vec<u32> = LLAMA_CPP_GREEDY
+        .iter()
+        .flat_map(|(_, ids, _)| ids.iter())
+        .copied()
+        .take(9)
+        .collect();
+    for n in 1..=toks.len() {
+        let run = |all| {
+            let mut caches = vec![m.new_cache(64, KvDtype::F16).expect("cache")];
+            let mut sc = Scratch::default();
+            let out = eval_rows(
+                &BatchRow::sequence(0, 0, &toks[..n], all),
+                &mut caches,
+                &mut sc,
+            );
+            out[out.len() - vocab..].to_vec()
+        };
+        let (all, last) = (run(true), run(false));
+        assert!(
+            all.iter()
+                .zip(&last)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{n} rows: last-row logits depend on which rows want logits"
+        );
+    }
+}
+
 /// q8_0 KV cache: half the bytes of f16, logits within a stated distance of f16.
 #[test]
 fn q8_0_cache_is_close_to_f16_and_half_the_bytes() {
