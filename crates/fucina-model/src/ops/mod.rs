@@ -4,6 +4,7 @@
 pub mod act;
 pub mod attention;
 pub mod f16dot;
+pub mod f16dot_vec;
 pub mod norm;
 pub mod rope;
 pub mod softmax;
