@@ -383,6 +383,9 @@ impl Model {
                 window: lc.sliding_window,
                 kq_scale: cfg.kq_scale,
                 softcap: cfg.attn_softcap,
+                // llama.cpp's f16 attention order depends on the batch: tinyBLAS
+                // for >= 2 tokens, ggml_vec_dot_f16 for one (pinned: always the latter).
+                decode_order: m == 1 || s.mm.pinned(),
             };
             let caches_ro: &[KvCache] = caches;
             let q_ro: &[f32] = q;

@@ -151,10 +151,12 @@ fn batched_forward_equals_single_rows_bitwise() {
         .all(|(x, y)| x.to_bits() == y.to_bits()));
 }
 
-/// Default numerics follow llama.cpp's prompt-batch split: batches of up to 3 rows
-/// run every matmul in the single-row order (bitwise the pinned logits); from 4 rows
-/// on, the Q4_K matmuls of the first `m - m % 4` rows take ggml's GEMM order, so the
-/// logits differ from the pinned ones.
+/// Default numerics follow llama.cpp's batch-dependent orders: one row is exactly
+/// the pinned (single-row) arithmetic; from 2 rows attention takes tinyBLAS's order
+/// instead of ggml_vec_dot_f16's (on 2-3 keys that changes at most the last bits of
+/// a score, which the f16 rounding of the probabilities usually absorbs, so 2-3 rows
+/// are not asserted either way); from 4 rows the Q4_K matmuls of the first
+/// `m - m % 4` rows take ggml's GEMM order, so the logits differ from the pinned ones.
 #[test]
 fn default_numerics_differ_from_pinned_only_from_four_rows() {
     let m = model();
@@ -181,7 +183,9 @@ fn default_numerics_differ_from_pinned_only_from_four_rows() {
             .iter()
             .zip(&default)
             .all(|(x, y)| x.to_bits() == y.to_bits());
-        assert_eq!(same, n < 4, "{n} rows: default == pinned is {same}");
+        if n == 1 || n >= 4 {
+            assert_eq!(same, n == 1, "{n} rows: default == pinned is {same}");
+        }
     }
 }
 

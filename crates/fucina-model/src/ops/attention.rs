@@ -15,6 +15,7 @@
 
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::ops::f16dot::{self, dots_n, round_f16_in_place, DotsShape, F16_PAD};
+use crate::ops::f16dot_vec::{dots_vec, dots_vec_n};
 use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
@@ -34,6 +35,11 @@ pub struct AttnParams {
     pub kq_scale: f32,
     /// Soft cap `c·tanh(s/c)` applied to raw scores before scaling.
     pub softcap: Option<f32>,
+    /// f16 caches: run the dots in llama.cpp's single-token decode order
+    /// (`ggml_vec_dot_f16`, [`crate::ops::f16dot_vec`]) instead of its prompt-batch
+    /// order (tinyBLAS, [`f16dot`]). The forward sets it for one-row batches, and
+    /// for every row in pinned mode. [`attend_head`] ignores it (prompt order).
+    pub decode_order: bool,
 }
 
 /// Per-thread buffers of [`attend_head`] and [`attend_group`].
@@ -95,6 +101,22 @@ pub fn window_start(pos: usize, window: Option<usize>) -> usize {
     }
 }
 
+/// One [`dots_vec`] dot of `x` and `y` over their first `len` elements.
+fn vec_dot1(x: &[f32], y: &[f32], len: usize) -> f32 {
+    let sh = DotsShape {
+        x_stride: len,
+        ny: 1,
+        y_stride: len,
+        len,
+        first_mask: u16::MAX,
+        last_mask: u16::MAX,
+        out_stride: 1,
+    };
+    let mut o = [0f32];
+    dots_vec::<1>(x, y, &sh, &mut o);
+    o[0]
+}
+
 /// Attention output of query head `head` (`q`: `head_dim_k` values, post-RoPE and
 /// pre-scaled) at position `pos` of layer `il`, attending to cached positions
 /// `window_start(pos)..=pos`, into `out` (`head_dim_v` values).
@@ -130,7 +152,11 @@ pub fn attend_head(
         s.kf.resize(s.qf.len(), 0.0);
         for j in start..=pos {
             fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut s.kf);
-            s.scores.push(f16dot::dot(&s.kf, &s.qf));
+            s.scores.push(if p.decode_order {
+                vec_dot1(&s.kf, &s.qf, hd.next_multiple_of(16))
+            } else {
+                f16dot::dot(&s.kf, &s.qf)
+            });
         }
     } else {
         s.qa.clear();
@@ -166,7 +192,11 @@ pub fn attend_head(
             for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
                 let span = layer.vt_span(kvh, d, start, pos + 1, 2, cache.capacity());
                 fucina_quant::half::widen_f16_into(span, &mut s.kf[start - c0..]);
-                *o = f16dot::dot(&s.qf, &s.kf);
+                *o = if p.decode_order {
+                    vec_dot1(&s.qf, &s.kf, c1 - c0)
+                } else {
+                    f16dot::dot(&s.qf, &s.kf)
+                };
             }
         }
         KvDtype::F32 => {
@@ -295,7 +325,8 @@ pub fn attend_group(
                     last_mask: u16::MAX,
                     out_stride: ns,
                 };
-                dots_n(
+                let dots = if p.decode_order { dots_vec_n } else { dots_n };
+                dots(
                     g,
                     &s.qf[r * g * hdp..],
                     &s.kf[(lo - jb) * hdp..],
@@ -341,6 +372,7 @@ pub fn attend_group(
     }
 
     match dtype {
+        KvDtype::F16 if p.decode_order => pv_f16_decode(cache, il, kvh, rows, g, ns, hdv, out, s),
         KvDtype::F16 => pv_f16(cache, il, kvh, rows, g, ns, hdv, out, s),
         KvDtype::F32 => {
             for (r, row) in rows.iter().enumerate() {
@@ -472,6 +504,71 @@ fn pv_f16(
     }
 }
 
+/// [`pv_f16`] in `ggml_vec_dot_f16`'s order ([`dots_vec_n`]): each dot runs over
+/// the 64-aligned cells `start / 64 · 64 .. (pos / 64 + 1) · 64`, so every cell
+/// lands in llama.cpp's accumulator and lane. Probabilities are zero outside the
+/// row's visible cells and V is zero outside `jmin..=jmax` (as a cleared cache
+/// cell), so those cells add `fma(0, v, acc) = acc`, as in llama.cpp's padded view.
+#[allow(clippy::too_many_arguments)]
+fn pv_f16_decode(
+    cache: &KvCache,
+    il: usize,
+    kvh: usize,
+    rows: &[QueryRow],
+    g: usize,
+    ns: usize,
+    hdv: usize,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+) {
+    const A: usize = 64;
+    let layer = cache.layer(il);
+    let nr = rows.len();
+    let jmin = s.starts.iter().copied().min().unwrap_or(0);
+    let jmax = rows.iter().map(|r| r.pos).max().unwrap_or(0);
+    let cb = jmin / A * A;
+    let np = (jmax + 1).next_multiple_of(A) - cb;
+    s.qf.clear();
+    s.qf.resize(nr * g * np, 0.0);
+    for (r, row) in rows.iter().enumerate() {
+        let st = s.starts[r];
+        for h in 0..g {
+            let src = &s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
+            let dst = &mut s.qf[(r * g + h) * np + st - cb..][..src.len()];
+            dst.copy_from_slice(src);
+            round_f16_in_place(dst);
+        }
+    }
+    s.kf.clear();
+    s.kf.resize(DIM_BLOCK * np, 0.0);
+    for d0 in (0..hdv).step_by(DIM_BLOCK) {
+        let nd = DIM_BLOCK.min(hdv - d0);
+        for dd in 0..nd {
+            let span = layer.vt_span(kvh, d0 + dd, jmin, jmax + 1, 2, cache.capacity());
+            fucina_quant::half::widen_f16_into(span, &mut s.kf[dd * np + jmin - cb..]);
+        }
+        for (r, row) in rows.iter().enumerate() {
+            let (fc, lc) = (s.starts[r] / A * A, row.pos / A * A);
+            let sh = DotsShape {
+                x_stride: np,
+                ny: nd,
+                y_stride: np,
+                len: lc + A - fc,
+                first_mask: u16::MAX,
+                last_mask: u16::MAX,
+                out_stride: hdv,
+            };
+            dots_vec_n(
+                g,
+                &s.qf[r * g * np + fc - cb..],
+                &s.kf[fc - cb..],
+                &sh,
+                &mut out[r * g * hdv + d0..],
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,6 +633,7 @@ mod tests {
                     window,
                     kq_scale: 0.5,
                     softcap: None,
+                    decode_order: false,
                 };
                 let mut out = vec![0f32; 32];
                 let mut s = AttnScratch::default();
@@ -574,6 +672,7 @@ mod tests {
             window: None,
             kq_scale: 1.0,
             softcap: Some(1.0),
+            decode_order: false,
         };
         attend_head(&c, 0, 0, &q, 2, &p, &mut out, &mut s).unwrap();
         assert!(
@@ -626,7 +725,13 @@ mod tests {
                 (100..112).collect(),
                 vec![3, 17, 40, 63, 64, 65, 80, 97, 120, 130, 140, 149],
             ];
-            for (window, softcap) in [(None, None), (Some(20), None), (Some(7), Some(0.8))] {
+            for (window, softcap, decode_order) in [
+                (None, None, false),
+                (Some(20), None, false),
+                (Some(7), Some(0.8), false),
+                (None, None, true),
+                (Some(20), Some(0.8), true),
+            ] {
                 let p = AttnParams {
                     group,
                     head_dim_k: hd,
@@ -634,6 +739,7 @@ mod tests {
                     window,
                     kq_scale: 0.3,
                     softcap,
+                    decode_order,
                 };
                 for set in &row_sets {
                     let qrows: Vec<QueryRow> = set

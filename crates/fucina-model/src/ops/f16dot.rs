@@ -4,9 +4,9 @@
 //! output (lane = element index mod 16), reduced with `_mm512_reduce_add_ps`.
 //!
 //! llama.cpp runs single-token decode through `ggml_vec_dot_f16` instead (four
-//! 16-lane accumulators); fucina keeps one order so a batch of rows equals the
-//! same rows one at a time, bitwise, and follows the prompt order, which also
-//! fixes the KV state a continuation starts from.
+//! 16-lane accumulators): that order lives in [`super::f16dot_vec`], and the
+//! forward picks it for one-row batches and, in pinned mode, for every row (so a
+//! batch of rows equals the same rows one at a time, bitwise).
 //!
 //! Inputs are f16 values widened to f32, padded with zeros to a multiple of
 //! [`F16_PAD`]: `fma(0, v, acc) = acc`, so padding (like llama.cpp's masked
