@@ -372,8 +372,7 @@ pub fn attend_group(
     }
 
     match dtype {
-        KvDtype::F16 if p.decode_order => pv_f16_decode(cache, il, kvh, rows, g, ns, hdv, out, s),
-        KvDtype::F16 => pv_f16(cache, il, kvh, rows, g, ns, hdv, out, s),
+        KvDtype::F16 => pv_f16(cache, il, kvh, rows, g, ns, hdv, p.decode_order, out, s),
         KvDtype::F32 => {
             for (r, row) in rows.iter().enumerate() {
                 let st = s.starts[r];
@@ -433,14 +432,21 @@ fn row_max(v: &[f32]) -> f32 {
 }
 
 /// The f16 `p·v` of [`attend_group`]: per output dim, one dot per (row, head) over
-/// the row's cells in [`f16dot`] order, with the probabilities rounded to f16.
+/// the row's cells, with the probabilities rounded to f16.
 ///
-/// [`attend_head`] dots cells `c0..c1` (64-aligned) of two zero-padded vectors that
-/// hold p and V only at the visible cells `start..=pos`. A 16-cell chunk outside
-/// those cells adds `fma(0, 0, acc) = acc` to every lane (accumulators start at +0
-/// and, holding sums of products of f16 values, never become −0), so only the
-/// chunks from `start / 16` to `pos / 16` are run here, the first and last with V
-/// masked to the visible cells exactly as the zero padding does.
+/// Prompt order ([`f16dot`]): [`attend_head`] dots cells `c0..c1` (64-aligned) of
+/// two zero-padded vectors that hold p and V only at the visible cells
+/// `start..=pos`. A 16-cell chunk outside those cells adds `fma(0, 0, acc) = acc`
+/// to every lane (accumulators start at +0 and, holding sums of products of f16
+/// values, never become −0), so only the chunks from `start / 16` to `pos / 16` are
+/// run here, the first and last with V masked to the visible cells exactly as the
+/// zero padding does.
+///
+/// Decode order (`decode`, [`dots_vec_n`]): the accumulator of a cell depends on
+/// its place in a 64-cell step, so each dot runs over the 64-aligned cells
+/// `start / 64 · 64 .. (pos / 64 + 1) · 64`; probabilities are zero outside the
+/// row's visible cells and V is zero outside `jmin..=jmax` (a cleared cache cell), so
+/// those cells add `fma(0, v, acc) = acc`, as in llama.cpp's padded view.
 #[allow(clippy::too_many_arguments)]
 fn pv_f16(
     cache: &KvCache,
@@ -450,15 +456,17 @@ fn pv_f16(
     g: usize,
     ns: usize,
     hdv: usize,
+    decode: bool,
     out: &mut [f32],
     s: &mut AttnScratch,
 ) {
+    let a = if decode { 64 } else { 16 };
     let layer = cache.layer(il);
     let nr = rows.len();
     let jmin = s.starts.iter().copied().min().unwrap_or(0);
     let jmax = rows.iter().map(|r| r.pos).max().unwrap_or(0);
-    let cb = jmin / 16 * 16;
-    let np = (jmax + 1).next_multiple_of(16) - cb;
+    let cb = jmin / a * a;
+    let np = (jmax + 1).next_multiple_of(a) - cb;
     // Probabilities of (r, h) at cell c: qf[(r·g + h)·np + c − cb], zero outside
     // the row's visible cells.
     s.qf.clear();
@@ -472,8 +480,11 @@ fn pv_f16(
             round_f16_in_place(dst);
         }
     }
-    // V^T spans of DIM_BLOCK dims over cells cb..cb + np; cells outside
-    // jmin..=jmax are never read unmasked.
+    // V^T spans of DIM_BLOCK dims over cells cb..cb + np; in prompt order cells
+    // outside jmin..=jmax are never read unmasked, in decode order they are zero.
+    if decode {
+        s.kf.clear();
+    }
     s.kf.resize(DIM_BLOCK * np, 0.0);
     for d0 in (0..hdv).step_by(DIM_BLOCK) {
         let nd = DIM_BLOCK.min(hdv - d0);
@@ -483,82 +494,23 @@ fn pv_f16(
         }
         for (r, row) in rows.iter().enumerate() {
             let (st, pos) = (s.starts[r], row.pos);
-            let (fc, lc) = (st / 16 * 16, pos / 16 * 16);
+            let (fc, lc) = (st / a * a, pos / a * a);
+            let (first_mask, last_mask) = if decode {
+                (u16::MAX, u16::MAX)
+            } else {
+                (u16::MAX << (st - fc), u16::MAX >> (15 - (pos - lc)))
+            };
             let sh = DotsShape {
                 x_stride: np,
                 ny: nd,
                 y_stride: np,
-                len: lc + 16 - fc,
-                first_mask: u16::MAX << (st - fc),
-                last_mask: u16::MAX >> (15 - (pos - lc)),
+                len: lc + a - fc,
+                first_mask,
+                last_mask,
                 out_stride: hdv,
             };
-            dots_n(
-                g,
-                &s.qf[r * g * np + fc - cb..],
-                &s.kf[fc - cb..],
-                &sh,
-                &mut out[r * g * hdv + d0..],
-            );
-        }
-    }
-}
-
-/// [`pv_f16`] in `ggml_vec_dot_f16`'s order ([`dots_vec_n`]): each dot runs over
-/// the 64-aligned cells `start / 64 · 64 .. (pos / 64 + 1) · 64`, so every cell
-/// lands in llama.cpp's accumulator and lane. Probabilities are zero outside the
-/// row's visible cells and V is zero outside `jmin..=jmax` (as a cleared cache
-/// cell), so those cells add `fma(0, v, acc) = acc`, as in llama.cpp's padded view.
-#[allow(clippy::too_many_arguments)]
-fn pv_f16_decode(
-    cache: &KvCache,
-    il: usize,
-    kvh: usize,
-    rows: &[QueryRow],
-    g: usize,
-    ns: usize,
-    hdv: usize,
-    out: &mut [f32],
-    s: &mut AttnScratch,
-) {
-    const A: usize = 64;
-    let layer = cache.layer(il);
-    let nr = rows.len();
-    let jmin = s.starts.iter().copied().min().unwrap_or(0);
-    let jmax = rows.iter().map(|r| r.pos).max().unwrap_or(0);
-    let cb = jmin / A * A;
-    let np = (jmax + 1).next_multiple_of(A) - cb;
-    s.qf.clear();
-    s.qf.resize(nr * g * np, 0.0);
-    for (r, row) in rows.iter().enumerate() {
-        let st = s.starts[r];
-        for h in 0..g {
-            let src = &s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
-            let dst = &mut s.qf[(r * g + h) * np + st - cb..][..src.len()];
-            dst.copy_from_slice(src);
-            round_f16_in_place(dst);
-        }
-    }
-    s.kf.clear();
-    s.kf.resize(DIM_BLOCK * np, 0.0);
-    for d0 in (0..hdv).step_by(DIM_BLOCK) {
-        let nd = DIM_BLOCK.min(hdv - d0);
-        for dd in 0..nd {
-            let span = layer.vt_span(kvh, d0 + dd, jmin, jmax + 1, 2, cache.capacity());
-            fucina_quant::half::widen_f16_into(span, &mut s.kf[dd * np + jmin - cb..]);
-        }
-        for (r, row) in rows.iter().enumerate() {
-            let (fc, lc) = (s.starts[r] / A * A, row.pos / A * A);
-            let sh = DotsShape {
-                x_stride: np,
-                ny: nd,
-                y_stride: np,
-                len: lc + A - fc,
-                first_mask: u16::MAX,
-                last_mask: u16::MAX,
-                out_stride: hdv,
-            };
-            dots_vec_n(
+            let dots = if decode { dots_vec_n } else { dots_n };
+            dots(
                 g,
                 &s.qf[r * g * np + fc - cb..],
                 &s.kf[fc - cb..],

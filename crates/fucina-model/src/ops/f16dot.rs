@@ -420,30 +420,36 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
     }
 }
 
-/// [`dots`] for a run-time number `n` of `x` vectors, four at a time.
-pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+/// A [`dots`]-shaped kernel for a fixed number of `x` vectors.
+pub(crate) type DotsFn = fn(&[f32], &[f32], &DotsShape, &mut [f32]);
+
+/// Run `n` `x` vectors through `kernels[k - 1]` (the `k`-vector form), four at a time.
+pub(crate) fn dots_by_four(
+    kernels: &[DotsFn; 4],
+    n: usize,
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    out: &mut [f32],
+) {
     let mut h = 0;
     while h < n {
-        let (xh, oh) = (&x[h * sh.x_stride..], &mut out[h * sh.out_stride..]);
-        h += match n - h {
-            1 => {
-                dots::<1>(xh, y, sh, oh);
-                1
-            }
-            2 => {
-                dots::<2>(xh, y, sh, oh);
-                2
-            }
-            3 => {
-                dots::<3>(xh, y, sh, oh);
-                3
-            }
-            _ => {
-                dots::<4>(xh, y, sh, oh);
-                4
-            }
-        };
+        let k = (n - h).min(4);
+        kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]);
+        h += k;
     }
+}
+
+/// [`dots`] for a run-time number `n` of `x` vectors, four at a time.
+pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    dots_by_four(
+        &[dots::<1>, dots::<2>, dots::<3>, dots::<4>],
+        n,
+        x,
+        y,
+        sh,
+        out,
+    );
 }
 
 #[cfg(test)]

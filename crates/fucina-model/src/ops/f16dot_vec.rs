@@ -180,28 +180,8 @@ pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut 
 
 /// [`dots_vec`] for a run-time number `n` of `x` vectors, four at a time.
 pub fn dots_vec_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
-    let mut h = 0;
-    while h < n {
-        let (xh, oh) = (&x[h * sh.x_stride..], &mut out[h * sh.out_stride..]);
-        h += match n - h {
-            1 => {
-                dots_vec::<1>(xh, y, sh, oh);
-                1
-            }
-            2 => {
-                dots_vec::<2>(xh, y, sh, oh);
-                2
-            }
-            3 => {
-                dots_vec::<3>(xh, y, sh, oh);
-                3
-            }
-            _ => {
-                dots_vec::<4>(xh, y, sh, oh);
-                4
-            }
-        };
-    }
+    let kernels = [dots_vec::<1>, dots_vec::<2>, dots_vec::<3>, dots_vec::<4>];
+    super::f16dot::dots_by_four(&kernels, n, x, y, sh, out);
 }
 
 #[cfg(test)]
