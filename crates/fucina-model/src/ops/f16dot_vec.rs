@@ -189,6 +189,7 @@ mod tests {
     use super::*;
 
     /// ggml_vec_dot_f16 transcribed literally (AVX-512 lane layout, scalar FMAs).
+    #[allow(clippy::needless_range_loop)]
     fn ggml_vec_dot(x: &[f32], y: &[f32]) -> f32 {
         let n = x.len();
         let np = n & !(STEP - 1);
@@ -241,9 +242,9 @@ mod tests {
                     last_mask: last,
                     out_stride: 3,
                 };
-                let mut out = vec![0f32; 12];
+                let mut out = [0f32; 12];
                 dots_vec_n(4, &x, &y, &sh, &mut out);
-                let mut portable = vec![0f32; 12];
+                let mut portable = [0f32; 12];
                 for h in 0..4 {
                     dots_portable::<1>(&x[h * len..], &y, &sh, &mut portable[h * 3..]);
                 }
