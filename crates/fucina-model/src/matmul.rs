@@ -16,6 +16,12 @@
 //!   float order, on the first `m - m % 4` rows of every mul_mat (the rest through
 //!   its GEMV, whose order is the single-row one). [`matmul`] reproduces that split.
 //!
+//! * llama.cpp's tiled order ([`TileDot::new_tiled`]): a mul_mat with at least
+//!   [`TILED_MIN_ROWS`] activation rows over non-repacked K-quant weights runs through
+//!   ggml-cpu's tiled kernel, every row of it. Of the types with a tiled form here
+//!   (Q6_K; never repacked on x86-64) [`matmul`] gives every row that order when the
+//!   call (llama.cpp's op) has at least 8 rows.
+//!
 //! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what
 //! the speculative decoder's verify needs).
@@ -36,6 +42,10 @@ const W_TILE: usize = 8;
 /// Most weight rows per tile-kernel call with several activation rows (each kernel
 /// asks for its number, [`TileDot::weights_per_call`]).
 const W_TILE_MAX: usize = 16;
+
+/// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
+/// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
+pub const TILED_MIN_ROWS: usize = 8;
 
 /// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
@@ -78,12 +88,32 @@ pub fn matmul(
 /// from the single-row order only for Q4_K matrices with a row count divisible by 8
 /// (the ones ggml repacks), and only when the scratch is not pinned. Each output still
 /// depends only on its own row of `x` and on which of the two ranges the row is in.
+/// For weights with a tiled form ([`TileDot::new_tiled`]) and `m >= TILED_MIN_ROWS`,
+/// unpinned, every row uses llama.cpp's tiled order instead (`gemm_rows` is then moot).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_split(
     pool: &ThreadPool,
     w: &Linear,
     x: &[f32],
     m: usize,
+    gemm_rows: usize,
+    y: &mut [f32],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
+    matmul_split_in_op(pool, w, x, m, m, gemm_rows, y, scratch)
+}
+
+/// [`matmul_split`] for `m` rows that llama.cpp computes inside one mul_mat of
+/// `op_rows >= m` rows (e.g. the rows kept at the last layer, whose projection
+/// llama.cpp runs on every row of the batch): the tiled order applies when
+/// `op_rows >= TILED_MIN_ROWS`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split_in_op(
+    pool: &ThreadPool,
+    w: &Linear,
+    x: &[f32],
+    m: usize,
+    op_rows: usize,
     gemm_rows: usize,
     y: &mut [f32],
     scratch: &mut MatmulScratch,
@@ -117,14 +147,25 @@ pub fn matmul_split(
     let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
     let out = SharedMut::new(&mut y[..m * rows]);
     let single = TileDot::new(&entry);
-    let prompt = TileDot::new_prompt(&entry);
+    // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on.
+    let tiled = if scratch.pinned || op_rows.max(m) < TILED_MIN_ROWS {
+        None
+    } else {
+        TileDot::new_tiled(&entry)
+    };
+    let (prompt, gemm_rows) = match tiled {
+        Some(t) => (t, m),
+        None => (TileDot::new_prompt(&entry), gemm_rows),
+    };
     // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
-    let gemm_rows = if scratch.pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
+    let gemm_rows = if tiled.is_some() {
+        m
+    } else if scratch.pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
         0
     } else {
         gemm_rows
     };
-    if m == 1 {
+    if m == 1 && tiled.is_none() {
         // Decode: `W_TILE` weight rows per kernel call, the activation row loaded once
         // for them (each kernel picks its one-row strategy; bitwise the single dots).
         pool.run(rows.div_ceil(chunk), &|c| {

@@ -275,3 +275,81 @@ fn q8_0_cache_is_close_to_f16_and_half_the_bytes() {
 /// 270M: the model's own kernel-order noise floor (scalar vs SIMD dot kernels) is
 /// ~3% of the range, and q8_0 K/V rounding (~0.4% per value) stays within 3× that.
 const Q8_0_KV_MAX_REL_DIFF: f32 = 0.10;
+
+/// llama.cpp's tiled K-quant order (ggml-cpu `tiled/`): a mul_mat of >= 8 rows over
+/// Q6_K weights (this model's Q6_K `ffn_down`s) takes it for every row, so default
+/// numerics differ from pinned exactly from 8 rows and equal the tiled tile kernel
+/// row by row; Q4_K matrices with rows % 8 == 0 (repacked by llama.cpp) keep their
+/// GEMM / GEMV split, whatever the row count.
+#[test]
+fn tiled_order_applies_to_q6_k_matmuls_of_eight_rows_or_more() {
+    use fucina_gguf::{GgmlType, GgufFile};
+    use fucina_model::matmul::{matmul, MatmulScratch};
+    use fucina_model::parallel::ThreadPool;
+    use fucina_model::Linear;
+
+    let file = Arc::new(GgufFile::open(fucina_testdata::gemma3_270m()).expect("gguf"));
+    let pick = |ty: GgmlType| {
+        let (name, info) = file
+            .tensors()
+            .iter()
+            .find(|(n, i)| n.ends_with("ffn_down.weight") && i.ggml_type == ty)
+            .expect("a ffn_down of the type");
+        let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+        Linear::bind(&file, name, rows, cols).expect("bind")
+    };
+    let pool = ThreadPool::new(2).expect("pool");
+    for ty in [GgmlType::Q6_K, GgmlType::Q4_K] {
+        let w = pick(ty);
+        let (rows, cols) = (w.rows(), w.cols());
+        for m in [1usize, 4, 7, 8, 9, 13] {
+            let x: Vec<f32> = (0..m * cols)
+                .map(|i| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * 3.0)
+                .collect();
+            let run = |pinned| {
+                let mut sc = MatmulScratch::default();
+                sc.set_pinned(pinned);
+                let mut y = vec![0f32; m * rows];
+                matmul(&pool, &w, &x, m, &mut y, &mut sc).expect("matmul");
+                y
+            };
+            let (pinned, default) = (run(true), run(false));
+            let same = pinned
+                .iter()
+                .zip(&default)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            let want_same = match ty {
+                GgmlType::Q6_K => m < 8,
+                _ => m < 4,
+            };
+            assert_eq!(
+                same, want_same,
+                "{ty:?}, {m} rows: default == pinned is {same}"
+            );
+            if ty == GgmlType::Q6_K && m >= 8 {
+                let entry = w.dot();
+                let tiled = fucina_quant::TileDot::new_tiled(entry).expect("Q6_K tiled form");
+                let stride = entry.act.row_bytes(cols);
+                let mut acts = Vec::new();
+                for r in 0..m {
+                    entry
+                        .act
+                        .quantize_row(&x[r * cols..(r + 1) * cols], &mut acts)
+                        .expect("quantize");
+                }
+                let rb = w.row_bytes();
+                for o in (0..rows).step_by(97) {
+                    let mut got = vec![0f32; m];
+                    tiled.dots(&[&w.bytes()[o * rb..(o + 1) * rb]], &acts, stride, &mut got);
+                    for (r, g) in got.iter().enumerate() {
+                        assert_eq!(
+                            g.to_bits(),
+                            default[r * rows + o].to_bits(),
+                            "row {r}, out {o}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

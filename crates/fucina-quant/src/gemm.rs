@@ -12,6 +12,11 @@
 //! the float order of ggml's repacked `gemm_q4_K_8x8_q8_K` (one FMA per pair of
 //! sub-blocks, bitwise `dot_q4_k_q8_k_pairs` on every ISA), which llama.cpp applies to
 //! groups of 4 activation rows; for every other type the same as [`TileDot::new`].
+//!
+//! [`TileDot::new_tiled`] is llama.cpp's tiled K-quant matmul order (ggml-cpu
+//! `tiled/`, taken by mul_mats with >= 8 activation rows over non-repacked K-quant
+//! weights): for Q6_K one rounded multiply by `d_w` and one by `d_a` per super-block,
+//! then a rounded add (bitwise `dot_q6_k_q8_k_tiled` on every ISA).
 
 use fucina_gguf::GgmlType;
 
@@ -64,6 +69,29 @@ impl TileDot {
             tile: Some(tile),
             prompt: true,
         }
+    }
+
+    /// llama.cpp's tiled-matmul form of `entry` (ggml-cpu `tiled/`, which llama.cpp runs
+    /// on every mul_mat with at least 8 activation rows whose K-quant weights are not
+    /// repacked): for Q6_K, per super-block `r = f32(isum)·d_w`, `out = out + r·d_a`
+    /// (bitwise `dot_q6_k_q8_k_tiled` on every ISA). `None` for the types without a
+    /// tiled kernel here (their [`TileDot::new`] / [`TileDot::new_prompt`] forms stay).
+    pub fn new_tiled(entry: &DotEntry) -> Option<TileDot> {
+        if entry.ty != GgmlType::Q6_K || entry.path == KernelPath::ViaDequant {
+            return None;
+        }
+        let tile: TileFn = match entry.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Simd(Isa::Avx2) => crate::arch::x86_64::kq_tiled::avx2::q6_k,
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Simd(Isa::Avx512) => crate::arch::x86_64::kq_tiled::avx512::q6_k,
+            _ => q6_k_tiled_scalar,
+        };
+        Some(TileDot {
+            entry: *entry,
+            tile: Some(tile),
+            prompt: true,
+        })
     }
 
     /// Whether this form differs in arithmetic from the single-row dots (the prompt
@@ -150,6 +178,22 @@ fn q4_k_pairs_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) 
     {
         for (o, w) in o.iter_mut().zip(ws) {
             *o = kquants::dot_q4_k_q8_k_pairs(w, a);
+        }
+    }
+}
+
+/// The scalar tiled-order Q6_K tile: a loop of `dot_q6_k_q8_k_tiled`.
+fn q6_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    let nw = ws.len();
+    if nw == 0 {
+        return;
+    }
+    for (o, a) in out
+        .chunks_exact_mut(nw)
+        .zip(acts.chunks_exact(stride.max(1)))
+    {
+        for (o, w) in o.iter_mut().zip(ws) {
+            *o = kquants::dot_q6_k_q8_k_tiled(w, a);
         }
     }
 }

@@ -375,3 +375,31 @@ pub(crate) fn hsum_lanes8(a: &[f32; 8]) -> f32 {
     let s: [f32; 4] = core::array::from_fn(|k| a[k] + a[k + 4]);
     (s[0] + s[2]) + (s[1] + s[3])
 }
+
+// ---- llama.cpp's tiled K-quant matmul order (ggml-cpu/tiled) --------------------------
+//
+// For a mul_mat with >= 8 activation rows whose weights are not repacked, llama.cpp
+// (ggml-cpu `tiled.cpp`) runs Q6_K (and Q5_K, Q4_K, Q3_K, Q2_K) through its tiled
+// kernel. Per super-block it forms one exact integer `isum = Σ_g scale_g · Σ q·a`
+// (Q6_K: `q` is the signed quant, the −32 offset folded in through the Q8_K block
+// sums), then `r = f32(isum) · d_w` and `out = out + r · d_a` (a rounded multiply,
+// then a rounded add: the AVX-512 VNNI kernel's float steps), `out` starting at 0 and
+// summing the super-blocks in order.
+
+/// Q6_K weights · Q8_K activations in llama.cpp's tiled-matmul order (see above).
+pub(crate) fn dot_q6_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (ql, qh, scales) = (&x[0..128], &x[128..192], &x[192..208]);
+        let mut isum = 0i32;
+        for (g, &sc) in scales.iter().enumerate() {
+            let s: i32 = (16 * g..16 * g + 16)
+                .map(|i| i32::from(q6_k_quant(ql, qh, i)) * aq(y, i))
+                .sum();
+            isum += i32::from(sc as i8) * s;
+        }
+        let r = isum as f32 * f16_at(x, 208);
+        acc += r * f32_at(y, 0);
+    }
+    acc
+}

@@ -7,5 +7,6 @@ mod blocks;
 pub(crate) mod gemm_avx2;
 pub(crate) mod gemm_avx512;
 mod gemm_blocks;
+pub(crate) mod kq_tiled;
 mod primitives;
 pub(crate) mod q4_k_tiles;

@@ -1,0 +1,266 @@
+//! llama.cpp's tiled K-quant matmul order (ggml-cpu `tiled/`) for Q6_K, on AVX2 and
+//! AVX-512: the tile kernels of [`crate::TileDot::new_tiled`].
+//!
+//! Per weight row, output and super-block the arithmetic is the scalar reference
+//! `kquants::dot_q6_k_q8_k_tiled`: an exact integer `isum` (any summation order gives
+//! the same value), then `r = f32(isum) · d_w`, `out = out + r · d_a` (rounded multiply,
+//! rounded add, no FMA), super-blocks in order. Lanes are activation rows: eight
+//! outputs of one weight row share each float step, so every ISA gives the scalar
+//! reference's bits.
+
+use core::arch::x86_64::*;
+
+use crate::formats::kquants::{Q6_K_BYTES, Q8_K_BYTES};
+
+/// Activation rows per register group.
+const G: usize = 8;
+
+/// Drive `sums` (the exact per-block integer sums of one weight row against a group of
+/// `G` activation rows) over every weight row × activation row of the call, with the
+/// tiled float epilogue. Shared by both ISAs: `epilogue` is their (identical) float step.
+macro_rules! tiled_driver {
+    ($feat:literal, $sums:ident) => {
+        /// `out[t * ws.len() + i]` = the tiled-order dot of `ws[i]` with activation row
+        /// `t` of `acts` (rows of `stride` bytes); `acts` holds every row `out` asks for.
+        #[target_feature(enable = $feat)]
+        fn tile_impl(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            let nw = ws.len();
+            if nw == 0 || stride == 0 {
+                return;
+            }
+            let nt = (out.len() / nw).min(acts.len() / stride);
+            for t0 in (0..nt).step_by(G) {
+                let n = (nt - t0).min(G);
+                // Short groups repeat their last row (its outputs are not stored).
+                let y: [&[u8]; G] = core::array::from_fn(|t| {
+                    let r = t0 + t.min(n - 1);
+                    &acts[r * stride..(r + 1) * stride]
+                });
+                let nb_a = stride / Q8_K_BYTES;
+                for (i, w) in ws.iter().enumerate() {
+                    let nb = (w.len() / Q6_K_BYTES).min(nb_a);
+                    let mut acc = _mm256_setzero_ps();
+                    for b in 0..nb {
+                        let x = &w[b * Q6_K_BYTES..(b + 1) * Q6_K_BYTES];
+                        let yb: [&[u8]; G] =
+                            core::array::from_fn(|t| &y[t][b * Q8_K_BYTES..(b + 1) * Q8_K_BYTES]);
+                        let isum = $sums(x, &yb);
+                        let dw =
+                            _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([x[208], x[209]])));
+                        let da = _mm256_setr_ps(
+                            f32_at(yb[0]),
+                            f32_at(yb[1]),
+                            f32_at(yb[2]),
+                            f32_at(yb[3]),
+                            f32_at(yb[4]),
+                            f32_at(yb[5]),
+                            f32_at(yb[6]),
+                            f32_at(yb[7]),
+                        );
+                        let r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw);
+                        acc = _mm256_add_ps(acc, _mm256_mul_ps(r, da));
+                    }
+                    let mut vals = [0f32; G];
+                    // SAFETY: `vals` has 8 f32 slots; `storeu` needs no alignment.
+                    unsafe { _mm256_storeu_ps(vals.as_mut_ptr(), acc) };
+                    for (t, &v) in vals[..n].iter().enumerate() {
+                        out[(t0 + t) * nw + i] = v;
+                    }
+                }
+            }
+        }
+
+        /// The tiled-order Q6_K tile kernel (a [`crate::gemm::TileFn`]).
+        pub(crate) fn q6_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            // SAFETY: `TileDot::new_tiled` installs this kernel only for entries of
+            // this ISA, which `Kernels` hands out only where the CPU supports $feat.
+            unsafe { tile_impl(ws, acts, stride, out) }
+        }
+    };
+}
+
+/// The f32 scale `d` of a Q8_K block.
+#[inline(always)]
+fn f32_at(y: &[u8]) -> f32 {
+    f32::from_le_bytes([y[0], y[1], y[2], y[3]])
+}
+
+/// Eight vectors of eight i32 lanes → one vector of their eight lane totals.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn reduce8(s: [__m256i; 8]) -> __m256i {
+    let t0 = _mm256_hadd_epi32(s[0], s[1]);
+    let t1 = _mm256_hadd_epi32(s[2], s[3]);
+    let t2 = _mm256_hadd_epi32(s[4], s[5]);
+    let t3 = _mm256_hadd_epi32(s[6], s[7]);
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(u0, u1),
+        _mm256_permute2x128_si256::<0x31>(u0, u1),
+    )
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn load_i256(b: &[u8]) -> __m256i {
+    let b = &b[..32];
+    // SAFETY: `b` has 32 readable bytes and `loadu` needs no alignment.
+    unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn load_i128(b: &[u8]) -> __m128i {
+    let b = &b[..16];
+    // SAFETY: `b` has 16 readable bytes and `loadu` needs no alignment.
+    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+}
+
+/// AVX2 (+FMA, F16C).
+pub(crate) mod avx2 {
+    use super::*;
+
+    /// Exact `Σ_g scale_g · Σ (q − 32) · a` of the Q6_K block `x` against the Q8_K
+    /// blocks `y` (lane `t` for `y[t]`): unsigned quants through `maddubs` (pairs at most
+    /// 2·63·127, no saturation), the offset as `32 · Σ_g scale_g · bsum_g`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn sums(x: &[u8], y: &[&[u8]; G]) -> __m256i {
+        let x = &x[..Q6_K_BYTES];
+        let sc = &x[192..208];
+        let mut sumi = [_mm256_setzero_si256(); G];
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m3 = _mm256_set1_epi8(3);
+        for h in 0..2 {
+            let ql0 = load_i256(&x[64 * h..64 * h + 32]);
+            let ql1 = load_i256(&x[64 * h + 32..64 * h + 64]);
+            let qh = load_i256(&x[128 + 32 * h..160 + 32 * h]);
+            for k in 0..4 {
+                // Elements 128h + 32k .. +32: nibble k/2 of ql0 (k even) / ql1 (k odd),
+                // bits 2k..2k+2 of qh; groups 8h + 2k (bytes 0..16) and 8h + 2k + 1.
+                let ql = if k % 2 == 0 { ql0 } else { ql1 };
+                let low = _mm256_and_si256(
+                    _mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (k as i32 / 2))),
+                    m4,
+                );
+                let high =
+                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m3);
+                let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+                let g = 8 * h + 2 * k;
+                let s = _mm256_set_m128i(
+                    _mm_set1_epi16(i16::from(sc[g + 1] as i8)),
+                    _mm_set1_epi16(i16::from(sc[g] as i8)),
+                );
+                let off = 4 + 128 * h + 32 * k;
+                for (sumi, y) in sumi.iter_mut().zip(y) {
+                    let p = _mm256_maddubs_epi16(q, load_i256(&y[off..off + 32]));
+                    *sumi = _mm256_add_epi32(*sumi, _mm256_madd_epi16(p, s));
+                }
+            }
+        }
+        let sc16 = _mm256_cvtepi8_epi16(load_i128(sc));
+        for (sumi, y) in sumi.iter_mut().zip(y) {
+            let off = _mm256_madd_epi16(load_i256(&y[260..292]), sc16);
+            *sumi = _mm256_sub_epi32(*sumi, _mm256_slli_epi32::<5>(off));
+        }
+        reduce8(sumi)
+    }
+
+    tiled_driver!("avx2,fma,f16c", sums);
+}
+
+/// AVX-512 (F, BW, VL, DQ, VNNI): 64 quants per register.
+pub(crate) mod avx512 {
+    use super::*;
+
+    /// Scale-broadcast indices: 128-bit lane k of chunk pair j takes group 4j + k.
+    const SCALE_IDX: [[i16; 32]; 4] = {
+        let mut t = [[0i16; 32]; 4];
+        let mut j = 0;
+        while j < 4 {
+            let mut e = 0;
+            while e < 32 {
+                t[j][e] = (4 * j + e / 8) as i16;
+                e += 1;
+            }
+            j += 1;
+        }
+        t
+    };
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    fn load_i512(b: &[u8]) -> __m512i {
+        let b = &b[..64];
+        // SAFETY: `b` has 64 readable bytes and `loadu` needs no alignment.
+        unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
+    }
+
+    /// [`super::avx2`]'s sums on 512-bit registers: chunk pair j (elements 64j..64j+64,
+    /// contiguous activation bytes) per register, scales through `vpdpwssd`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    fn sums(x: &[u8], y: &[&[u8]; G]) -> __m256i {
+        let x = &x[..Q6_K_BYTES];
+        let sc16 = _mm256_cvtepi8_epi16(load_i128(&x[192..208]));
+        let scz = _mm512_castsi256_si512(sc16);
+        let m4 = _mm512_set1_epi8(0x0f);
+        let m2 = _mm512_set1_epi8(0x30);
+        let mut q = [_mm512_setzero_si512(); 4];
+        for h in 0..2 {
+            // ql bytes 0..32 (low half) feed elements 128h + l (low nibbles) and
+            // 128h + 64 + l (high nibbles), bytes 32..64 elements +32 / +96; qh bit pairs
+            // 0, 1, 2, 3 of byte l go to elements 128h + l, +32, +64, +96.
+            let ql = load_i512(&x[64 * h..64 * h + 64]);
+            let qh = load_i256(&x[128 + 32 * h..160 + 32 * h]);
+            let qh2 =
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(qh), _mm256_srli_epi16::<2>(qh));
+            q[2 * h] = _mm512_or_si512(
+                _mm512_and_si512(ql, m4),
+                _mm512_and_si512(_mm512_slli_epi16::<4>(qh2), m2),
+            );
+            q[2 * h + 1] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4),
+                _mm512_and_si512(qh2, m2),
+            );
+        }
+        let mut s = [_mm512_setzero_si512(); 4];
+        for (s, idx) in s.iter_mut().zip(&SCALE_IDX) {
+            // SAFETY: `idx` is 32 i16 = 64 readable bytes; `loadu` needs no alignment.
+            let idx = unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) };
+            *s = _mm512_permutexvar_epi16(idx, scz);
+        }
+        let sc2 = _mm512_inserti64x4::<1>(scz, sc16);
+        let mut lanes = [_mm256_setzero_si256(); G];
+        for p in 0..G / 2 {
+            let (y0, y1) = (y[2 * p], y[2 * p + 1]);
+            let mut s0 = _mm512_setzero_si512();
+            let mut s1 = _mm512_setzero_si512();
+            for j in 0..4 {
+                let a0 = load_i512(&y0[4 + 64 * j..68 + 64 * j]);
+                let a1 = load_i512(&y1[4 + 64 * j..68 + 64 * j]);
+                s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q[j], a0), s[j]);
+                s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q[j], a1), s[j]);
+            }
+            // Fold each output's halves (output 0 low, output 1 high), minus the offset.
+            let folded = _mm512_add_epi32(
+                _mm512_shuffle_i64x2::<0x44>(s0, s1),
+                _mm512_shuffle_i64x2::<0xee>(s0, s1),
+            );
+            let bs = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(load_i256(&y0[260..292])),
+                load_i256(&y1[260..292]),
+            );
+            let v = _mm512_sub_epi32(folded, _mm512_slli_epi32::<5>(_mm512_madd_epi16(bs, sc2)));
+            lanes[2 * p] = _mm512_castsi512_si256(v);
+            lanes[2 * p + 1] = _mm512_extracti64x4_epi64::<1>(v);
+        }
+        reduce8(lanes)
+    }
+
+    tiled_driver!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        sums
+    );
+}

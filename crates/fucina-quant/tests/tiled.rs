@@ -1,0 +1,82 @@
+//! llama.cpp's tiled K-quant matmul order (`TileDot::new_tiled`): bitwise the scalar
+//! reference on every ISA this CPU runs (forced through `Kernels::for_isa`), for tile
+//! shapes covering whole 8-row groups and remainders, and a different float order from
+//! the single-row dots (same values up to rounding).
+
+mod common;
+
+use common::splitmix_words;
+use fucina_quant::{GgmlType, Isa, Kernels, TileDot};
+
+fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    splitmix_words(seed, n)
+        .iter()
+        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
+        .collect()
+}
+
+#[test]
+fn tiled_order_matches_scalar_reference_on_every_isa() {
+    const COLS: usize = 1536;
+    const ROWS: usize = 21;
+    const W_ROWS: usize = 17;
+    let scalar = Kernels::for_isa(Isa::Scalar).expect("scalar");
+    let (mut differs, mut checked) = (0usize, 0usize);
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        for entry in kernels.entries() {
+            let Some(tiled) = TileDot::new_tiled(entry) else {
+                assert_ne!(entry.ty, GgmlType::Q6_K, "Q6_K has a tiled form on {isa:?}");
+                continue;
+            };
+            assert_eq!(entry.ty, GgmlType::Q6_K);
+            assert!(tiled.is_prompt_order() && tiled.is_blocked());
+            let reference =
+                TileDot::new_tiled(&scalar.entry(entry.ty).expect("scalar entry")).expect("tiled");
+            for seed in 0..3u64 {
+                let ws: Vec<Vec<u8>> = (0..W_ROWS as u64)
+                    .map(|i| {
+                        let mut w = Vec::new();
+                        let wx = uniform(seed * 31 + 100 * i + 1, COLS, 0.5 + i as f32);
+                        fucina_quant::quantize(entry.ty, &wx, &mut w).expect("quantize");
+                        w
+                    })
+                    .collect();
+                let stride = entry.act.row_bytes(COLS);
+                let mut acts = Vec::new();
+                for r in 0..ROWS as u64 {
+                    let x = uniform(seed * 1000 + r + 7, COLS, 1.0 + (r % 5) as f32 * 7.5);
+                    entry.act.quantize_row(&x, &mut acts).expect("activation");
+                }
+                for nw in [1, 3, 8, 16, 17] {
+                    let wr: Vec<&[u8]> = ws[..nw].iter().map(|w| w.as_slice()).collect();
+                    for n in [1, 5, 8, 9, 16, 21] {
+                        let mut got = vec![f32::NAN; n * nw];
+                        let mut want = vec![f32::NAN; n * nw];
+                        tiled.dots(&wr, &acts[..n * stride], stride, &mut got);
+                        reference.dots(&wr, &acts[..n * stride], stride, &mut want);
+                        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                            let (t, i) = (k / nw, k % nw);
+                            assert_eq!(
+                                g.to_bits(),
+                                w.to_bits(),
+                                "{isa:?}, {nw}×{n} tile, weight row {i}, activation row {t}: \
+                                 {g} vs {w}"
+                            );
+                            let single = entry.dot(wr[i], &acts[t * stride..(t + 1) * stride]);
+                            let tol = 1e-4 * (1.0 + single.abs());
+                            assert!((g - single).abs() <= tol, "{g} vs single-row {single}");
+                            differs += usize::from(g.to_bits() != single.to_bits());
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 0);
+    assert!(
+        differs > 0,
+        "the tiled order never differed from the single-row order"
+    );
+}
