@@ -17,32 +17,29 @@ use serde_json::Value;
 // rounding cascades through 18 layers. fucina follows the float ops llama.cpp
 // executes on x86-64 (x86 Q8_0 activation rounding, ggml's lane/FMA order in the
 // Q4_0/Q5_0/Q8_0/Q4_K/Q6_K dots, ggml_v_expf softmax, tinyBLAS f16 attention dots,
-// FMA-contracted RoPE and GELU), including llama.cpp's batch-dependent Q4_K order
-// (default numerics, see `fucina_model::matmul`: ggml's repacked GEMM order, one FMA
-// per sub-block pair, for the first m - m%4 rows of a mul_mat, its GEMV order for the
-// rest). Measured (scalar, AVX2, AVX-512 alike): 190/192 (98.96%) argmax, max
-// |dlogit|/range 0.0283, 85/192 positions bit-identical over llama.cpp's top-64
-// (53 with one Q4_K order), 10/20 identical greedy-64, worst divergence margin
-// 0.134 (prompt 13; prompt 19: 0.122).
+// FMA-contracted RoPE and GELU), including llama.cpp's batch-dependent orders
+// (default numerics, see `fucina_model::matmul`): for Q4_K ggml's repacked GEMM order,
+// one FMA per sub-block pair, for the first m - m%4 rows of a mul_mat, its GEMV order
+// for the rest; for Q6_K (here the ffn_down of 9 layers) ggml-cpu's tiled K-quant
+// order (ggml-cpu/tiled/, every row of a mul_mat of >= 8 rows: per super-block
+// `r = f32(isum)·d_w`, `out = out + r·d_a`); llama.cpp's single-token f16 attention
+// order (ggml_vec_dot_f16) for one-row batches, tinyBLAS's for prompt batches.
+// Measured (scalar, AVX2, AVX-512 alike): 190/192 (98.96%) argmax, max
+// |dlogit|/range 0.0212, 130/192 positions bit-identical over llama.cpp's top-64 (85
+// without the tiled Q6_K order), 17/20 identical greedy-64, worst divergence margin
+// 0.134 (prompt 13; then prompt 1: 0.067, prompt 12: 0.0003).
 //
-// What remains (measured against llama.cpp dumps of the same prompts):
-// * prefill batches of >= 8 rows: llama.cpp sends non-repacked K-quant matrices
-//   (here the Q6_K ffn_down of 9 layers) through ggml-cpu's "tiled" K-quant matmul
-//   (ggml-cpu/tiled/, `ggml_tiled_min_batch`: rows >= 8), whose float steps differ
-//   from the vec_dot order fucina reproduces (per super-block `r = isum·d_w`, then
-//   `out += r·d_a`). With `GGML_CPU_TILED_MM=0` llama.cpp's prefill logits of
-//   prompts 1, 2, 5, 6 (9-15 tokens) equal fucina's bit for bit at every position.
-// * decode (one query row): attention output differs from llama.cpp's in the last
-//   bits although every input of the layer is bit-identical (first seen: prompt 5,
-//   token-by-token, position 5, layer 8, kqv_out off by 1e-4); batched attention over
-//   the same keys is bit-identical. This moves greedy continuations.
+// What remains: the two argmax misses are prompt 2 position 1 (llama.cpp margin
+// 0.238) and prompt 19 position 8 (0.0067); prompts 1, 12, 13 diverge in greedy decode
+// (one-row batches, where llama.cpp's single-token attention order applies), not
+// traced further yet.
 
 /// Fraction of positions whose argmax must equal llama.cpp's.
-const MIN_ARGMAX_AGREEMENT: f64 = 0.985;
+const MIN_ARGMAX_AGREEMENT: f64 = 0.989;
 /// Bound on max |Δlogit| / (logit range) over llama.cpp's top-64 ids.
-const MAX_REL_LOGIT_DIFF: f64 = 0.035;
+const MAX_REL_LOGIT_DIFF: f64 = 0.025;
 /// Greedy continuations that must be identical (of 20).
-const MIN_IDENTICAL_GREEDY: usize = 10;
+const MIN_IDENTICAL_GREEDY: usize = 17;
 /// llama.cpp top-2 margin below which a greedy divergence counts as a near-tie.
 const TIE_MARGIN: f64 = 0.15;
 
