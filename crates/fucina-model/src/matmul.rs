@@ -18,9 +18,9 @@
 //!
 //! * llama.cpp's tiled order ([`TileDot::new_tiled`]): a mul_mat with at least
 //!   [`TILED_MIN_ROWS`] activation rows over non-repacked K-quant weights runs through
-//!   ggml-cpu's tiled kernel, every row of it. Of the types with a tiled form here
-//!   (Q6_K; never repacked on x86-64) [`matmul`] gives every row that order when the
-//!   call (llama.cpp's op) has at least 8 rows.
+//!   ggml-cpu's tiled kernel, every row of it. For the types with a tiled form here
+//!   (Q6_K and Q5_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
+//!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
 //! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what
@@ -148,7 +148,9 @@ pub fn matmul_split_in_op(
     let out = SharedMut::new(&mut y[..m * rows]);
     let single = TileDot::new(&entry);
     // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on.
-    let tiled = if scratch.pinned || op_rows.max(m) < TILED_MIN_ROWS {
+    // ... except over the weights it repacks (Q4_K with rows % 8 == 0 on x86-64).
+    let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0;
+    let tiled = if scratch.pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {
         None
     } else {
         TileDot::new_tiled(&entry)

@@ -73,19 +73,34 @@ impl TileDot {
 
     /// llama.cpp's tiled-matmul form of `entry` (ggml-cpu `tiled/`, which llama.cpp runs
     /// on every mul_mat with at least 8 activation rows whose K-quant weights are not
-    /// repacked): for Q6_K, per super-block `r = f32(isum)·d_w`, `out = out + r·d_a`
-    /// (bitwise `dot_q6_k_q8_k_tiled` on every ISA). `None` for the types without a
-    /// tiled kernel here (their [`TileDot::new`] / [`TileDot::new_prompt`] forms stay).
+    /// repacked): per super-block `r = f32(isum)·d_w` (Q4_K, Q5_K: then
+    /// `r = fnmadd(dmin_w, f32(summs), r)`), `out = out + r·d_a` (bitwise
+    /// `dot_q{4,5,6}_k_q8_k_tiled` on every ISA). `None` for the types without a tiled
+    /// kernel here. Which matrices llama.cpp tiles (not the repacked ones: Q4_K with
+    /// rows % 8 == 0 on x86-64) is the caller's rule.
     pub fn new_tiled(entry: &DotEntry) -> Option<TileDot> {
-        if entry.ty != GgmlType::Q6_K || entry.path == KernelPath::ViaDequant {
+        if entry.path == KernelPath::ViaDequant {
             return None;
         }
-        let tile: TileFn = match entry.path {
+        #[cfg(target_arch = "x86_64")]
+        use crate::arch::x86_64::kq_tiled::{avx2, avx512};
+        let tile: TileFn = match (entry.ty, entry.path) {
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Simd(Isa::Avx2) => crate::arch::x86_64::kq_tiled::avx2::q6_k,
+            (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx2)) => avx2::q6_k,
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Simd(Isa::Avx512) => crate::arch::x86_64::kq_tiled::avx512::q6_k,
-            _ => q6_k_tiled_scalar,
+            (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => avx512::q6_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q4_K, KernelPath::Simd(Isa::Avx2)) => avx2::q4_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q4_K, KernelPath::Simd(Isa::Avx512)) => avx512::q4_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q5_K, KernelPath::Simd(Isa::Avx2)) => avx2::q5_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q5_K, KernelPath::Simd(Isa::Avx512)) => avx512::q5_k,
+            (GgmlType::Q6_K, _) => q6_k_tiled_scalar,
+            (GgmlType::Q4_K, _) => q4_k_tiled_scalar,
+            (GgmlType::Q5_K, _) => q5_k_tiled_scalar,
+            _ => return None,
         };
         Some(TileDot {
             entry: *entry,
@@ -182,8 +197,14 @@ fn q4_k_pairs_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) 
     }
 }
 
-/// The scalar tiled-order Q6_K tile: a loop of `dot_q6_k_q8_k_tiled`.
-fn q6_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+/// A scalar tile: a loop of the single-row function `dot`.
+fn loop_tile(
+    dot: fn(&[u8], &[u8]) -> f32,
+    ws: &[&[u8]],
+    acts: &[u8],
+    stride: usize,
+    out: &mut [f32],
+) {
     let nw = ws.len();
     if nw == 0 {
         return;
@@ -193,9 +214,24 @@ fn q6_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) 
         .zip(acts.chunks_exact(stride.max(1)))
     {
         for (o, w) in o.iter_mut().zip(ws) {
-            *o = kquants::dot_q6_k_q8_k_tiled(w, a);
+            *o = dot(w, a);
         }
     }
+}
+
+/// The scalar tiled-order Q6_K tile: a loop of `dot_q6_k_q8_k_tiled`.
+fn q6_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(kquants::dot_q6_k_q8_k_tiled, ws, acts, stride, out);
+}
+
+/// The scalar tiled-order Q4_K tile: a loop of `dot_q4_k_q8_k_tiled`.
+fn q4_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(kquants::dot_q4_k_q8_k_tiled, ws, acts, stride, out);
+}
+
+/// The scalar tiled-order Q5_K tile: a loop of `dot_q5_k_q8_k_tiled`.
+fn q5_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(kquants::dot_q5_k_q8_k_tiled, ws, acts, stride, out);
 }
 
 fn tile_kernel(isa: Isa, ty: GgmlType) -> Option<TileFn> {

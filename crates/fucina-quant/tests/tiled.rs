@@ -1,5 +1,5 @@
-//! llama.cpp's tiled K-quant matmul order (`TileDot::new_tiled`): bitwise the scalar
-//! reference on every ISA this CPU runs (forced through `Kernels::for_isa`), for tile
+//! llama.cpp's tiled K-quant matmul order (`TileDot::new_tiled`, Q4_K / Q5_K / Q6_K):
+//! bitwise the scalar reference on every ISA this CPU runs (forced through `Kernels::for_isa`), for tile
 //! shapes covering whole 8-row groups and remainders, and a different float order from
 //! the single-row dots (same values up to rounding).
 
@@ -21,15 +21,21 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
     const ROWS: usize = 21;
     const W_ROWS: usize = 17;
     let scalar = Kernels::for_isa(Isa::Scalar).expect("scalar");
-    let (mut differs, mut checked) = (0usize, 0usize);
+    let mut differs = std::collections::BTreeMap::new();
+    let mut checked = 0usize;
     for isa in Isa::available() {
         let kernels = Kernels::for_isa(isa).expect("available ISA");
         for entry in kernels.entries() {
+            const TILED: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
             let Some(tiled) = TileDot::new_tiled(entry) else {
-                assert_ne!(entry.ty, GgmlType::Q6_K, "Q6_K has a tiled form on {isa:?}");
+                assert!(
+                    !TILED.contains(&entry.ty),
+                    "{:?} has a tiled form",
+                    entry.ty
+                );
                 continue;
             };
-            assert_eq!(entry.ty, GgmlType::Q6_K);
+            assert!(TILED.contains(&entry.ty), "{:?}", entry.ty);
             assert!(tiled.is_prompt_order() && tiled.is_blocked());
             let reference =
                 TileDot::new_tiled(&scalar.entry(entry.ty).expect("scalar entry")).expect("tiled");
@@ -60,13 +66,15 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
                             assert_eq!(
                                 g.to_bits(),
                                 w.to_bits(),
-                                "{isa:?}, {nw}×{n} tile, weight row {i}, activation row {t}: \
-                                 {g} vs {w}"
+                                "{:?} on {isa:?}, {nw}×{n} tile, weight row {i}, activation \
+                                 row {t}: {g} vs {w}",
+                                entry.ty
                             );
                             let single = entry.dot(wr[i], &acts[t * stride..(t + 1) * stride]);
                             let tol = 1e-4 * (1.0 + single.abs());
                             assert!((g - single).abs() <= tol, "{g} vs single-row {single}");
-                            differs += usize::from(g.to_bits() != single.to_bits());
+                            *differs.entry(format!("{:?}", entry.ty)).or_insert(0usize) +=
+                                usize::from(g.to_bits() != single.to_bits());
                             checked += 1;
                         }
                     }
@@ -75,8 +83,9 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
         }
     }
     assert!(checked > 0);
+    assert_eq!(differs.len(), 3, "{differs:?}");
     assert!(
-        differs > 0,
-        "the tiled order never differed from the single-row order"
+        differs.values().all(|&d| d > 0),
+        "the tiled order never differed from the single-row order: {differs:?}"
     );
 }

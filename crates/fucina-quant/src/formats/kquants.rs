@@ -403,3 +403,31 @@ pub(crate) fn dot_q6_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
     }
     acc
 }
+
+/// Q4_K / Q5_K weights · Q8_K activations in llama.cpp's tiled-matmul order: per
+/// super-block `r = f32(isum)·d_w`, then `r = fnmadd(dmin_w, f32(summs), r)` (one
+/// rounding), `out = out + r·d_a`.
+fn dot_k45_tiled(w: &[u8], a: &[u8], bytes: usize, q: impl Fn(&[u8], usize) -> i32) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (sc, mn) = k_scale_min(&x[4..16]);
+        let (isum, summs) = k_sums(&sc, &mn, y, |i| q(x, i));
+        let r = isum as f32 * f16_at(x, 0);
+        let r = (-f16_at(x, 2)).mul_add(summs as f32, r);
+        acc += r * f32_at(y, 0);
+    }
+    acc
+}
+
+/// Q4_K weights · Q8_K activations in llama.cpp's tiled-matmul order.
+pub(crate) fn dot_q4_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
+    dot_k45_tiled(w, a, Q4_K_BYTES, |x, i| i32::from(k_nibble(&x[16..144], i)))
+}
+
+/// Q5_K weights · Q8_K activations in llama.cpp's tiled-matmul order.
+pub(crate) fn dot_q5_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
+    dot_k45_tiled(w, a, Q5_K_BYTES, |x, i| {
+        let (qh, qs) = (&x[16..48], &x[48..176]);
+        i32::from(k_nibble(qs, i) | (((qh[i % 32] >> (i / 32)) & 1) << 4))
+    })
+}

@@ -10,7 +10,7 @@
 
 use core::arch::x86_64::*;
 
-use crate::formats::kquants::{Q6_K_BYTES, Q8_K_BYTES};
+use crate::formats::kquants::{k_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES};
 
 /// Activation rows per register group (the driver's `$k` vectors of 8 allow 16; 16
 /// rows on AVX-512 measured 105 vs 8 rows' 135 GMAC/s single-thread on Zen 4, the
@@ -86,6 +86,126 @@ macro_rules! tiled_driver {
             // SAFETY: `TileDot::new_tiled` installs this kernel only for entries of
             // this ISA, which `Kernels` hands out only where the CPU supports $feat.
             unsafe { tile_impl(ws, acts, stride, out) }
+        }
+    };
+}
+
+/// Q4_K / Q5_K (`$hi`: the fifth bit from `qh`) in the tiled order with mins: per
+/// super-block `r = f32(isum)·d_w`, `r = fnmadd(dmin_w, f32(summs), r)` (one rounding),
+/// `out = out + r·d_a`; lanes are 8 activation rows, integer sums on 256-bit registers.
+macro_rules! tiled_k45 {
+    ($feat:literal, $name:ident, $bytes:expr, $hi:literal) => {
+        /// Exact `isum = Σ_g sc_g · Σ q·a` and `summs = Σ_g mn_g · (bsum_2g + bsum_2g+1)`
+        /// of the block `x` against the 8 Q8_K blocks at byte `yo` of `y` (lane t: `y[t]`).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn $name(x: &[u8], y: &[&[u8]; G], yo: usize) -> (__m256i, __m256i) {
+            let x = &x[..$bytes];
+            let (sc, mn) = k_scale_min(&x[4..16]);
+            let qs = if $hi { &x[48..176] } else { &x[16..144] };
+            let qh = if $hi {
+                load_i256(&x[16..48])
+            } else {
+                _mm256_setzero_si256()
+            };
+            let m4 = _mm256_set1_epi8(0x0f);
+            let one = _mm256_set1_epi8(1);
+            let mut sumi = [_mm256_setzero_si256(); G];
+            for j in 0..4 {
+                let v = load_i256(&qs[32 * j..32 * j + 32]);
+                let mut lo = _mm256_and_si256(v, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                if $hi {
+                    let b0 = _mm256_and_si256(
+                        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32)),
+                        one,
+                    );
+                    let b1 = _mm256_and_si256(
+                        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j as i32 + 1)),
+                        one,
+                    );
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(b0));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(b1));
+                }
+                let s_lo = _mm256_set1_epi16(i16::from(sc[2 * j]));
+                let s_hi = _mm256_set1_epi16(i16::from(sc[2 * j + 1]));
+                let off = yo + 4 + 64 * j;
+                for (sumi, y) in sumi.iter_mut().zip(y) {
+                    // SAFETY: block `yo / 292` is whole in `y` (see the driver).
+                    let (a0, a1) = unsafe { (ld256(y, off), ld256(y, off + 32)) };
+                    let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s_lo);
+                    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s_hi);
+                    *sumi = _mm256_add_epi32(*sumi, _mm256_add_epi32(p0, p1));
+                }
+            }
+            let mins: [i16; 16] = core::array::from_fn(|k| i16::from(mn[k / 2]));
+            // SAFETY: `mins` is 16 i16 = 32 readable bytes; `loadu` needs no alignment.
+            let mins = unsafe { _mm256_loadu_si256(mins.as_ptr().cast()) };
+            let summs: [__m256i; G] = core::array::from_fn(|t| {
+                // SAFETY: block `yo / 292` is whole in `y[t]` (see the driver).
+                _mm256_madd_epi16(unsafe { ld256(y[t], yo + 260) }, mins)
+            });
+            (reduce8(sumi), reduce8(summs))
+        }
+    };
+}
+
+/// The driver of the with-mins types: [`tiled_driver`]'s loops with the fnmadd step.
+macro_rules! tiled_driver_min {
+    ($feat:literal, $sums:ident, $imp:ident, $pubname:ident, $bytes:expr) => {
+        #[target_feature(enable = $feat)]
+        fn $imp(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            let nw = ws.len();
+            if nw == 0 || stride == 0 {
+                return;
+            }
+            let nt = (out.len() / nw).min(acts.len() / stride);
+            let nb_a = stride / Q8_K_BYTES;
+            let mut da = vec![0f32; nb_a * G];
+            for t0 in (0..nt).step_by(G) {
+                let n = (nt - t0).min(G);
+                let y: [&[u8]; G] = core::array::from_fn(|t| {
+                    let r = t0 + t.min(n - 1);
+                    &acts[r * stride..r * stride + nb_a * Q8_K_BYTES]
+                });
+                for (b, d) in da.chunks_exact_mut(G).enumerate() {
+                    for (d, y) in d.iter_mut().zip(&y) {
+                        *d = f32_at(&y[b * Q8_K_BYTES..]);
+                    }
+                }
+                for (i, w) in ws.iter().enumerate() {
+                    let nb = (w.len() / $bytes).min(nb_a);
+                    let mut acc = _mm256_setzero_ps();
+                    for (b, (x, da)) in w
+                        .chunks_exact($bytes)
+                        .zip(da.chunks_exact(G))
+                        .take(nb)
+                        .enumerate()
+                    {
+                        let (isum, summs) = $sums(x, &y, b * Q8_K_BYTES);
+                        let dw = _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([x[0], x[1]])));
+                        let dm = _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([x[2], x[3]])));
+                        // SAFETY: `da` is 8 f32; `loadu` needs no alignment.
+                        let da = unsafe { _mm256_loadu_ps(da.as_ptr()) };
+                        let r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw);
+                        let r = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(summs), r);
+                        acc = _mm256_add_ps(acc, _mm256_mul_ps(r, da));
+                    }
+                    let mut vals = [0f32; G];
+                    // SAFETY: `vals` has 8 f32 slots; `storeu` needs no alignment.
+                    unsafe { _mm256_storeu_ps(vals.as_mut_ptr(), acc) };
+                    for (t, &v) in vals[..n].iter().enumerate() {
+                        out[(t0 + t) * nw + i] = v;
+                    }
+                }
+            }
+        }
+
+        /// A tiled-order tile kernel with mins (a [`crate::gemm::TileFn`]).
+        pub(crate) fn $pubname(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            // SAFETY: `TileDot::new_tiled` installs this kernel only for entries of
+            // this ISA, which `Kernels` hands out only where the CPU supports $feat.
+            unsafe { $imp(ws, acts, stride, out) }
         }
     };
 }
@@ -193,6 +313,10 @@ pub(crate) mod avx2 {
     }
 
     tiled_driver!("avx2,fma,f16c", sums, 1);
+    tiled_k45!("avx2,fma,f16c", q4_k_sums, Q4_K_BYTES, false);
+    tiled_k45!("avx2,fma,f16c", q5_k_sums, Q5_K_BYTES, true);
+    tiled_driver_min!("avx2,fma,f16c", q4_k_sums, q4_k_impl, q4_k, Q4_K_BYTES);
+    tiled_driver_min!("avx2,fma,f16c", q5_k_sums, q5_k_impl, q5_k, Q5_K_BYTES);
 }
 
 /// AVX-512 (F, BW, VL, DQ, VNNI): 64 quants per register.
@@ -319,5 +443,31 @@ pub(crate) mod avx512 {
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
         sums,
         1
+    );
+    tiled_k45!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        q4_k_sums,
+        Q4_K_BYTES,
+        false
+    );
+    tiled_k45!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        q5_k_sums,
+        Q5_K_BYTES,
+        true
+    );
+    tiled_driver_min!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        q4_k_sums,
+        q4_k_impl,
+        q4_k,
+        Q4_K_BYTES
+    );
+    tiled_driver_min!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        q5_k_sums,
+        q5_k_impl,
+        q5_k,
+        Q5_K_BYTES
     );
 }
