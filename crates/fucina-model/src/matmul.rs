@@ -19,7 +19,7 @@
 //! * llama.cpp's tiled order ([`TileDot::new_tiled`]): a mul_mat with at least
 //!   [`TILED_MIN_ROWS`] activation rows over non-repacked K-quant weights runs through
 //!   ggml-cpu's tiled kernel, every row of it. For the types with a tiled form here
-//!   (Q6_K and Q5_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
+//!   (Q6_K, Q5_K, Q3_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
 //!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
 //! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,

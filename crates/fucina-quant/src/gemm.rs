@@ -75,7 +75,7 @@ impl TileDot {
     /// on every mul_mat with at least 8 activation rows whose K-quant weights are not
     /// repacked): per super-block `r = f32(isum)·d_w` (Q4_K, Q5_K: then
     /// `r = fnmadd(dmin_w, f32(summs), r)`), `out = out + r·d_a` (bitwise
-    /// `dot_q{4,5,6}_k_q8_k_tiled` on every ISA). `None` for the types without a tiled
+    /// `dot_q{3,4,5,6}_k_q8_k_tiled` on every ISA). `None` for the types without a tiled
     /// kernel here. Which matrices llama.cpp tiles (not the repacked ones: Q4_K with
     /// rows % 8 == 0 on x86-64) is the caller's rule.
     pub fn new_tiled(entry: &DotEntry) -> Option<TileDot> {
@@ -97,7 +97,12 @@ impl TileDot {
             (GgmlType::Q5_K, KernelPath::Simd(Isa::Avx2)) => avx2::q5_k,
             #[cfg(target_arch = "x86_64")]
             (GgmlType::Q5_K, KernelPath::Simd(Isa::Avx512)) => avx512::q5_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q3_K, KernelPath::Simd(Isa::Avx2)) => avx2::q3_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::Q3_K, KernelPath::Simd(Isa::Avx512)) => avx512::q3_k,
             (GgmlType::Q6_K, _) => q6_k_tiled_scalar,
+            (GgmlType::Q3_K, _) => q3_k_tiled_scalar,
             (GgmlType::Q4_K, _) => q4_k_tiled_scalar,
             (GgmlType::Q5_K, _) => q5_k_tiled_scalar,
             _ => return None,
@@ -222,6 +227,11 @@ fn loop_tile(
 /// The scalar tiled-order Q6_K tile: a loop of `dot_q6_k_q8_k_tiled`.
 fn q6_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
     loop_tile(kquants::dot_q6_k_q8_k_tiled, ws, acts, stride, out);
+}
+
+/// The scalar tiled-order Q3_K tile: a loop of `dot_q3_k_q8_k_tiled`.
+fn q3_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(kquants::dot_q3_k_q8_k_tiled, ws, acts, stride, out);
 }
 
 /// The scalar tiled-order Q4_K tile: a loop of `dot_q4_k_q8_k_tiled`.

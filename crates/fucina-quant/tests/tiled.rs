@@ -1,4 +1,4 @@
-//! llama.cpp's tiled K-quant matmul order (`TileDot::new_tiled`, Q4_K / Q5_K / Q6_K):
+//! llama.cpp's tiled K-quant matmul order (`TileDot::new_tiled`, Q3_K to Q6_K):
 //! bitwise the scalar reference on every ISA this CPU runs (forced through `Kernels::for_isa`), for tile
 //! shapes covering whole 8-row groups and remainders, and a different float order from
 //! the single-row dots (same values up to rounding).
@@ -26,7 +26,12 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
     for isa in Isa::available() {
         let kernels = Kernels::for_isa(isa).expect("available ISA");
         for entry in kernels.entries() {
-            const TILED: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
+            const TILED: [GgmlType; 4] = [
+                GgmlType::Q3_K,
+                GgmlType::Q4_K,
+                GgmlType::Q5_K,
+                GgmlType::Q6_K,
+            ];
             let Some(tiled) = TileDot::new_tiled(entry) else {
                 assert!(
                     !TILED.contains(&entry.ty),
@@ -43,6 +48,20 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
                 let ws: Vec<Vec<u8>> = (0..W_ROWS as u64)
                     .map(|i| {
                         let mut w = Vec::new();
+                        if entry.ty == GgmlType::Q3_K {
+                            // No Q3_K quantizer: random blocks with a finite f16 scale.
+                            let words = splitmix_words(seed * 31 + 100 * i + 1, COLS / 256 * 14);
+                            for block in words.chunks_exact(14) {
+                                let mut b: Vec<u8> = block
+                                    .iter()
+                                    .flat_map(|x| x.to_le_bytes())
+                                    .take(110)
+                                    .collect();
+                                b[108..110].copy_from_slice(&(0x2000u16 + i as u16).to_le_bytes());
+                                w.extend_from_slice(&b);
+                            }
+                            return w;
+                        }
                         let wx = uniform(seed * 31 + 100 * i + 1, COLS, 0.5 + i as f32);
                         fucina_quant::quantize(entry.ty, &wx, &mut w).expect("quantize");
                         w
@@ -83,7 +102,7 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
         }
     }
     assert!(checked > 0);
-    assert_eq!(differs.len(), 3, "{differs:?}");
+    assert_eq!(differs.len(), 4, "{differs:?}");
     assert!(
         differs.values().all(|&d| d > 0),
         "the tiled order never differed from the single-row order: {differs:?}"

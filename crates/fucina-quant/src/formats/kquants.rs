@@ -431,3 +431,23 @@ pub(crate) fn dot_q5_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
         i32::from(k_nibble(qs, i) | (((qh[i % 32] >> (i / 32)) & 1) << 4))
     })
 }
+
+/// Q3_K weights · Q8_K activations in llama.cpp's tiled-matmul order (as Q6_K: no
+/// mins, `r = f32(isum)·d_w`, `out = out + r·d_a`).
+pub(crate) fn dot_q3_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (hmask, qs) = (&x[0..32], &x[32..96]);
+        let scales = q3_k_scales(&x[96..108]);
+        let mut isum = 0i32;
+        for (g, &sc) in scales.iter().enumerate() {
+            let s: i32 = (16 * g..16 * g + 16)
+                .map(|i| i32::from(q3_k_quant(hmask, qs, i)) * aq(y, i))
+                .sum();
+            isum += i32::from(sc) * s;
+        }
+        let r = isum as f32 * f16_at(x, 108);
+        acc += r * f32_at(y, 0);
+    }
+    acc
+}

@@ -10,7 +10,9 @@
 
 use core::arch::x86_64::*;
 
-use crate::formats::kquants::{k_scale_min, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES};
+use crate::formats::kquants::{
+    k_scale_min, q3_k_scales, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES,
+};
 
 /// Activation rows per register group (the driver's `$k` vectors of 8 allow 16; 16
 /// rows on AVX-512 measured 105 vs 8 rows' 135 GMAC/s single-thread on Zen 4, the
@@ -23,44 +25,49 @@ const G: usize = 8;
 /// over every weight row × activation row of the call, with the tiled float epilogue.
 macro_rules! tiled_driver {
     ($feat:literal, $sums:ident, $k:literal) => {
+        tiled_driver!($feat, $sums, $k, tile_impl, q6_k, Q6_K_BYTES, 208, GK);
+    };
+    ($feat:literal, $sums:ident, $k:literal, $imp:ident, $pubname:ident, $bytes:expr, $doff:literal, $gk:ident) => {
         /// Activation rows per group: `$k` vectors of 8.
-        const GK: usize = 8 * $k;
+        const $gk: usize = 8 * $k;
         /// `out[t * ws.len() + i]` = the tiled-order dot of `ws[i]` with activation row
         /// `t` of `acts` (rows of `stride` bytes); `acts` holds every row `out` asks for.
         #[target_feature(enable = $feat)]
-        fn tile_impl(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+        fn $imp(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
             let nw = ws.len();
             if nw == 0 || stride == 0 {
                 return;
             }
             let nt = (out.len() / nw).min(acts.len() / stride);
             let nb_a = stride / Q8_K_BYTES;
-            // The activation scales of one row group, block-major: `da[GK·b + t]`.
-            let mut da = vec![0f32; nb_a * GK];
-            for t0 in (0..nt).step_by(GK) {
-                let n = (nt - t0).min(GK);
+            // The activation scales of one row group, block-major: `da[$gk·b + t]`.
+            let mut da = vec![0f32; nb_a * $gk];
+            for t0 in (0..nt).step_by($gk) {
+                let n = (nt - t0).min($gk);
                 // Short groups repeat their last row (its outputs are not stored).
-                let y: [&[u8]; GK] = core::array::from_fn(|t| {
+                let y: [&[u8]; $gk] = core::array::from_fn(|t| {
                     let r = t0 + t.min(n - 1);
                     &acts[r * stride..r * stride + nb_a * Q8_K_BYTES]
                 });
-                for (b, d) in da.chunks_exact_mut(GK).enumerate() {
+                for (b, d) in da.chunks_exact_mut($gk).enumerate() {
                     for (d, y) in d.iter_mut().zip(&y) {
                         *d = f32_at(&y[b * Q8_K_BYTES..]);
                     }
                 }
                 for (i, w) in ws.iter().enumerate() {
-                    let nb = (w.len() / Q6_K_BYTES).min(nb_a);
+                    let nb = (w.len() / $bytes).min(nb_a);
                     let mut acc = [_mm256_setzero_ps(); $k];
                     for (b, (x, da)) in w
-                        .chunks_exact(Q6_K_BYTES)
-                        .zip(da.chunks_exact(GK))
+                        .chunks_exact($bytes)
+                        .zip(da.chunks_exact($gk))
                         .take(nb)
                         .enumerate()
                     {
                         let isum = $sums(x, &y, b * Q8_K_BYTES);
-                        let dw =
-                            _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([x[208], x[209]])));
+                        let dw = _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes([
+                            x[$doff],
+                            x[$doff + 1],
+                        ])));
                         for (v, (acc, isum)) in acc.iter_mut().zip(isum).enumerate() {
                             let da = &da[8 * v..8 * v + 8];
                             // SAFETY: `da` is 8 f32; `loadu` needs no alignment.
@@ -69,7 +76,7 @@ macro_rules! tiled_driver {
                             *acc = _mm256_add_ps(*acc, _mm256_mul_ps(r, da));
                         }
                     }
-                    let mut vals = [0f32; GK];
+                    let mut vals = [0f32; $gk];
                     for (v, acc) in vals.chunks_exact_mut(8).zip(acc) {
                         // SAFETY: `v` has 8 f32 slots; `storeu` needs no alignment.
                         unsafe { _mm256_storeu_ps(v.as_mut_ptr(), acc) };
@@ -81,11 +88,11 @@ macro_rules! tiled_driver {
             }
         }
 
-        /// The tiled-order Q6_K tile kernel (a [`crate::gemm::TileFn`]).
-        pub(crate) fn q6_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+        /// A tiled-order tile kernel without mins (a [`crate::gemm::TileFn`]).
+        pub(crate) fn $pubname(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
             // SAFETY: `TileDot::new_tiled` installs this kernel only for entries of
             // this ISA, which `Kernels` hands out only where the CPU supports $feat.
-            unsafe { tile_impl(ws, acts, stride, out) }
+            unsafe { $imp(ws, acts, stride, out) }
         }
     };
 }
@@ -146,6 +153,59 @@ macro_rules! tiled_k45 {
                 _mm256_madd_epi16(unsafe { ld256(y[t], yo + 260) }, mins)
             });
             (reduce8(sumi), reduce8(summs))
+        }
+    };
+}
+
+/// Q3_K in the tiled order (no mins): exact `Σ_g sc_g · Σ (q − 4)·a` over 8 activation
+/// rows, unsigned quants `q = low2 | high·4` (0..=7) through `maddubs`, the offset as
+/// `4 · Σ_g sc_g · bsum_g`.
+macro_rules! tiled_q3_k {
+    ($feat:literal) => {
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q3_k_sums(x: &[u8], y: &[&[u8]; G], yo: usize) -> [__m256i; 1] {
+            let x = &x[..Q3_K_BYTES];
+            let hmask = load_i256(&x[0..32]);
+            let sc = q3_k_scales(&x[96..108]);
+            let m3 = _mm256_set1_epi8(3);
+            let one = _mm256_set1_epi8(1);
+            let mut sumi = [_mm256_setzero_si256(); G];
+            for half in 0..2 {
+                let qs = load_i256(&x[32 + 32 * half..64 + 32 * half]);
+                for grp in 0..4 {
+                    // Elements 128·half + 32·grp + l: bits 2·grp of qs[32·half + l], bit
+                    // 4·half + grp of hmask[l]; groups 8·half + 2·grp (+1 for l >= 16).
+                    let low = _mm256_and_si256(
+                        _mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * grp as i32)),
+                        m3,
+                    );
+                    let high = _mm256_and_si256(
+                        _mm256_srl_epi16(hmask, _mm_cvtsi32_si128((4 * half + grp) as i32)),
+                        one,
+                    );
+                    let q = _mm256_or_si256(low, _mm256_slli_epi16::<2>(high));
+                    let g = 8 * half + 2 * grp;
+                    let s = _mm256_set_m128i(
+                        _mm_set1_epi16(i16::from(sc[g + 1])),
+                        _mm_set1_epi16(i16::from(sc[g])),
+                    );
+                    let off = yo + 4 + 128 * half + 32 * grp;
+                    for (sumi, y) in sumi.iter_mut().zip(y) {
+                        // SAFETY: block `yo / 292` is whole in `y` (see the driver).
+                        let p = _mm256_maddubs_epi16(q, unsafe { ld256(y, off) });
+                        *sumi = _mm256_add_epi32(*sumi, _mm256_madd_epi16(p, s));
+                    }
+                }
+            }
+            // SAFETY: `sc` is 16 i8 = 16 readable bytes; `loadu` needs no alignment.
+            let sc16 = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(sc.as_ptr().cast()) });
+            for (sumi, y) in sumi.iter_mut().zip(y) {
+                // SAFETY: block `yo / 292` is whole in `y` (see the driver).
+                let off = _mm256_madd_epi16(unsafe { ld256(y, yo + 260) }, sc16);
+                *sumi = _mm256_sub_epi32(*sumi, _mm256_slli_epi32::<2>(off));
+            }
+            [reduce8(sumi)]
         }
     };
 }
@@ -313,6 +373,17 @@ pub(crate) mod avx2 {
     }
 
     tiled_driver!("avx2,fma,f16c", sums, 1);
+    tiled_q3_k!("avx2,fma,f16c");
+    tiled_driver!(
+        "avx2,fma,f16c",
+        q3_k_sums,
+        1,
+        q3_k_impl,
+        q3_k,
+        Q3_K_BYTES,
+        108,
+        GK3
+    );
     tiled_k45!("avx2,fma,f16c", q4_k_sums, Q4_K_BYTES, false);
     tiled_k45!("avx2,fma,f16c", q5_k_sums, Q5_K_BYTES, true);
     tiled_driver_min!("avx2,fma,f16c", q4_k_sums, q4_k_impl, q4_k, Q4_K_BYTES);
@@ -443,6 +514,17 @@ pub(crate) mod avx512 {
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
         sums,
         1
+    );
+    tiled_q3_k!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni");
+    tiled_driver!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
+        q3_k_sums,
+        1,
+        q3_k_impl,
+        q3_k,
+        Q3_K_BYTES,
+        108,
+        GK3
     );
     tiled_k45!(
         "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
