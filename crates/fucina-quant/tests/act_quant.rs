@@ -41,7 +41,11 @@ fn rows() -> Vec<Vec<f32>> {
     rows.push(ties.iter().map(|v| v * 0.5).collect());
     // Halves of a power-of-two grid around every integer.
     rows.push((0..512).map(|i| (i as f32 - 256.0) * 0.5).collect());
-    rows.push((0..512).map(|i| (i as f32 - 256.0) * 0.25 + 0.125).collect());
+    rows.push(
+        (0..512)
+            .map(|i| (i as f32 - 256.0) * 0.25 + 0.125)
+            .collect(),
+    );
     // The maximum magnitude appears with both signs, the negative first or second.
     let mut both = uniform(7, 512, 1.0);
     for (k, b) in both.chunks_exact_mut(32).enumerate() {
@@ -59,8 +63,16 @@ fn rows() -> Vec<Vec<f32>> {
     }
     z[300] = 1e-3;
     rows.push(z);
-    rows.push((0..512).map(|i| f32::from_bits(1 + i as u32 * 977)).collect());
-    rows.push((0..512).map(|i| f32::from_bits(0x0080_0000 + i as u32 * 3)).collect());
+    rows.push(
+        (0..512)
+            .map(|i| f32::from_bits(1 + i as u32 * 977))
+            .collect(),
+    );
+    rows.push(
+        (0..512)
+            .map(|i| f32::from_bits(0x0080_0000 + i as u32 * 3))
+            .collect(),
+    );
     let mut tiny = uniform(9, 512, 1.0);
     for (k, v) in tiny.iter_mut().enumerate() {
         if k < 256 {
