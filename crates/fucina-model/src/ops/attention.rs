@@ -103,17 +103,8 @@ pub fn window_start(pos: usize, window: Option<usize>) -> usize {
 
 /// One [`dots_vec`] dot of `x` and `y` over their first `len` elements.
 fn vec_dot1(x: &[f32], y: &[f32], len: usize) -> f32 {
-    let sh = DotsShape {
-        x_stride: len,
-        ny: 1,
-        y_stride: len,
-        len,
-        first_mask: u16::MAX,
-        last_mask: u16::MAX,
-        out_stride: 1,
-    };
     let mut o = [0f32];
-    dots_vec::<1>(x, y, &sh, &mut o);
+    dots_vec::<1>(x, y, &DotsShape::single(len), &mut o);
     o[0]
 }
 

@@ -205,6 +205,21 @@ pub struct DotsShape {
     pub out_stride: usize,
 }
 
+impl DotsShape {
+    /// One unmasked dot of one `x` and one `y` over `len` elements.
+    pub fn single(len: usize) -> DotsShape {
+        DotsShape {
+            x_stride: len,
+            ny: 1,
+            y_stride: len,
+            len,
+            first_mask: u16::MAX,
+            last_mask: u16::MAX,
+            out_stride: 1,
+        }
+    }
+}
+
 /// `out[h·out_stride + i] = dot(x_h, masked y_i)` for `N` vectors `x_h` and `ny` vectors
 /// `y_i` (see [`DotsShape`]), each bitwise what [`dot`] returns for the same two
 /// zero-masked vectors: every output keeps its own 16 lane accumulators, updated

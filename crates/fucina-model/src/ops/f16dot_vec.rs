@@ -291,15 +291,7 @@ mod tests {
         let mut differ = 0;
         for s in 0..64 {
             let y = vals(len, 1000 + s);
-            let sh = DotsShape {
-                x_stride: len,
-                ny: 1,
-                y_stride: len,
-                len,
-                first_mask: u16::MAX,
-                last_mask: u16::MAX,
-                out_stride: 1,
-            };
+            let sh = DotsShape::single(len);
             let mut a = [0f32];
             let mut b = [0f32];
             dots_vec::<1>(&x, &y, &sh, &mut a);
