@@ -61,6 +61,26 @@ def test_logits_shapes_and_incremental_eval(llm: fucina.LLM) -> None:
     np.testing.assert_allclose(stepwise, all_rows, rtol=0, atol=1e-2 * float(np.ptp(all_rows)))
 
 
+def test_pinned_session_batch_equals_single_tokens(gemma_path: Path) -> None:
+    """Pinned numerics: a batch's logits equal token-by-token evaluation bitwise (the
+    default follows llama.cpp's batch-dependent kernel orders, which differ from 4 rows)."""
+    model = fucina.Model(str(gemma_path), n_threads=2)
+    ids = fucina.LLM(gemma_path, n_ctx=32).tokenize("Once upon a time, in a small village by the sea,")
+    assert len(ids) >= 8
+
+    def batch(pinned: bool) -> np.ndarray:
+        s = fucina.Session(model, n_ctx=64)
+        s.pinned = pinned
+        assert s.pinned is pinned
+        return s.eval(ids, all=True)
+
+    single = fucina.Session(model, n_ctx=64)
+    single.pinned = True
+    stepwise = np.stack([single.eval([t]) for t in ids])
+    assert np.array_equal(batch(True), stepwise)
+    assert not np.array_equal(batch(False), stepwise)
+
+
 def test_q8_0_kv_cache_halves_memory(gemma_path: Path) -> None:
     f16 = fucina.LLM(gemma_path, n_ctx=256, kv_cache_type="f16")
     q8 = fucina.LLM(gemma_path, n_ctx=256, kv_cache_type="q8_0")

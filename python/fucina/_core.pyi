@@ -238,3 +238,9 @@ class Session:
     def n_ctx(self) -> int: ...
     @property
     def kv_cache_bytes(self) -> int: ...
+    @property
+    def pinned(self) -> bool:
+        """Every token of a batch computed bitwise as if evaluated alone (default off:
+        llama.cpp's batch-size-dependent kernel orders)."""
+    @pinned.setter
+    def pinned(self, value: bool) -> None: ...

@@ -212,6 +212,19 @@ impl PySession {
     fn kv_cache_bytes(&self) -> PyResult<usize> {
         self.with(|s| s.cache().byte_size())
     }
+
+    /// Pinned numerics: every token of a batch is computed exactly as if it were
+    /// evaluated alone (bitwise), instead of following llama.cpp's batch-size-dependent
+    /// kernel orders (the default, which matches llama.cpp's logits).
+    #[getter]
+    fn pinned(&self) -> PyResult<bool> {
+        self.with(|s| s.pinned())
+    }
+
+    #[setter]
+    fn set_pinned(&self, pinned: bool) -> PyResult<()> {
+        self.with(|s| s.set_pinned(pinned))
+    }
 }
 
 /// Register `Model` and `Session`.
