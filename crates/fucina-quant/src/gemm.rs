@@ -15,8 +15,8 @@
 //!
 //! [`TileDot::new_tiled`] is llama.cpp's tiled K-quant matmul order (ggml-cpu
 //! `tiled/`, taken by mul_mats with >= 8 activation rows over non-repacked K-quant
-//! weights): for Q6_K one rounded multiply by `d_w` and one by `d_a` per super-block,
-//! then a rounded add (bitwise `dot_q6_k_q8_k_tiled` on every ISA).
+//! weights): for Q6_K one rounded multiply by `d_w` per super-block, then one FMA
+//! `out = fma(r, d_a, out)` (bitwise `dot_q6_k_q8_k_tiled` on every ISA).
 
 use fucina_gguf::GgmlType;
 
@@ -74,7 +74,7 @@ impl TileDot {
     /// llama.cpp's tiled-matmul form of `entry` (ggml-cpu `tiled/`, which llama.cpp runs
     /// on every mul_mat with at least 8 activation rows whose K-quant weights are not
     /// repacked): per super-block `r = f32(isum)·d_w` (Q4_K, Q5_K: then
-    /// `r = fnmadd(dmin_w, f32(summs), r)`), `out = out + r·d_a` (bitwise
+    /// `r = fnmadd(dmin_w, f32(summs), r)`), `out = fma(r, d_a, out)` (bitwise
     /// `dot_q{3,4,5,6}_k_q8_k_tiled` on every ISA). `None` for the types without a tiled
     /// kernel here. Which matrices llama.cpp tiles (not the repacked ones: Q4_K with
     /// rows % 8 == 0 on x86-64) is the caller's rule.

@@ -382,9 +382,11 @@ pub(crate) fn hsum_lanes8(a: &[f32; 8]) -> f32 {
 // (ggml-cpu `tiled.cpp`) runs Q6_K (and Q5_K, Q4_K, Q3_K, Q2_K) through its tiled
 // kernel. Per super-block it forms one exact integer `isum = Σ_g scale_g · Σ q·a`
 // (Q6_K: `q` is the signed quant, the −32 offset folded in through the Q8_K block
-// sums), then `r = f32(isum) · d_w` and `out = out + r · d_a` (a rounded multiply,
-// then a rounded add: the AVX-512 VNNI kernel's float steps), `out` starting at 0 and
-// summing the super-blocks in order.
+// sums), then `r = f32(isum) · d_w` (a rounded multiply) and `out = fma(r, d_a, out)`
+// (one rounding: the VNNI kernel's epilogue `_mm512_add_ps(buf, _mm512_mul_ps(result,
+// d1))`, tiled-kernel.cpp `tiled_run_micro_vnni_8x16`, is contracted by GCC into
+// `vfmadd213ps`, as the llama-cpp-python 0.3.36 libggml-cpu.so disassembly shows),
+// `out` starting at 0 and summing the super-blocks in order.
 
 /// Q6_K weights · Q8_K activations in llama.cpp's tiled-matmul order (see above).
 pub(crate) fn dot_q6_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
@@ -399,14 +401,14 @@ pub(crate) fn dot_q6_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
             isum += i32::from(sc as i8) * s;
         }
         let r = isum as f32 * f16_at(x, 208);
-        acc += r * f32_at(y, 0);
+        acc = r.mul_add(f32_at(y, 0), acc);
     }
     acc
 }
 
 /// Q4_K / Q5_K weights · Q8_K activations in llama.cpp's tiled-matmul order: per
 /// super-block `r = f32(isum)·d_w`, then `r = fnmadd(dmin_w, f32(summs), r)` (one
-/// rounding), `out = out + r·d_a`.
+/// rounding), `out = fma(r, d_a, out)`.
 fn dot_k45_tiled(w: &[u8], a: &[u8], bytes: usize, q: impl Fn(&[u8], usize) -> i32) -> f32 {
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
@@ -414,7 +416,7 @@ fn dot_k45_tiled(w: &[u8], a: &[u8], bytes: usize, q: impl Fn(&[u8], usize) -> i
         let (isum, summs) = k_sums(&sc, &mn, y, |i| q(x, i));
         let r = isum as f32 * f16_at(x, 0);
         let r = (-f16_at(x, 2)).mul_add(summs as f32, r);
-        acc += r * f32_at(y, 0);
+        acc = r.mul_add(f32_at(y, 0), acc);
     }
     acc
 }
@@ -433,7 +435,7 @@ pub(crate) fn dot_q5_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
 }
 
 /// Q3_K weights · Q8_K activations in llama.cpp's tiled-matmul order (as Q6_K: no
-/// mins, `r = f32(isum)·d_w`, `out = out + r·d_a`).
+/// mins, `r = f32(isum)·d_w`, `out = fma(r, d_a, out)`).
 pub(crate) fn dot_q3_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
@@ -447,7 +449,7 @@ pub(crate) fn dot_q3_k_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
             isum += i32::from(sc) * s;
         }
         let r = isum as f32 * f16_at(x, 108);
-        acc += r * f32_at(y, 0);
+        acc = r.mul_add(f32_at(y, 0), acc);
     }
     acc
 }

@@ -3,8 +3,10 @@
 //!
 //! Per weight row, output and super-block the arithmetic is the scalar reference
 //! `kquants::dot_q6_k_q8_k_tiled`: an exact integer `isum` (any summation order gives
-//! the same value), then `r = f32(isum) · d_w`, `out = out + r · d_a` (rounded multiply,
-//! rounded add, no FMA), super-blocks in order. Lanes are activation rows: eight
+//! the same value), then `r = f32(isum) · d_w` (rounded multiply) and
+//! `out = fma(r, d_a, out)` (one rounding: GCC contracts the kernel's
+//! `_mm512_add_ps(buf, _mm512_mul_ps(result, d1))` into `vfmadd213ps`), super-blocks in
+//! order. Lanes are activation rows: eight
 //! outputs of one weight row share each float step, so every ISA gives the scalar
 //! reference's bits.
 
@@ -73,7 +75,7 @@ macro_rules! tiled_driver {
                             // SAFETY: `da` is 8 f32; `loadu` needs no alignment.
                             let da = unsafe { _mm256_loadu_ps(da.as_ptr()) };
                             let r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw);
-                            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(r, da));
+                            *acc = _mm256_fmadd_ps(r, da, *acc);
                         }
                     }
                     let mut vals = [0f32; $gk];
@@ -99,7 +101,7 @@ macro_rules! tiled_driver {
 
 /// Q4_K / Q5_K (`$hi`: the fifth bit from `qh`) in the tiled order with mins: per
 /// super-block `r = f32(isum)·d_w`, `r = fnmadd(dmin_w, f32(summs), r)` (one rounding),
-/// `out = out + r·d_a`; lanes are 8 activation rows, integer sums on 256-bit registers.
+/// `out = fma(r, d_a, out)`; lanes are 8 activation rows, integer sums on 256-bit registers.
 macro_rules! tiled_k45 {
     ($feat:literal, $name:ident, $bytes:expr, $hi:literal) => {
         /// Exact `isum = Σ_g sc_g · Σ q·a` and `summs = Σ_g mn_g · (bsum_2g + bsum_2g+1)`
@@ -249,7 +251,7 @@ macro_rules! tiled_driver_min {
                         let da = unsafe { _mm256_loadu_ps(da.as_ptr()) };
                         let r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw);
                         let r = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(summs), r);
-                        acc = _mm256_add_ps(acc, _mm256_mul_ps(r, da));
+                        acc = _mm256_fmadd_ps(r, da, acc);
                     }
                     let mut vals = [0f32; G];
                     // SAFETY: `vals` has 8 f32 slots; `storeu` needs no alignment.
