@@ -4,17 +4,10 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::uniform;
 use fucina_quant::{ActType, Isa};
 
 const TYPES: [ActType; 3] = [ActType::Q8_0, ActType::Q8_1, ActType::Q8_K];
-
-fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
-        .collect()
-}
 
 /// Rows of 512 elements (two Q8_K blocks, sixteen Q8_0 blocks) that stress the edges.
 fn rows() -> Vec<Vec<f32>> {

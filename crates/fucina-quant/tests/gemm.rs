@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::uniform;
 use fucina_quant::{GgmlType, Isa, Kernels, TileDot};
 
 /// Types that must get a register-blocked kernel on every SIMD ISA.
@@ -16,13 +16,6 @@ const BLOCKED: [GgmlType; 6] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
-
-fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
-        .collect()
-}
 
 #[test]
 fn multi_row_equals_single_row_bitwise() {

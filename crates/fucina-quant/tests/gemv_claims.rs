@@ -4,15 +4,8 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::uniform;
 use fucina_quant::{GgmlType, Isa, Kernels, QMatrix, ThreadPool};
-
-fn uniform(seed: u64, n: usize) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| ((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
-        .collect()
-}
 
 #[test]
 fn every_row_is_computed_once_whatever_the_claims() {
@@ -22,13 +15,13 @@ fn every_row_is_computed_once_whatever_the_claims() {
         for (ty, cols) in [(GgmlType::Q8_0, 64), (GgmlType::Q6_K, 256)] {
             for rows in [1usize, 7, 8, 9, 16, 17, 100, 1000, 5003] {
                 let mut w = Vec::new();
-                fucina_quant::quantize(ty, &uniform(rows as u64, rows * cols), &mut w)
+                fucina_quant::quantize(ty, &uniform(rows as u64, rows * cols, 1.0), &mut w)
                     .expect("quantize");
                 let m = QMatrix::new(kernels, ty, &w, rows, cols).expect("matrix");
                 let e = m.entry();
                 let row_bytes = w.len() / rows;
                 for n in [1usize, 3] {
-                    let x = uniform(7 + n as u64, n * cols);
+                    let x = uniform(7 + n as u64, n * cols, 1.0);
                     let mut y = vec![f32::NAN; n * rows];
                     m.gemm(&pool, &x, n, &mut y).expect("gemm");
                     for t in 0..n {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{f16_fields, prng_blocks, splitmix_words};
+use common::{f16_fields, prng_blocks, splitmix_words, uniform};
 use fucina_quant::dispatch::scalar_reference;
 use fucina_quant::{ActType, GgmlType, Isa, KernelPath, Kernels};
 
@@ -19,19 +19,12 @@ use fucina_quant::{ActType, GgmlType, Isa, KernelPath, Kernels};
 /// a scale part and a min part whose magnitudes exceed |w·a| by a small factor.
 const ORDER_BOUND_FACTOR: f64 = 8.0;
 
-fn uniform(seed: u64, n: usize) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| ((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
-        .collect()
-}
-
 /// Realistic weight rows: quantized from uniform floats where a quantizer exists,
 /// else random blocks with moderate scales.
 fn weights(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
     let mut out = Vec::new();
     if fucina_quant::format(ty).and_then(|f| f.quantize).is_some() {
-        let x: Vec<f32> = uniform(seed, n).iter().map(|v| v * 3.0).collect();
+        let x: Vec<f32> = uniform(seed, n, 1.0).iter().map(|v| v * 3.0).collect();
         fucina_quant::quantize(ty, &x, &mut out).expect("quantize");
         return out;
     }
@@ -140,7 +133,7 @@ fn check_isa(kernels: &Kernels) -> usize {
         for seed in 0..4u64 {
             // Realistic scales: summation order only.
             let w = weights(ty, n, 1000 + seed);
-            let a = activations(act, &uniform(2000 + seed, n));
+            let a = activations(act, &uniform(2000 + seed, n, 1.0));
             let (got, want) = (entry.dot(&w, &a), scalar(&w, &a));
             let nb = (n / entry.block_size) as f64;
             let bound =
@@ -204,7 +197,7 @@ fn via_dequant_path_matches_dequantized_dot() {
         let ty = entry.ty;
         let n = 1024;
         let w = prng_blocks(ty, 7, n / entry.block_size);
-        let x = uniform(8, n);
+        let x = uniform(8, n, 1.0);
         let a = activations(ActType::F32, &x);
         let mut wf = vec![0f32; n];
         fucina_quant::dequantize(ty, &w, &mut wf).expect("dequantize");

@@ -3,15 +3,8 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::uniform;
 use fucina_quant::{ActType, GgmlType, Isa, Kernels, QMatrix, ThreadPool};
-
-fn uniform(seed: u64, n: usize) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| ((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
-        .collect()
-}
 
 #[test]
 fn gemv_and_gemm_equal_rowwise_dots() {
@@ -28,9 +21,10 @@ fn gemv_and_gemm_equal_rowwise_dots() {
         ] {
             let (rows, cols, n) = (37, 512, 75);
             let mut w = Vec::new();
-            fucina_quant::quantize(ty, &uniform(1, rows * cols), &mut w).expect("quantize weights");
+            fucina_quant::quantize(ty, &uniform(1, rows * cols, 1.0), &mut w)
+                .expect("quantize weights");
             let m = QMatrix::new(kernels, ty, &w, rows, cols).expect("matrix");
-            let x = uniform(2, n * cols);
+            let x = uniform(2, n * cols, 1.0);
             let mut y = vec![0f32; n * rows];
             m.gemm(&pool, &x, n, &mut y).expect("gemm");
             let e = m.entry();

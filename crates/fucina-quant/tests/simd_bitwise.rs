@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::uniform;
 use fucina_quant::dispatch::scalar_reference;
 use fucina_quant::{GgmlType, Isa, Kernels, TileDot};
 
@@ -15,13 +15,6 @@ const TYPES: [GgmlType; 4] = [
     GgmlType::Q8_0,
     GgmlType::Q6_K,
 ];
-
-fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
-        .collect()
-}
 
 fn weights(ty: GgmlType, n: usize, seed: u64, scale: f32) -> Vec<u8> {
     let mut w = Vec::new();

@@ -5,15 +5,8 @@
 
 mod common;
 
-use common::splitmix_words;
+use common::{splitmix_words, uniform};
 use fucina_quant::{GgmlType, Isa, Kernels, TileDot};
-
-fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    splitmix_words(seed, n)
-        .iter()
-        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
-        .collect()
-}
 
 #[test]
 fn tiled_order_matches_scalar_reference_on_every_isa() {

@@ -53,6 +53,14 @@ pub fn splitmix_words(seed: u64, n: usize) -> Vec<u64> {
 }
 
 /// `n` bytes of the splitmix64 stream.
+/// `n` floats uniform in `[-scale, scale)` from the splitmix stream of `seed`.
+pub fn uniform(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    splitmix_words(seed, n)
+        .iter()
+        .map(|w| (((w >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale)
+        .collect()
+}
+
 pub fn prng_bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut out: Vec<u8> = splitmix_words(seed, n.div_ceil(8))
         .iter()
