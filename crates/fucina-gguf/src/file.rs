@@ -59,6 +59,32 @@ impl Part {
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+
+    /// Tell the OS this process will not read `range` of the file's bytes soon: its
+    /// pages leave the process's resident set (they stay in the page cache). A hint:
+    /// the bytes stay valid, and reading them again faults them back in from the
+    /// file. Only the whole pages inside `range` are released; no-op for in-memory
+    /// files, out-of-range requests and systems without `madvise`.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        if let Backing::Mmap(m) = &self.bytes {
+            const PAGE: usize = 4096;
+            let base = m.as_ptr() as usize;
+            let start = (base + range.start).next_multiple_of(PAGE) - base;
+            let end = ((base + range.end.min(m.len())) / PAGE * PAGE).saturating_sub(base);
+            if start < end {
+                // SAFETY: the map is a read-only shared file mapping: MADV_DONTNEED
+                // only drops this process's page-table entries, and any later read
+                // of those addresses faults the same file bytes back in, so every
+                // `&[u8]` borrowed from the map keeps its contents.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = range;
+    }
 }
 
 /// How to open a file.

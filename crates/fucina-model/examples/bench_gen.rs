@@ -26,7 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n_prompt = arg(&args, 3, 512).max(1);
     let n_decode = arg(&args, 4, 64);
     let reps = arg(&args, 5, 3).max(1);
+    let t = Instant::now();
     let model = Arc::new(Model::load(&path, ModelOptions { n_threads: threads })?);
+    println!("load {:.3} s", t.elapsed().as_secs_f64());
     let n_vocab = model.config().n_vocab as u32;
     let prompt: Vec<u32> = (0..n_prompt as u32)
         .map(|i| 2 + (i * 7919) % (n_vocab - 2))

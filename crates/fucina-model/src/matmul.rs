@@ -26,7 +26,7 @@
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what
 //! the speculative decoder's verify needs).
 
-use fucina_quant::TileDot;
+use fucina_quant::{Q4KOrder, TileDot};
 
 use crate::parallel::{SharedMut, ThreadPool};
 use crate::weights::Linear;
@@ -39,6 +39,9 @@ const ROW_TILE: usize = 256;
 /// Weight rows per tile-kernel call in decode (each activation block is loaded once
 /// for them).
 const W_TILE: usize = 8;
+/// Weight rows per call of the interleaved Q4_K kernels in decode (they stream the
+/// groups; a multiple of 8 no larger than `ROW_TILE * W_TILE_MAX`).
+const W_DECODE: usize = 64;
 /// Most weight rows per tile-kernel call with several activation rows (each kernel
 /// asks for its number, [`TileDot::weights_per_call`]).
 const W_TILE_MAX: usize = 16;
@@ -167,6 +170,43 @@ pub fn matmul_split_in_op(
     } else {
         gemm_rows
     };
+    if let Some(p) = w.packed() {
+        // Interleaved Q4_K (never tiled in llama.cpp either: these are the matrices it
+        // repacks): the same two orders, read from the interleaved groups.
+        let chunk = chunk.next_multiple_of(fucina_quant::repack::GROUP_ROWS);
+        pool.run(rows.div_ceil(chunk), &|c| {
+            let o0 = c * chunk;
+            let o1 = (o0 + chunk).min(rows);
+            let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
+            let parts = [
+                (Q4KOrder::Pairs, 0, gemm_rows),
+                (Q4KOrder::Single, gemm_rows, m),
+            ];
+            for (order, s0, s1) in parts {
+                // Decode: many weight rows per call (the kernel streams their groups);
+                // batches: a register tile of weight rows × up to ROW_TILE rows.
+                let (row_tile, w_tile) = if s1 - s0 == 1 {
+                    (1, W_DECODE)
+                } else {
+                    (ROW_TILE, p.weights_per_call())
+                };
+                for r0 in (s0..s1).step_by(row_tile) {
+                    let r1 = (r0 + row_tile).min(s1);
+                    let acts = &act[r0 * act_row..r1 * act_row];
+                    for w0 in (o0..o1).step_by(w_tile) {
+                        let nw = (o1 - w0).min(w_tile);
+                        let vals = &mut vals[..(r1 - r0) * nw];
+                        p.dots(order, w0..w0 + nw, acts, act_row, vals);
+                        for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
+                            // SAFETY: chunk c alone writes columns o0..o1 of every row.
+                            unsafe { out.slice(r * rows + w0, nw) }.copy_from_slice(v);
+                        }
+                    }
+                }
+            }
+        });
+        return Ok(());
+    }
     if m == 1 && tiled.is_none() {
         // Decode: `W_TILE` weight rows per kernel call, the activation row loaded once
         // for them (each kernel picks its one-row strategy; bitwise the single dots).

@@ -1,8 +1,12 @@
 //! A loaded model: config, bound weights (mmapped, GGUF precision) and the
 //! thread pool its forward runs on. Selected by `general.architecture`.
+//!
+//! At load, the Q4_K matrices the kernels have an interleaved form for are repacked
+//! (fucina-quant's `repack`, on the pool's threads; bitwise the same results, faster
+//! decode). `FUCINA_REPACK=0` keeps every matrix in the file's row-major form.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use fucina_gguf::GgufFile;
 
@@ -12,6 +16,9 @@ use crate::kv_cache::{KvCache, KvDtype};
 use crate::parallel::ThreadPool;
 use crate::weights::{has_tensor, load_vector, load_vector_opt, Linear};
 use crate::{ModelError, Result};
+
+/// Environment variable that turns load-time repacking off (`0`).
+pub const REPACK_ENV: &str = "FUCINA_REPACK";
 
 /// Load-time options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,9 +96,30 @@ impl Model {
             _ => load_vector_opt(&file, "output.bias", n_vocab)?,
         };
         let rope_freqs = families::bind_rope_freqs(&file, &config, &spec)?;
-        let layers = (0..config.n_layer)
+        let mut layers = (0..config.n_layer)
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
+        let mut output = output;
+        let pool = ThreadPool::new(options.n_threads)?;
+        if std::env::var(REPACK_ENV).map_or(true, |v| v.trim() != "0") {
+            let mut targets: Vec<&mut Linear> = layers
+                .iter_mut()
+                .flat_map(|l| {
+                    [
+                        &mut l.wq,
+                        &mut l.wk,
+                        &mut l.wv,
+                        &mut l.wo,
+                        &mut l.gate,
+                        &mut l.up,
+                        &mut l.down,
+                    ]
+                })
+                .chain([&mut output])
+                .filter(|w| w.repackable())
+                .collect();
+            repack_all(&pool, &mut targets)?;
+        }
         Ok(Model {
             config,
             file,
@@ -100,7 +128,7 @@ impl Model {
             output_norm,
             output_bias,
             layers,
-            pool: ThreadPool::new(options.n_threads)?,
+            pool,
         })
     }
 
@@ -137,5 +165,22 @@ impl Model {
             })
             .sum();
         layer + self.output.bytes().len()
+    }
+}
+
+/// Repack `targets` on the pool's threads, largest first (each matrix is one task).
+fn repack_all(pool: &ThreadPool, targets: &mut [&mut Linear]) -> Result<()> {
+    targets.sort_by_key(|w| std::cmp::Reverse(w.bytes().len()));
+    let slots: Vec<Mutex<&mut Linear>> = targets.iter_mut().map(|w| Mutex::new(&mut **w)).collect();
+    let err: Mutex<Option<ModelError>> = Mutex::new(None);
+    pool.run(slots.len(), &|i| {
+        let mut w = slots[i].lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = w.repack() {
+            *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        }
+    });
+    match err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use fucina_gguf::{GgmlType, GgufFile, TensorInfo};
-use fucina_quant::{DotEntry, Kernels};
+use fucina_quant::{DotEntry, Kernels, PackedQ4K};
 
 use crate::{ModelError, Result};
 
@@ -25,6 +25,7 @@ pub struct Linear {
     part: usize,
     range: Range<usize>,
     dot: DotEntry,
+    packed: Option<Arc<PackedQ4K>>,
 }
 
 impl std::fmt::Debug for Linear {
@@ -91,7 +92,35 @@ impl Linear {
             part,
             range,
             dot,
+            packed: None,
         })
+    }
+
+    /// Whether [`Linear::repack`] would repack this matrix (Q4_K, rows % 8 == 0, an
+    /// ISA with interleaved kernels).
+    pub fn repackable(&self) -> bool {
+        PackedQ4K::supported(&self.dot, self.rows)
+    }
+
+    /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K as
+    /// interleaved 8-row groups) when [`Linear::repackable`]; the file's pages of the
+    /// row-major bytes are then released from the resident set (reading
+    /// [`Linear::bytes`] faults them back in). Results are bitwise unchanged.
+    pub fn repack(&mut self) -> Result<()> {
+        if self.packed.is_some() || !self.repackable() {
+            return Ok(());
+        }
+        let p = PackedQ4K::new(&self.dot, self.bytes(), self.rows, self.cols)?;
+        if let Some(p) = p {
+            self.packed = Some(Arc::new(p));
+            self.file.parts()[self.part].release(self.range.clone());
+        }
+        Ok(())
+    }
+
+    /// The repacked form, if [`Linear::repack`] made one.
+    pub fn packed(&self) -> Option<&PackedQ4K> {
+        self.packed.as_deref()
     }
 
     /// The dot kernel (and activation format) this weight multiplies with.

@@ -22,6 +22,7 @@ pub mod gemm;
 pub mod half;
 pub mod matmul;
 pub mod pool;
+pub mod repack;
 
 pub use activation::ActType;
 pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
@@ -31,6 +32,7 @@ pub use fucina_gguf::GgmlType;
 pub use gemm::TileDot;
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
+pub use repack::{PackedQ4K, Q4KOrder};
 
 fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
     format(ty).ok_or(QuantError::Unsupported { ty, op })

@@ -35,6 +35,24 @@ macro_rules! q4_k_tiles {
         ) {
             tile8::<PAIRS>(ws, nb, acts, stride, nt, out, ostride)
         }
+
+        /// One interleaved 8-row group of `nb` super-blocks × `nt` activation rows.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn packed_chunk<const PAIRS: bool>(
+            groups: &[u8],
+            _ng: usize,
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            let block = |b| pack_x8(&groups[X8 * b..]);
+            tile8_from::<PAIRS>(8, nb, block, acts, stride, nt, out, ostride)
+        }
     };
     (@chunk $feat:literal, wide) => {
         /// Weight rows per tile: two 8-row halves in 512-bit registers, so that every
@@ -67,9 +85,7 @@ macro_rules! q4_k_tiles {
 
         #[target_feature(enable = $feat)]
         #[inline]
-        fn pack16(x: &[&[u8]; 16]) -> Packed16 {
-            let a = pack(&core::array::from_fn(|k| x[k]));
-            let b = pack(&core::array::from_fn(|k| x[8 + k]));
+        fn join16(a: Packed, b: Packed) -> Packed16 {
             Packed16 {
                 lo: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.lo[j][e], b.lo[j][e]))),
                 hi: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.hi[j][e], b.hi[j][e]))),
@@ -153,18 +169,32 @@ macro_rules! q4_k_tiles {
             out: &mut [f32],
             ostride: usize,
         ) {
-            let nw = ws.len();
+            let (a, b) = ws.split_at(8);
+            let block = |k| join16(pack_rows(a, k), pack_rows(b, k));
+            tile16_from::<PAIRS>(ws.len(), nb, block, acts, stride, nt, out, ostride)
+        }
+
+        /// [`tile16`] over `nw <= 16` weight rows whose super-block `b` is `block(b)`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn tile16_from<const PAIRS: bool>(
+            nw: usize,
+            nb: usize,
+            block: impl Fn(usize) -> Packed16,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
             let mut acc = [[_mm512_setzero_ps(); 2]; T_CHUNK16];
             for c0 in (0..nt).step_by(T_CHUNK16) {
                 let c1 = (c0 + T_CHUNK16).min(nt);
                 let acc = &mut acc[..c1 - c0];
                 acc.fill([_mm512_setzero_ps(); 2]);
                 for b in 0..nb {
-                    let x: [&[u8]; 16] = core::array::from_fn(|k| match ws.get(k) {
-                        Some(w) => &w[144 * b..144 * (b + 1)],
-                        None => &ZERO_BLOCK[..],
-                    });
-                    let p = pack16(&x);
+                    let p = block(b);
                     let y = |t: usize| &acts[t * stride + 292 * b..t * stride + 292 * (b + 1)];
                     let mut t = c0;
                     while t + 4 <= c1 {
@@ -204,6 +234,32 @@ macro_rules! q4_k_tiles {
                 tile8::<PAIRS>(ws, nb, acts, stride, nt, out, ostride)
             }
         }
+
+        /// `ng` (1 or 2) interleaved 8-row groups of `nb` super-blocks each, back to
+        /// back in `groups`, × `nt` activation rows: two groups share the 512-bit
+        /// registers.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn packed_chunk<const PAIRS: bool>(
+            groups: &[u8],
+            ng: usize,
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
+            let gb = nb * X8;
+            if ng >= 2 {
+                let block = |b| join16(pack_x8(&groups[X8 * b..]), pack_x8(&groups[gb + X8 * b..]));
+                tile16_from::<PAIRS>(16, nb, block, acts, stride, nt, out, ostride)
+            } else {
+                let block = |b| pack_x8(&groups[X8 * b..]);
+                tile8_from::<PAIRS>(8, nb, block, acts, stride, nt, out, ostride)
+            }
+        }
     };
     (@dot $feat:literal, vnni) => {
         /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` unsigned, `a` signed).
@@ -230,6 +286,8 @@ macro_rules! q4_k_tiles {
 
         /// A padding weight block (d = 0: contributes exact zeros).
         static ZERO_BLOCK: [u8; 144] = [0; 144];
+        /// Bytes of one super-block of an interleaved 8-row group.
+        const X8: usize = crate::repack::Q4_K_X8_BLOCK_BYTES;
         /// Activation rows per accumulator block kept across super-blocks.
         const T_CHUNK: usize = 256;
 
@@ -331,9 +389,54 @@ macro_rules! q4_k_tiles {
                     hi[j][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(v[e]), m4);
                 }
             }
+            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &x[k][..16]));
+            Packed {
+                lo,
+                hi,
+                sc,
+                mn,
+                d,
+                dmin,
+            }
+        }
+
+        /// One super-block (1152 bytes) of an 8-row group in the interleaved layout
+        /// of [`crate::repack`] in lane form: the quant dwords are already transposed,
+        /// only the nibbles and the headers need splitting.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn pack_x8(blk: &[u8]) -> Packed {
+            let blk = &blk[..X8];
+            let m4 = _mm256_set1_epi8(0x0f);
+            let mut lo = [[_mm256_setzero_si256(); 8]; 4];
+            let mut hi = [[_mm256_setzero_si256(); 8]; 4];
+            for j in 0..4 {
+                for e in 0..8 {
+                    let o = 128 + 32 * (8 * j + e);
+                    let v = load_i256(&blk[o..o + 32]);
+                    lo[j][e] = _mm256_and_si256(v, m4);
+                    hi[j][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                }
+            }
+            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &blk[16 * k..16 * k + 16]));
+            Packed {
+                lo,
+                hi,
+                sc,
+                mn,
+                d,
+                dmin,
+            }
+        }
+
+        /// The 16-byte headers (`d`, `dmin`, 12 scale bytes) of 8 rows in lane form:
+        /// sub-block scales as i32, pair mins as i16 halves, `d` and `dmin` widened.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn pack_header(h: &[&[u8]; 8]) -> ([__m256i; 8], [__m256i; 4], __m256, __m256) {
             // Header dwords (d|dmin, scales a, b, c) of rows k and k + 4 per register.
             let y: [__m256i; 4] = core::array::from_fn(|k| {
-                _mm256_set_m128i(load_i128(&x[k + 4][..16]), load_i128(&x[k][..16]))
+                _mm256_set_m128i(load_i128(&h[k + 4][..16]), load_i128(&h[k][..16]))
             });
             let t0 = _mm256_unpacklo_epi32(y[0], y[1]);
             let t1 = _mm256_unpackhi_epi32(y[0], y[1]);
@@ -366,14 +469,7 @@ macro_rules! q4_k_tiles {
                 let n = 2 * (j % 2) as i32;
                 _mm256_or_si256(byte_n(v, n), _mm256_slli_epi32::<16>(byte_n(v, n + 1)))
             });
-            Packed {
-                lo,
-                hi,
-                sc,
-                mn,
-                d,
-                dmin,
-            }
+            (sc, mn, d, dmin)
         }
 
         /// One packed super-block against `N` activation blocks `ys` (292 bytes each),
@@ -452,6 +548,16 @@ macro_rules! q4_k_tiles {
             )
         }
 
+        /// Super-block `b` of up to 8 weight rows `ws` (zero blocks past the end).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn pack_rows(ws: &[&[u8]], b: usize) -> Packed {
+            pack(&core::array::from_fn(|k| match ws.get(k) {
+                Some(w) => &w[144 * b..144 * (b + 1)],
+                None => &ZERO_BLOCK[..],
+            }))
+        }
+
         /// Up to 8 weight rows `ws` (same whole-block count `nb`) × `nt` activation
         /// rows; `out[t * ostride + k]` for weight row `k`.
         #[target_feature(enable = $feat)]
@@ -465,18 +571,30 @@ macro_rules! q4_k_tiles {
             out: &mut [f32],
             ostride: usize,
         ) {
-            let nw = ws.len();
+            tile8_from::<PAIRS>(ws.len(), nb, |b| pack_rows(ws, b), acts, stride, nt, out, ostride)
+        }
+
+        /// [`tile8`] over `nw <= 8` weight rows whose super-block `b` is `block(b)`.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        fn tile8_from<const PAIRS: bool>(
+            nw: usize,
+            nb: usize,
+            block: impl Fn(usize) -> Packed,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+            ostride: usize,
+        ) {
             let mut acc = [[_mm256_setzero_ps(); 2]; T_CHUNK];
             for c0 in (0..nt).step_by(T_CHUNK) {
                 let c1 = (c0 + T_CHUNK).min(nt);
                 let acc = &mut acc[..c1 - c0];
                 acc.fill([_mm256_setzero_ps(); 2]);
                 for b in 0..nb {
-                    let x: [&[u8]; 8] = core::array::from_fn(|k| match ws.get(k) {
-                        Some(w) => &w[144 * b..144 * (b + 1)],
-                        None => &ZERO_BLOCK[..],
-                    });
-                    let p = pack(&x);
+                    let p = block(b);
                     let y = |t: usize| &acts[t * stride + 292 * b..t * stride + 292 * (b + 1)];
                     let mut t = c0;
                     while t + 4 <= c1 {
@@ -547,6 +665,126 @@ macro_rules! q4_k_tiles {
         pub(crate) fn pairs(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
             // SAFETY: as `single`.
             unsafe { tiles::<true>(ws, acts, stride, out) }
+        }
+
+        /// The [`crate::repack::PackedFn`] contract: `groups` holds whole interleaved
+        /// 8-row groups of `nb` super-blocks each, `acts` rows of `stride >= 292·nb`
+        /// bytes; `out[t * 8·ng + 8·g + k]` = dot of row `k` of group `g` with
+        /// activation row `t`.
+        #[target_feature(enable = $feat)]
+        fn packed_tiles<const PAIRS: bool>(
+            groups: &[u8],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            out: &mut [f32],
+        ) {
+            let gb = nb * X8;
+            if gb == 0 || stride == 0 {
+                out.fill(0.0);
+                return;
+            }
+            let ng = groups.len() / gb;
+            let nw = 8 * ng;
+            let nt = out.len().checked_div(nw).unwrap_or(0).min(acts.len() / stride);
+            if nt == 0 {
+                return;
+            }
+            if nt == 1 && !PAIRS {
+                return packed_gemv(groups, nb, acts, out);
+            }
+            let per = W_CHUNK / 8;
+            for c in (0..ng).step_by(per) {
+                let k = (ng - c).min(per);
+                let g = &groups[c * gb..(c + k) * gb];
+                packed_chunk::<PAIRS>(g, k, nb, acts, stride, nt, &mut out[8 * c..], nw);
+            }
+        }
+
+        /// One activation row against every group (decode): the groups are read
+        /// once, front to back, each super-block's quant dwords straight into lanes.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn packed_gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
+            let gb = nb * X8;
+            for (g, o) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
+                let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                for (blk, y) in g.chunks_exact(X8).zip(act.chunks_exact(292)) {
+                    gemv_block(blk, y, &mut acc, &mut accm);
+                }
+                let mut v = [0f32; 8];
+                // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
+                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
+                o.copy_from_slice(&v);
+            }
+        }
+
+        /// One interleaved super-block against one activation block, streaming:
+        /// each quant register is split and multiplied as it is loaded (nothing of
+        /// the block is kept in registers but its scales). The integer sums and the
+        /// float steps are those of [`block_rows`] in the single-row order, so the
+        /// result is bitwise the same; the sums are split over independent chains.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gemv_block(blk: &[u8], y: &[u8], acc: &mut __m256, accm: &mut __m256) {
+            let blk: &[u8; X8] = blk[..X8].try_into().expect("whole block");
+            let y: &[u8; 292] = y[..292].try_into().expect("whole block");
+            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &blk[16 * k..16 * k + 16]));
+            let da = _mm256_set1_ps(f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
+            let h = _mm_hadd_epi16(load_i128(&y[260..276]), load_i128(&y[276..292]));
+            let mut bs = [0i32; 4];
+            // SAFETY: `bs` is 16 writable bytes and `storeu` needs no alignment.
+            unsafe { _mm_storeu_si128(bs.as_mut_ptr().cast(), h) };
+            let m4 = _mm256_set1_epi8(0x0f);
+            let mut tot = _mm256_setzero_si256();
+            let mut totm = _mm256_setzero_si256();
+            for j in 0..4 {
+                let mut lo = [_mm256_setzero_si256(); 2];
+                let mut hi = [_mm256_setzero_si256(); 2];
+                for e in 0..8 {
+                    let o = 128 + 32 * (8 * j + e);
+                    let v = load_i256(&blk[o..o + 32]);
+                    let wl = _mm256_and_si256(v, m4);
+                    let wh = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    lo[e % 2] = dpbusd(lo[e % 2], wl, bcast4(y, 4 + 64 * j + 4 * e));
+                    hi[e % 2] = dpbusd(hi[e % 2], wh, bcast4(y, 36 + 64 * j + 4 * e));
+                }
+                let isum = _mm256_add_epi32(
+                    _mm256_mullo_epi32(_mm256_add_epi32(lo[0], lo[1]), sc[2 * j]),
+                    _mm256_mullo_epi32(_mm256_add_epi32(hi[0], hi[1]), sc[2 * j + 1]),
+                );
+                let imin = _mm256_madd_epi16(mn[j], _mm256_set1_epi32(bs[j]));
+                tot = _mm256_add_epi32(tot, isum);
+                totm = _mm256_add_epi32(totm, imin);
+            }
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, da), *acc);
+            *accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm), _mm256_mul_ps(dmin, da), *accm);
+        }
+
+        /// Interleaved groups in the single-row order (bitwise the single-row dots).
+        pub(crate) fn packed_single(
+            groups: &[u8],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            out: &mut [f32],
+        ) {
+            // SAFETY: `repack` hands this out only for its ISA, which `dispatch` makes
+            // selectable only after run-time detection of every feature in this
+            // module's `#[target_feature]` set.
+            unsafe { packed_tiles::<false>(groups, nb, acts, stride, out) }
+        }
+
+        /// Interleaved groups in ggml's prompt-batch (GEMM) order.
+        pub(crate) fn packed_pairs(
+            groups: &[u8],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            out: &mut [f32],
+        ) {
+            // SAFETY: as `packed_single`.
+            unsafe { packed_tiles::<true>(groups, nb, acts, stride, out) }
         }
     };
 }

@@ -1,0 +1,154 @@
+//! Q4_K repacked into interleaved 8-row groups (`fucina_quant::repack`): the layout
+//! round-trips, bad shapes are errors, and every packed product is bitwise the
+//! row-major kernels' product in the same order, on every ISA with packed kernels.
+
+mod common;
+
+use common::{prng_blocks, uniform};
+use fucina_quant::repack::{deinterleave_q4_k, interleave_q4_k};
+use fucina_quant::{GgmlType, Isa, Kernels, PackedQ4K, Q4KOrder, TileDot};
+
+/// A `rows × cols` Q4_K matrix: quantized rows of different magnitudes, then (from
+/// `seed % 2 == 1`) raw random blocks, whose 6-bit scales and mins take every value.
+fn matrix(rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    if seed % 2 == 1 {
+        return prng_blocks(GgmlType::Q4_K, seed, rows * cols / 256);
+    }
+    let mut w = Vec::new();
+    for r in 0..rows as u64 {
+        let x = uniform(seed * 7919 + r, cols, 0.25 + (r % 7) as f32);
+        fucina_quant::quantize(GgmlType::Q4_K, &x, &mut w).expect("quantize");
+    }
+    w
+}
+
+#[test]
+fn interleave_round_trips_and_moves_every_byte() {
+    for (rows, cols) in [(8, 256), (16, 512), (24, 2560)] {
+        let src = matrix(rows, cols, 3);
+        let mut packed = vec![0u8; src.len()];
+        interleave_q4_k(&src, rows, cols, &mut packed).expect("interleave");
+        assert_ne!(packed, src, "{rows}×{cols}: interleaving changed nothing");
+        let mut back = vec![0u8; src.len()];
+        deinterleave_q4_k(&packed, rows, cols, &mut back).expect("deinterleave");
+        assert_eq!(back, src, "{rows}×{cols}");
+        // The first group's first super-block: headers in row order, then quant dwords.
+        let rb = cols / 256 * 144;
+        for k in 0..8 {
+            assert_eq!(packed[16 * k..16 * k + 16], src[k * rb..k * rb + 16]);
+            assert_eq!(
+                packed[128 + 4 * k..132 + 4 * k],
+                src[k * rb + 16..k * rb + 20]
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let src = matrix(8, 256, 0);
+    let mut dst = vec![0u8; src.len()];
+    assert!(
+        interleave_q4_k(&src, 8, 255, &mut dst).is_err(),
+        "cols not whole blocks"
+    );
+    assert!(
+        interleave_q4_k(&src[..144 * 4], 4, 256, &mut dst[..144 * 4]).is_err(),
+        "4 rows"
+    );
+    assert!(interleave_q4_k(&src, 16, 256, &mut dst).is_err(), "length");
+    assert!(
+        interleave_q4_k(&src, 8, 256, &mut dst[1..]).is_err(),
+        "output length"
+    );
+    assert!(
+        deinterleave_q4_k(&src[1..], 8, 256, &mut dst[1..]).is_err(),
+        "length"
+    );
+    let k = Kernels::for_isa(Isa::best()).expect("best ISA");
+    let entry = k.entry(GgmlType::Q4_K).expect("Q4_K");
+    if PackedQ4K::supported(&entry, 8) {
+        assert!(PackedQ4K::new(&entry, &src[1..], 8, 256).is_err(), "length");
+    }
+    assert!(PackedQ4K::new(&entry, &src[..144 * 4], 4, 256)
+        .expect("4 rows")
+        .is_none());
+}
+
+#[test]
+fn scalar_isa_keeps_the_row_major_form() {
+    let k = Kernels::for_isa(Isa::Scalar).expect("scalar");
+    let entry = k.entry(GgmlType::Q4_K).expect("Q4_K");
+    assert!(!PackedQ4K::supported(&entry, 8));
+    let src = matrix(8, 256, 0);
+    assert!(PackedQ4K::new(&entry, &src, 8, 256)
+        .expect("scalar")
+        .is_none());
+}
+
+#[test]
+fn packed_products_equal_row_major_products_bitwise() {
+    let mut checked = 0;
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        let entry = kernels.entry(GgmlType::Q4_K).expect("Q4_K");
+        if isa != Isa::Scalar {
+            assert!(
+                PackedQ4K::supported(&entry, 8),
+                "{isa:?} has no packed Q4_K kernels"
+            );
+        }
+        for (rows, cols, seed) in [(8, 256, 0), (40, 768, 1), (24, 2560, 2), (48, 1024, 5)] {
+            let w = matrix(rows, cols, seed);
+            let Some(packed) = PackedQ4K::new(&entry, &w, rows, cols).expect("repack") else {
+                continue;
+            };
+            assert_eq!(packed.bytes().len(), w.len());
+            let rb = cols / 256 * 144;
+            let row = |r: usize| &w[r * rb..(r + 1) * rb];
+            let stride = entry.act.row_bytes(cols);
+            let mut acts = Vec::new();
+            for t in 0..19u64 {
+                let x = uniform(seed * 1000 + t + 11, cols, 1.0 + (t % 5) as f32 * 7.5);
+                entry.act.quantize_row(&x, &mut acts).expect("activation");
+            }
+            let single = TileDot::new(&entry);
+            let prompt = TileDot::new_prompt(&entry);
+            for (order, reference) in [(Q4KOrder::Single, single), (Q4KOrder::Pairs, prompt)] {
+                for r in [0..rows, 8..rows, 0..8, 8..(rows.min(24))] {
+                    if r.is_empty() {
+                        continue;
+                    }
+                    let n = r.len();
+                    let ws: Vec<&[u8]> = r.clone().map(row).collect();
+                    for nt in [1usize, 2, 3, 4, 5, 9, 19] {
+                        let mut got = vec![f32::NAN; nt * n];
+                        packed.dots(order, r.clone(), &acts[..nt * stride], stride, &mut got);
+                        let mut want = vec![f32::NAN; nt * n];
+                        // Row-major reference in chunks of 8 weight rows (its tile width).
+                        for c in (0..n).step_by(8) {
+                            let mut part = vec![0f32; nt * 8];
+                            reference.dots(&ws[c..c + 8], &acts[..nt * stride], stride, &mut part);
+                            for t in 0..nt {
+                                want[t * n + c..t * n + c + 8]
+                                    .copy_from_slice(&part[t * 8..t * 8 + 8]);
+                            }
+                        }
+                        for (k, (g, e)) in got.iter().zip(&want).enumerate() {
+                            assert_eq!(
+                                g.to_bits(),
+                                e.to_bits(),
+                                "{isa:?} {order:?} {rows}×{cols} seed {seed}, rows {r:?}, \
+                                 {nt} activation rows: output {k}: {g} vs {e}"
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    if Isa::available().len() > 1 {
+        assert!(checked > 0);
+    }
+}
