@@ -1,5 +1,7 @@
 //! Run-time kernel selection: detect the CPU's ISA once, build a table of dot
-//! kernels per weight type, cache it.
+//! kernels per weight type, cache it. x86-64 has AVX2 and AVX-512 variants, AArch64 a
+//! NEON one; any type without a SIMD kernel on the chosen ISA uses the scalar reference
+//! ([`KernelPath::Scalar`]).
 //!
 //! `FUCINA_ISA=scalar|avx2|avx512|neon` forces a variant. Naming an ISA this CPU (or
 //! this build) cannot run is an error ([`QuantError::IsaUnavailable`]) from
@@ -26,11 +28,15 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL/DQ + VNNI (BF16 kernels when AVX512-BF16 is present).
     Avx512,
+    /// AArch64 Advanced SIMD (baseline ARMv8.0-A; no `dotprod`): single-row dots only,
+    /// bitwise the scalar reference for every quantized format.
+    Neon,
 }
 
 impl Isa {
-    /// Every variant, lowest first.
-    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+    /// Every variant, lowest first (per architecture: at most one of the x86-64 and the
+    /// AArch64 variants is ever available, so [`Isa::best`] is the last available one).
+    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon];
 
     /// The name `FUCINA_ISA` uses.
     pub fn name(self) -> &'static str {
@@ -38,6 +44,7 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Neon => "neon",
         }
     }
 
@@ -55,6 +62,12 @@ impl Isa {
                 .all(|f| x86_feature(f)),
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => false,
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => crate::arch::aarch64::neon::FEATURES
+                .iter()
+                .all(|f| aarch64_feature(f)),
+            #[cfg(not(target_arch = "aarch64"))]
+            Isa::Neon => false,
         }
     }
 
@@ -98,6 +111,14 @@ fn x86_feature(name: &str) -> bool {
         "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
         "avx512dq" => std::arch::is_x86_feature_detected!("avx512dq"),
         "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
+        _ => false,
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn aarch64_feature(name: &str) -> bool {
+    match name {
+        "neon" => std::arch::is_aarch64_feature_detected!("neon"),
         _ => false,
     }
 }
@@ -201,7 +222,8 @@ impl Kernels {
 
     /// The table for `isa`, built once; an error if this CPU cannot run it.
     pub fn for_isa(isa: Isa) -> Result<&'static Kernels> {
-        static TABLES: [OnceLock<Kernels>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        static TABLES: [OnceLock<Kernels>; Isa::ALL.len()] =
+            [const { OnceLock::new() }; Isa::ALL.len()];
         let isa = Isa::parse_available(isa.name())?;
         let slot = &TABLES[Isa::ALL.iter().position(|&i| i == isa).unwrap_or(0)];
         Ok(slot.get_or_init(|| Kernels::build(isa)))
@@ -260,6 +282,10 @@ fn simd_kernel(isa: Isa, ty: GgmlType) -> Option<VecDotFn> {
             let _ = ty;
             None
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => crate::arch::aarch64::neon::kernel(ty),
+        #[cfg(not(target_arch = "aarch64"))]
+        Isa::Neon => None,
     }
 }
 

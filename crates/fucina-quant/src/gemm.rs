@@ -255,6 +255,10 @@ fn tile_kernel(isa: Isa, ty: GgmlType) -> Option<TileFn> {
     }
     match isa {
         Isa::Scalar => None,
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => crate::arch::aarch64::neon::tile_kernel(ty),
+        #[cfg(not(target_arch = "aarch64"))]
+        Isa::Neon => None,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86_64::gemm_avx2::kernel(ty),
         #[cfg(target_arch = "x86_64")]

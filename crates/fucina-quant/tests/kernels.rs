@@ -232,6 +232,43 @@ fn env_child() {
     }
 }
 
+/// A command running this test binary again: directly, or through the runner cargo
+/// launched it with when the test runs under emulation (an AArch64 build run by
+/// qemu-user on an x86-64 host without binfmt_misc cannot exec itself directly).
+fn child_command(exe: &std::path::Path) -> std::process::Command {
+    let runner = if cfg!(all(target_arch = "aarch64", target_os = "linux")) {
+        std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER").unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        None => std::process::Command::new(exe),
+    }
+}
+
+/// On AArch64 the NEON table must hold a NEON kernel for every format that has one
+/// (a silent fall back to the scalar reference fails here), and NEON is the default.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_kernels_are_installed_for_the_hot_formats() {
+    use GgmlType::*;
+    assert!(Isa::Neon.is_available(), "every AArch64 Linux CPU has NEON");
+    assert_eq!(Isa::best(), Isa::Neon);
+    let k = Kernels::for_isa(Isa::Neon).expect("NEON table");
+    for ty in [
+        Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F32, F16, BF16,
+    ] {
+        let entry = k.entry(ty).expect("entry");
+        assert_eq!(entry.path, KernelPath::Simd(Isa::Neon), "{ty}");
+    }
+}
+
 #[test]
 fn forced_isa_through_env() {
     let exe = std::env::current_exe().expect("test binary path");
@@ -241,7 +278,7 @@ fn forced_isa_through_env() {
         .collect();
     cases.push(("no-such-isa", "error"));
     for (value, expect) in cases {
-        let out = std::process::Command::new(&exe)
+        let out = child_command(&exe)
             .args(["--exact", "env_child", "--test-threads=1"])
             .env(fucina_quant::ISA_ENV, value)
             .env(CHILD_ENV, expect)
@@ -250,7 +287,9 @@ fn forced_isa_through_env() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && text.contains("1 passed"),
-            "FUCINA_ISA={value}: {text}"
+            "FUCINA_ISA={value} ({}): {text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
