@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use crate::config::Activation;
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul, matmul_split, MatmulScratch};
+use crate::matmul::{matmul, matmul_many, matmul_split, MatmulScratch};
 use crate::model::Model;
 use crate::ops::act::{geglu_inplace, swiglu_inplace};
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
@@ -332,9 +332,14 @@ impl Model {
                 grow(&mut s.k, m * kd),
                 grow(&mut s.v, m * vd),
             );
-            matmul(&self.pool, &lw.wq, xn, m, q, &mut s.mm)?;
-            matmul(&self.pool, &lw.wk, xn, m, k, &mut s.mm)?;
-            matmul(&self.pool, &lw.wv, xn, m, v, &mut s.mm)?;
+            matmul_many(
+                &self.pool,
+                &[&lw.wq, &lw.wk, &lw.wv],
+                xn,
+                m,
+                &mut [&mut q[..], &mut k[..], &mut v[..]],
+                &mut s.mm,
+            )?;
             add_bias(q, lw.bq.as_ref(), qd);
             add_bias(k, lw.bk.as_ref(), kd);
             add_bias(v, lw.bv.as_ref(), vd);
@@ -483,8 +488,14 @@ impl Model {
             });
             let ff = lc.n_ff;
             let (gate, up) = (grow(&mut s.gate, mc * ff), grow(&mut s.up, mc * ff));
-            matmul(&self.pool, &lw.gate, xn, mc, gate, &mut s.mm)?;
-            matmul(&self.pool, &lw.up, xn, mc, up, &mut s.mm)?;
+            matmul_many(
+                &self.pool,
+                &[&lw.gate, &lw.up],
+                xn,
+                mc,
+                &mut [&mut gate[..], &mut up[..]],
+                &mut s.mm,
+            )?;
             add_bias(gate, lw.b_gate.as_ref(), ff);
             add_bias(up, lw.b_up.as_ref(), ff);
             let up_ro: &[f32] = up;

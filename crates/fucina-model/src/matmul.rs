@@ -121,6 +121,81 @@ pub fn matmul_split_in_op(
     y: &mut [f32],
     scratch: &mut MatmulScratch,
 ) -> Result<()> {
+    check_shapes(w, x, m, gemm_rows, y)?;
+    let entry = *w.dot();
+    convert(&entry, w.cols(), x, m, &mut scratch.act)?;
+    let pinned = scratch.pinned;
+    let plan = Plan::new(
+        w,
+        m,
+        op_rows,
+        gemm_rows,
+        y,
+        &scratch.act,
+        pool.n_threads(),
+        pinned,
+    );
+    pool.run(plan.n_chunks, &|c| plan.run_chunk(c));
+    Ok(())
+}
+
+/// Several products of the same input rows, `ys[i] = x · ws[i]ᵀ` (each as
+/// [`matmul`]), in one parallel section: the input is converted once and the threads
+/// meet once (the q/k/v and gate/up projections). Each output is computed exactly
+/// as [`matmul`] computes it. Weights whose kernels want different activation
+/// formats run one after the other.
+pub fn matmul_many(
+    pool: &ThreadPool,
+    ws: &[&Linear],
+    x: &[f32],
+    m: usize,
+    ys: &mut [&mut [f32]],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
+    if ws.len() != ys.len() {
+        return Err(ModelError::InvalidBatch(format!(
+            "matmul_many: {} weights, {} outputs",
+            ws.len(),
+            ys.len()
+        )));
+    }
+    let same_act = ws
+        .windows(2)
+        .all(|p| p[0].dot().act == p[1].dot().act && p[0].cols() == p[1].cols());
+    if !same_act || ws.is_empty() {
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            matmul(pool, w, x, m, y, scratch)?;
+        }
+        return Ok(());
+    }
+    let gemm_rows = m - m % 4;
+    for (w, y) in ws.iter().zip(ys.iter()) {
+        check_shapes(w, x, m, gemm_rows, y)?;
+    }
+    convert(ws[0].dot(), ws[0].cols(), x, m, &mut scratch.act)?;
+    let (act, pinned, threads) = (&scratch.act, scratch.pinned, pool.n_threads());
+    let plans: Vec<Plan> = ws
+        .iter()
+        .zip(ys.iter_mut())
+        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned))
+        .collect();
+    let starts: Vec<usize> = plans
+        .iter()
+        .scan(0, |acc, p| {
+            let s = *acc;
+            *acc += p.n_chunks;
+            Some(s)
+        })
+        .collect();
+    let total = plans.iter().map(|p| p.n_chunks).sum();
+    pool.run(total, &|t| {
+        let i = starts.partition_point(|&s| s <= t) - 1;
+        plans[i].run_chunk(t - starts[i]);
+    });
+    Ok(())
+}
+
+fn check_shapes(w: &Linear, x: &[f32], m: usize, gemm_rows: usize, y: &[f32]) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
     if x.len() < m * cols || y.len() < m * rows || gemm_rows > m {
         return Err(ModelError::InvalidBatch(format!(
@@ -133,50 +208,105 @@ pub fn matmul_split_in_op(
             y.len()
         )));
     }
-    let entry = *w.dot();
-    let act_row = entry.act.row_bytes(cols);
-    scratch.act.clear();
+    Ok(())
+}
+
+/// Convert `m` rows of `x` (`cols` wide) to `entry`'s activation format into `act`.
+fn convert(
+    entry: &fucina_quant::DotEntry,
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    act: &mut Vec<u8>,
+) -> Result<()> {
+    act.clear();
     for r in 0..m {
-        entry
-            .act
-            .quantize_row(&x[r * cols..(r + 1) * cols], &mut scratch.act)?;
+        entry.act.quantize_row(&x[r * cols..(r + 1) * cols], act)?;
     }
-    let act = &scratch.act;
-    let wb = w.bytes();
-    let rb = w.row_bytes();
-    // Enough chunks to balance threads, each big enough to amortise the hand-out, in
-    // whole weight tiles.
-    let n_chunks = (rows / 16).clamp(1, pool.n_threads() * 8);
-    let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
-    let out = SharedMut::new(&mut y[..m * rows]);
-    let single = TileDot::new(&entry);
-    // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on.
-    // ... except over the weights it repacks (Q4_K with rows % 8 == 0 on x86-64).
-    let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0;
-    let tiled = if scratch.pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {
-        None
-    } else {
-        TileDot::new_tiled(&entry)
-    };
-    let (prompt, gemm_rows) = match tiled {
-        Some(t) => (t, m),
-        None => (TileDot::new_prompt(&entry), gemm_rows),
-    };
-    // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
-    let gemm_rows = if tiled.is_some() {
-        m
-    } else if scratch.pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
-        0
-    } else {
-        gemm_rows
-    };
-    if let Some(p) = w.packed() {
-        // Interleaved Q4_K (never tiled in llama.cpp either: these are the matrices it
-        // repacks): the same two orders, read from the interleaved groups.
-        let chunk = chunk.next_multiple_of(fucina_quant::repack::GROUP_ROWS);
-        pool.run(rows.div_ceil(chunk), &|c| {
-            let o0 = c * chunk;
-            let o1 = (o0 + chunk).min(rows);
+    Ok(())
+}
+
+/// One product of a matmul call, split into chunks of output columns that the
+/// pool's threads claim; which thread runs a chunk never changes its results.
+struct Plan<'a> {
+    w: &'a Linear,
+    m: usize,
+    /// Rows `0..gemm_rows` use `prompt`, the rest `single`.
+    gemm_rows: usize,
+    single: TileDot,
+    prompt: TileDot,
+    tiled: bool,
+    chunk: usize,
+    n_chunks: usize,
+    act: &'a [u8],
+    act_row: usize,
+    out: SharedMut<f32>,
+}
+
+impl<'a> Plan<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        w: &'a Linear,
+        m: usize,
+        op_rows: usize,
+        gemm_rows: usize,
+        y: &mut [f32],
+        act: &'a [u8],
+        threads: usize,
+        pinned: bool,
+    ) -> Plan<'a> {
+        let rows = w.rows();
+        let entry = *w.dot();
+        // Enough chunks to balance threads, each big enough to amortise the hand-out,
+        // in whole weight tiles.
+        let n_chunks = (rows / 16).clamp(1, threads * 8);
+        let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
+        let single = TileDot::new(&entry);
+        // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
+        // except over the weights it repacks (Q4_K with rows % 8 == 0 on x86-64).
+        let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0;
+        let tiled = if pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {
+            None
+        } else {
+            TileDot::new_tiled(&entry)
+        };
+        let (prompt, gemm_rows) = match tiled {
+            Some(t) => (t, m),
+            None => (TileDot::new_prompt(&entry), gemm_rows),
+        };
+        // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
+        let gemm_rows = if tiled.is_some() {
+            m
+        } else if pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
+            0
+        } else {
+            gemm_rows
+        };
+        Plan {
+            w,
+            m,
+            gemm_rows,
+            single,
+            prompt,
+            tiled: tiled.is_some(),
+            chunk,
+            n_chunks: rows.div_ceil(chunk),
+            act,
+            act_row: entry.act.row_bytes(w.cols()),
+            out: SharedMut::new(&mut y[..m * rows]),
+        }
+    }
+
+    /// Output columns `c·chunk..(c+1)·chunk` of every row.
+    fn run_chunk(&self, c: usize) {
+        let (w, m, act, act_row, out) = (self.w, self.m, self.act, self.act_row, &self.out);
+        let rows = w.rows();
+        let gemm_rows = self.gemm_rows;
+        let o0 = c * self.chunk;
+        let o1 = (o0 + self.chunk).min(rows);
+        if let Some(p) = w.packed() {
+            // Interleaved Q4_K (never tiled in llama.cpp either: these are the matrices
+            // it repacks): the same two orders, read from the interleaved groups.
             let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
             let parts = [
                 (Q4KOrder::Pairs, 0, gemm_rows),
@@ -204,15 +334,14 @@ pub fn matmul_split_in_op(
                     }
                 }
             }
-        });
-        return Ok(());
-    }
-    if m == 1 && tiled.is_none() {
-        // Decode: `W_TILE` weight rows per kernel call, the activation row loaded once
-        // for them (each kernel picks its one-row strategy; bitwise the single dots).
-        pool.run(rows.div_ceil(chunk), &|c| {
-            let o0 = c * chunk;
-            let o1 = (o0 + chunk).min(rows);
+            return;
+        }
+        let wb = w.bytes();
+        let rb = w.row_bytes();
+        if m == 1 && !self.tiled {
+            // Decode: `W_TILE` weight rows per kernel call, the activation row loaded
+            // once for them (each kernel picks its one-row strategy; bitwise the
+            // single dots).
             let mut vals = [0f32; W_TILE];
             let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
             for w0 in (o0..o1).step_by(W_TILE) {
@@ -220,21 +349,16 @@ pub fn matmul_split_in_op(
                 for (s, o) in ws.iter_mut().zip(w0..w0 + nw) {
                     *s = &wb[o * rb..(o + 1) * rb];
                 }
-                single.dots(&ws[..nw], &act[..act_row], act_row, &mut vals[..nw]);
-                for (k, &v) in vals[..nw].iter().enumerate() {
-                    // SAFETY: chunk c alone writes outputs o0..o1.
-                    unsafe { out.write(w0 + k, v) };
-                }
+                self.single
+                    .dots(&ws[..nw], &act[..act_row], act_row, &mut vals[..nw]);
+                // SAFETY: chunk c alone writes outputs o0..o1.
+                unsafe { out.slice(w0, nw) }.copy_from_slice(&vals[..nw]);
             }
-        });
-        return Ok(());
-    }
-    pool.run(rows.div_ceil(chunk), &|c| {
-        let o0 = c * chunk;
-        let o1 = (o0 + chunk).min(rows);
+            return;
+        }
         let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
         let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
-        for (tiles, s0, s1) in [(&prompt, 0, gemm_rows), (&single, gemm_rows, m)] {
+        for (tiles, s0, s1) in [(&self.prompt, 0, gemm_rows), (&self.single, gemm_rows, m)] {
             let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
             let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
             for r0 in (s0..s1).step_by(row_tile) {
@@ -248,14 +372,11 @@ pub fn matmul_split_in_op(
                     let vals = &mut vals[..(r1 - r0) * nw];
                     tiles.dots(&ws[..nw], acts, act_row, vals);
                     for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
-                        for (k, &v) in v.iter().enumerate() {
-                            // SAFETY: chunk c alone writes columns o0..o1 of every row.
-                            unsafe { out.write(r * rows + w0 + k, v) };
-                        }
+                        // SAFETY: chunk c alone writes columns o0..o1 of every row.
+                        unsafe { out.slice(r * rows + w0, nw) }.copy_from_slice(v);
                     }
                 }
             }
         }
-    });
-    Ok(())
+    }
 }

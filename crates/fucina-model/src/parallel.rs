@@ -75,18 +75,6 @@ impl<T> SharedMut<T> {
         }
     }
 
-    /// Write `v` at index `i`.
-    ///
-    /// # Safety
-    /// No other thread may access index `i` concurrently, and the original slice
-    /// must outlive the call.
-    #[inline]
-    pub(crate) unsafe fn write(&self, i: usize, v: T) {
-        assert!(i < self.len, "SharedMut index");
-        // SAFETY: in bounds (asserted); exclusivity is the caller's contract.
-        unsafe { self.ptr.add(i).write(v) }
-    }
-
     /// The sub-slice `start..start + len`.
     ///
     /// # Safety
