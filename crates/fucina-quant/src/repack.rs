@@ -109,13 +109,20 @@ pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> 
         .chunks_exact(GROUP_ROWS * row_bytes)
         .zip(dst.chunks_exact_mut(gb))
     {
-        for (k, row) in s.chunks_exact(row_bytes).enumerate() {
-            for (b, blk) in row.chunks_exact(Q4_K_BLOCK).enumerate() {
-                let base = b * Q4_K_X8_BLOCK_BYTES;
-                d[base + 16 * k..base + 16 * k + 16].copy_from_slice(&blk[..16]);
-                for (c, q) in blk[16..].chunks_exact(4).enumerate() {
-                    let o = base + 128 + 32 * c + 4 * k;
-                    d[o..o + 4].copy_from_slice(q);
+        for (b, d) in d.chunks_exact_mut(Q4_K_X8_BLOCK_BYTES).enumerate() {
+            // Fixed-size views: the copies below compile without bounds checks.
+            let d: &mut [u8; Q4_K_X8_BLOCK_BYTES] = d.try_into().expect("whole block");
+            let blk: [&[u8; Q4_K_BLOCK]; GROUP_ROWS] = core::array::from_fn(|k| {
+                let o = k * row_bytes + b * Q4_K_BLOCK;
+                s[o..o + Q4_K_BLOCK].try_into().expect("whole block")
+            });
+            for (k, blk) in blk.iter().enumerate() {
+                d[16 * k..16 * k + 16].copy_from_slice(&blk[..16]);
+            }
+            for c in 0..32 {
+                for (k, blk) in blk.iter().enumerate() {
+                    let o = 128 + 32 * c + 4 * k;
+                    d[o..o + 4].copy_from_slice(&blk[16 + 4 * c..20 + 4 * c]);
                 }
             }
         }
