@@ -269,6 +269,39 @@ fn neon_kernels_are_installed_for_the_hot_formats() {
     }
 }
 
+/// The NEON kernels of every quantized format are bitwise the scalar reference on
+/// realistic rows (not only with unit scales): same exact integer sums, and the
+/// reference's float steps in its order. Only F32/F16/BF16 sum in another order.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_quantized_kernels_are_bitwise_the_scalar_reference() {
+    let k = Kernels::for_isa(Isa::Neon).expect("NEON table");
+    let mut checked = 0;
+    for entry in k.entries().filter(|e| e.block_size > 1) {
+        let Some((act, scalar)) = scalar_reference(entry.ty) else {
+            continue;
+        };
+        let n = 4096;
+        for seed in 0..4u64 {
+            let w = weights(entry.ty, n, 5000 + seed);
+            let x: Vec<f32> = uniform(6000 + seed, n, 1.0 + 9.0 * seed as f32);
+            let a = activations(act, &x);
+            for blocks in [n / entry.block_size, 1, 5] {
+                let wb = &w[..blocks * entry.type_size];
+                let ab = &a[..act.row_bytes(blocks * entry.block_size)];
+                assert_eq!(
+                    entry.dot(wb, ab).to_bits(),
+                    scalar(wb, ab).to_bits(),
+                    "{} seed {seed}, {blocks} blocks",
+                    entry.ty
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 12, "every quantized format with a NEON kernel");
+}
+
 #[test]
 fn forced_isa_through_env() {
     let exe = std::env::current_exe().expect("test binary path");
