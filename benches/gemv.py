@@ -14,6 +14,11 @@ until the copies fill 256 MiB and successive GEMVs rotate through them (ours), o
 one graph holds one mul_mat node per copy (the peer: a decode step's pattern, so
 ggml's per-graph overhead is amortised as in llama.cpp).
 
+Rows marked `x8` are the same Q4_K matrix repacked into interleaved 8-row groups
+(fucina-quant's `repack`, what the model runs on); their peer column is still ggml's
+plain `ggml_mul_mat`: llama.cpp's own repacked Q4_K GEMV is reachable only through its
+model loader, so `benches/generate.py` compares it end to end (decode tok/s).
+
 The peer is the ggml built by llama-cpp-python in benches/.peers (see
 benches/setup_peers.sh), driven through ctypes and computed with
 `ggml_graph_compute_with_ctx` on the same thread count.
@@ -139,7 +144,8 @@ def main() -> int:
     for r in rows:
         if r["kind"] != "gemv":
             continue
-        name = f"{r['type']} {r['rows']}x{r['cols']}"
+        layout = " x8" if r.get("layout") == "x8" else ""
+        name = f"{r['type']}{layout} {r['rows']}x{r['cols']}"
         line = (
             f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
             f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"

@@ -2,8 +2,11 @@
 //!
 //! A [`Linear`] keeps the tensor's bytes where they are (the mmapped file, shared
 //! through an `Arc`) in their GGUF precision: nothing is widened at load time, so
-//! binding a model is a metadata walk. Norm weights and biases are small and are
-//! read into `Vec<f32>`.
+//! binding a model is a metadata walk. The one exception is [`Linear::repack`]: Q4_K
+//! matrices the kernels have an interleaved form for are copied, still Q4_K, into
+//! interleaved 8-row groups (the model does it at load; bitwise the same results),
+//! and the file's pages of the original rows leave the resident set. Norm weights and
+//! biases are small and are read into `Vec<f32>`.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use fucina_quant::{GgmlType, Kernels, QMatrix, ThreadPool};
+use fucina_quant::{GgmlType, Kernels, PackedQ4K, QMatrix, ThreadPool};
 use rayon::prelude::*;
 
 fn splitmix(seed: u64, n: usize) -> Vec<f32> {
@@ -187,5 +187,35 @@ fn main() {
             w.len() as f64 / t_ours / bw,
             e.path,
         );
+        // Q4_K repacked into interleaved 8-row groups (what the model runs on).
+        let packs: Vec<PackedQ4K> = all
+            .chunks_exact(w.len())
+            .filter_map(|c| PackedQ4K::new(&e, c, rows, cols).expect("repack"))
+            .collect();
+        if packs.len() == copies {
+            let pm: Vec<QMatrix> = packs
+                .iter()
+                .map(|p| QMatrix::interleaved(kernels, p).expect("interleaved"))
+                .collect();
+            let mut yp = vec![0f32; rows];
+            let mut times = Vec::with_capacity(reps);
+            for i in 0..reps {
+                let t = Instant::now();
+                pm[i % copies].gemv(&pool, &x, &mut yp).expect("gemv");
+                times.push(t.elapsed().as_secs_f64());
+            }
+            assert!(
+                y.iter().zip(&yp).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "interleaved and row-major results differ"
+            );
+            let t = best(times);
+            println!(
+                r#"{{"kind": "gemv", "type": "{ty}", "layout": "x8", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "fraction_of_memory_bw": {:.3}, "copies": {copies}, "kernel": "{:?}"}}"#,
+                w.len(),
+                w.len() as f64 / t,
+                w.len() as f64 / t / bw,
+                e.path,
+            );
+        }
     }
 }

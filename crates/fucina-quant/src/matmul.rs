@@ -16,6 +16,7 @@ use fucina_gguf::GgmlType;
 use crate::dispatch::{DotEntry, Kernels};
 use crate::gemm::TileDot;
 use crate::pool::ThreadPool;
+use crate::repack::{PackedQ4K, Q4KOrder};
 use crate::{QuantError, Result};
 
 /// Fewest weight rows a thread claims at once (whole tiles; the last claim may be
@@ -31,6 +32,7 @@ const GEMM_TILE_TOKENS: usize = 64;
 pub struct QMatrix<'a> {
     entry: DotEntry,
     bytes: &'a [u8],
+    packed: Option<&'a PackedQ4K>,
     rows: usize,
     cols: usize,
     row_bytes: usize,
@@ -69,9 +71,31 @@ impl<'a> QMatrix<'a> {
         Ok(QMatrix {
             entry,
             bytes,
+            packed: None,
             rows,
             cols,
             row_bytes,
+        })
+    }
+
+    /// A repacked Q4_K matrix ([`PackedQ4K`]), with `kernels`' dot entry for Q4_K
+    /// (the one the matrix was packed for): the same results, bitwise, as the
+    /// row-major matrix.
+    pub fn interleaved(kernels: &Kernels, packed: &'a PackedQ4K) -> Result<QMatrix<'a>> {
+        let entry = kernels.entry(GgmlType::Q4_K)?;
+        if !PackedQ4K::supported(&entry, packed.rows()) {
+            return Err(QuantError::Unsupported {
+                ty: GgmlType::Q4_K,
+                op: "interleaved matmul on this ISA",
+            });
+        }
+        Ok(QMatrix {
+            entry,
+            bytes: &[],
+            packed: Some(packed),
+            rows: packed.rows(),
+            cols: packed.cols(),
+            row_bytes: packed.cols() / 256 * 144,
         })
     }
 
@@ -169,6 +193,20 @@ impl<'a> QMatrix<'a> {
                 for k0 in (0..n).step_by(GEMM_TILE_TOKENS) {
                     let k1 = (k0 + GEMM_TILE_TOKENS).min(n);
                     let tile_acts = &acts[k0 * act_row..k1 * act_row];
+                    if let Some(p) = self.packed {
+                        // Claims are whole tiles of 8 rows and `rows % 8 == 0`; one
+                        // token streams 64 rows per call.
+                        let step = if k1 - k0 == 1 { 64 } else { GEMM_TILE_ROWS };
+                        for t0 in (start..end).step_by(step) {
+                            let nw = (end - t0).min(step);
+                            let vals = &mut vals[..(k1 - k0) * nw];
+                            p.dots(Q4KOrder::Single, t0..t0 + nw, tile_acts, act_row, vals);
+                            for (tok, v) in (k0..k1).zip(vals.chunks_exact(nw)) {
+                                out.write(tok * self.rows + t0, v);
+                            }
+                        }
+                        continue;
+                    }
                     for t0 in (start..end).step_by(GEMM_TILE_ROWS) {
                         let nw = (end - t0).min(GEMM_TILE_ROWS);
                         for (w, r) in ws.iter_mut().zip(t0..t0 + nw) {

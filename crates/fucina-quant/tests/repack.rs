@@ -6,7 +6,7 @@ mod common;
 
 use common::{prng_blocks, uniform};
 use fucina_quant::repack::{deinterleave_q4_k, interleave_q4_k};
-use fucina_quant::{GgmlType, Isa, Kernels, PackedQ4K, Q4KOrder, TileDot};
+use fucina_quant::{GgmlType, Isa, Kernels, PackedQ4K, Q4KOrder, QMatrix, ThreadPool, TileDot};
 
 /// A `rows × cols` Q4_K matrix: quantized rows of different magnitudes, then (from
 /// `seed % 2 == 1`) raw random blocks, whose 6-bit scales and mins take every value.
@@ -150,5 +150,39 @@ fn packed_products_equal_row_major_products_bitwise() {
     }
     if Isa::available().len() > 1 {
         assert!(checked > 0);
+    }
+}
+
+#[test]
+fn interleaved_qmatrix_equals_row_major_qmatrix_bitwise() {
+    let (rows, cols) = (200, 1280);
+    let w = matrix(rows, cols, 4);
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        let entry = kernels.entry(GgmlType::Q4_K).expect("Q4_K");
+        let Some(packed) = PackedQ4K::new(&entry, &w, rows, cols).expect("repack") else {
+            // No interleaved kernels here: a matrix packed elsewhere is refused.
+            let best = Kernels::for_isa(Isa::best()).expect("best ISA");
+            let e = best.entry(GgmlType::Q4_K).expect("Q4_K");
+            if let Some(p) = PackedQ4K::new(&e, &w, rows, cols).expect("repack") {
+                assert!(QMatrix::interleaved(kernels, &p).is_err(), "{isa:?}");
+            }
+            continue;
+        };
+        let rm = QMatrix::new(kernels, GgmlType::Q4_K, &w, rows, cols).expect("row-major");
+        let il = QMatrix::interleaved(kernels, &packed).expect("interleaved");
+        for threads in [1, 3] {
+            let pool = ThreadPool::new(threads).expect("pool");
+            for n in [1usize, 2, 7, 70] {
+                let x = uniform(n as u64 + 17, n * cols, 3.0);
+                let (mut a, mut b) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+                rm.gemm(&pool, &x, n, &mut a).expect("row-major gemm");
+                il.gemm(&pool, &x, n, &mut b).expect("interleaved gemm");
+                assert!(
+                    a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "{isa:?}, {threads} threads, {n} rows"
+                );
+            }
+        }
     }
 }
