@@ -28,8 +28,8 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL/DQ + VNNI (BF16 kernels when AVX512-BF16 is present).
     Avx512,
-    /// AArch64 Advanced SIMD (baseline ARMv8.0-A; no `dotprod`): single-row dots only,
-    /// bitwise the scalar reference for every quantized format.
+    /// AArch64 Advanced SIMD (baseline ARMv8.0-A; no `dotprod`): bitwise the scalar
+    /// reference for every quantized format; F32/F16/BF16 differ in summation order.
     Neon,
 }
 

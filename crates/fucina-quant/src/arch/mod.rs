@@ -4,9 +4,10 @@
 //!
 //! * `x86_64`: AVX2 and AVX-512 single-row dots and their multi-row (GEMM) tiles.
 //! * `aarch64`: NEON single-row dots (baseline ARMv8.0-A, no `dotprod`), bitwise the
-//!   scalar reference for every quantized format; built and tested on x86-64 hosts
-//!   under qemu-user (`scripts/test`). The multi-row forms on aarch64 are loops of these
-//!   single-row dots (no NEON tiles yet).
+//!   scalar reference for every quantized format, and 4-row GEMM tiles for Q4_0, Q5_0,
+//!   Q8_0, Q4_K, Q5_K, Q6_K; built and tested on x86-64 hosts under qemu-user
+//!   (`scripts/test`). No packed (repacked Q4_K) kernels and no NEON activation
+//!   quantizers: those use the row-major tiles and the scalar quantizers.
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;

@@ -1,3 +1,3 @@
-//! AArch64 kernels: Advanced SIMD (NEON), single-row dots.
+//! AArch64 kernels: Advanced SIMD (NEON) single-row dots and multi-row (GEMM) tiles.
 
 pub(crate) mod neon;

@@ -13,6 +13,11 @@
 //! code, expression for expression as the reference. The float kernels (F32, F16,
 //! BF16) sum in four 4-lane FMA accumulators, so they differ from the in-order scalar
 //! sum by summation order only (bounded; tails and short rows are summed in order).
+//!
+//! Q4_0, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K are written once as `_rows` kernels over `N`
+//! activation rows (each weight block decoded once for all of them, every row with its
+//! own accumulators): `N = 1` is the single-row dot, `N = 4` the multi-row (GEMM) tile
+//! that [`crate::gemm::TileDot`] installs, so the two are bitwise equal by construction.
 
 use core::arch::aarch64::*;
 use core::arch::asm;
