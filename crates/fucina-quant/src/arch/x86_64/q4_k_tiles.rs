@@ -86,14 +86,29 @@ macro_rules! q4_k_tiles {
         #[target_feature(enable = $feat)]
         #[inline]
         fn join16(a: Packed, b: Packed) -> Packed16 {
-            Packed16 {
-                lo: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.lo[j][e], b.lo[j][e]))),
-                hi: core::array::from_fn(|j| core::array::from_fn(|e| join_i(a.hi[j][e], b.hi[j][e]))),
-                sc: core::array::from_fn(|g| join_i(a.sc[g], b.sc[g])),
-                mn: core::array::from_fn(|j| join_i(a.mn[j], b.mn[j])),
+            // Plain loops, not `array::from_fn`: a closure does not inherit the
+            // target features, and when it is not inlined every intrinsic in it
+            // becomes a call.
+            let z = _mm512_setzero_si512();
+            let mut p = Packed16 {
+                lo: [[z; 8]; 4],
+                hi: [[z; 8]; 4],
+                sc: [z; 8],
+                mn: [z; 4],
                 d: join_f(a.d, b.d),
                 dmin: join_f(a.dmin, b.dmin),
+            };
+            for j in 0..4 {
+                for e in 0..8 {
+                    p.lo[j][e] = join_i(a.lo[j][e], b.lo[j][e]);
+                    p.hi[j][e] = join_i(a.hi[j][e], b.hi[j][e]);
+                }
+                p.mn[j] = join_i(a.mn[j], b.mn[j]);
             }
+            for g in 0..8 {
+                p.sc[g] = join_i(a.sc[g], b.sc[g]);
+            }
+            p
         }
 
         /// [`block_rows`] on 16 lanes (the same per-lane operations).
@@ -104,8 +119,11 @@ macro_rules! q4_k_tiles {
             ys: &[&[u8]; N],
             acc: &mut [[__m512; 2]],
         ) {
-            let mut a: [__m512; N] = core::array::from_fn(|t| acc[t][0]);
-            let mut am: [__m512; N] = core::array::from_fn(|t| acc[t][1]);
+            let mut a = [_mm512_setzero_ps(); N];
+            let mut am = [_mm512_setzero_ps(); N];
+            for t in 0..N {
+                [a[t], am[t]] = acc[t];
+            }
             let mut dd = [_mm512_setzero_ps(); N];
             let mut dm = [_mm512_setzero_ps(); N];
             let mut bs = [[0i32; 4]; N];
@@ -120,17 +138,14 @@ macro_rules! q4_k_tiles {
             }
             let mut tot = [_mm512_setzero_si512(); N];
             let mut totm = [_mm512_setzero_si512(); N];
-            let b4 = |y: &[u8], off: usize| {
-                _mm512_set1_epi32(i32::from_le_bytes([y[off], y[off + 1], y[off + 2], y[off + 3]]))
-            };
             for j in 0..4 {
                 let mut lo = [_mm512_setzero_si512(); N];
                 let mut hi = [_mm512_setzero_si512(); N];
                 for e in 0..8 {
                     let (wl, wh) = (p.lo[j][e], p.hi[j][e]);
                     for t in 0..N {
-                        lo[t] = _mm512_dpbusd_epi32(lo[t], wl, b4(ys[t], 4 + 64 * j + 4 * e));
-                        hi[t] = _mm512_dpbusd_epi32(hi[t], wh, b4(ys[t], 36 + 64 * j + 4 * e));
+                        lo[t] = _mm512_dpbusd_epi32(lo[t], wl, bcast4x16(ys[t], 4 + 64 * j + 4 * e));
+                        hi[t] = _mm512_dpbusd_epi32(hi[t], wh, bcast4x16(ys[t], 36 + 64 * j + 4 * e));
                     }
                 }
                 for t in 0..N {
@@ -155,6 +170,13 @@ macro_rules! q4_k_tiles {
                 }
                 acc[t] = [a[t], am[t]];
             }
+        }
+
+        /// Four bytes of `b` at `off`, broadcast to every i32 lane of a 512-bit register.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn bcast4x16(b: &[u8], off: usize) -> __m512i {
+            _mm512_set1_epi32(i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]))
         }
 
         /// [`tile8`] for 9..=16 weight rows (padded to 16 with zero blocks).
@@ -381,15 +403,17 @@ macro_rules! q4_k_tiles {
             let mut lo = [[_mm256_setzero_si256(); 8]; 4];
             let mut hi = [[_mm256_setzero_si256(); 8]; 4];
             for j in 0..4 {
-                let v = transpose8(core::array::from_fn(|k| {
-                    load_i256(&x[k][16 + 32 * j..48 + 32 * j])
-                }));
+                let mut r = [_mm256_setzero_si256(); 8];
+                for k in 0..8 {
+                    r[k] = load_i256(&x[k][16 + 32 * j..48 + 32 * j]);
+                }
+                let v = transpose8(r);
                 for e in 0..8 {
                     lo[j][e] = _mm256_and_si256(v[e], m4);
                     hi[j][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(v[e]), m4);
                 }
             }
-            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &x[k][..16]));
+            let (sc, mn, d, dmin) = pack_header(&[x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
             Packed {
                 lo,
                 hi,
@@ -418,7 +442,7 @@ macro_rules! q4_k_tiles {
                     hi[j][e] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
                 }
             }
-            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &blk[16 * k..16 * k + 16]));
+            let (sc, mn, d, dmin) = pack_header(&header_rows(blk));
             Packed {
                 lo,
                 hi,
@@ -429,15 +453,31 @@ macro_rules! q4_k_tiles {
             }
         }
 
+        /// The 8 row headers at the front of an interleaved super-block.
+        #[inline]
+        fn header_rows(blk: &[u8]) -> [&[u8]; 8] {
+            [
+                &blk[0..16],
+                &blk[16..32],
+                &blk[32..48],
+                &blk[48..64],
+                &blk[64..80],
+                &blk[80..96],
+                &blk[96..112],
+                &blk[112..128],
+            ]
+        }
+
         /// The 16-byte headers (`d`, `dmin`, 12 scale bytes) of 8 rows in lane form:
         /// sub-block scales as i32, pair mins as i16 halves, `d` and `dmin` widened.
         #[target_feature(enable = $feat)]
         #[inline]
         fn pack_header(h: &[&[u8]; 8]) -> ([__m256i; 8], [__m256i; 4], __m256, __m256) {
             // Header dwords (d|dmin, scales a, b, c) of rows k and k + 4 per register.
-            let y: [__m256i; 4] = core::array::from_fn(|k| {
-                _mm256_set_m128i(load_i128(&h[k + 4][..16]), load_i128(&h[k][..16]))
-            });
+            let mut y = [_mm256_setzero_si256(); 4];
+            for k in 0..4 {
+                y[k] = _mm256_set_m128i(load_i128(&h[k + 4][..16]), load_i128(&h[k][..16]));
+            }
             let t0 = _mm256_unpacklo_epi32(y[0], y[1]);
             let t1 = _mm256_unpackhi_epi32(y[0], y[1]);
             let t2 = _mm256_unpacklo_epi32(y[2], y[3]);
@@ -461,14 +501,16 @@ macro_rules! q4_k_tiles {
                 _mm256_and_si256(_mm256_srli_epi32::<4>(c), m4d),
                 _mm256_and_si256(_mm256_srli_epi32::<2>(b), m30),
             );
-            let sc = core::array::from_fn(|g| {
-                byte_n(if g < 4 { sc_lo } else { sc_hi }, (g % 4) as i32)
-            });
-            let mn = core::array::from_fn(|j| {
+            let mut sc = [_mm256_setzero_si256(); 8];
+            for g in 0..8 {
+                sc[g] = byte_n(if g < 4 { sc_lo } else { sc_hi }, (g % 4) as i32);
+            }
+            let mut mn = [_mm256_setzero_si256(); 4];
+            for j in 0..4 {
                 let v = if j < 2 { mn_lo } else { mn_hi };
                 let n = 2 * (j % 2) as i32;
-                _mm256_or_si256(byte_n(v, n), _mm256_slli_epi32::<16>(byte_n(v, n + 1)))
-            });
+                mn[j] = _mm256_or_si256(byte_n(v, n), _mm256_slli_epi32::<16>(byte_n(v, n + 1)));
+            }
             (sc, mn, d, dmin)
         }
 
@@ -481,8 +523,11 @@ macro_rules! q4_k_tiles {
             ys: &[&[u8]; N],
             acc: &mut [[__m256; 2]],
         ) {
-            let mut a: [__m256; N] = core::array::from_fn(|t| acc[t][0]);
-            let mut am: [__m256; N] = core::array::from_fn(|t| acc[t][1]);
+            let mut a = [_mm256_setzero_ps(); N];
+            let mut am = [_mm256_setzero_ps(); N];
+            for t in 0..N {
+                [a[t], am[t]] = acc[t];
+            }
             let mut dd = [_mm256_setzero_ps(); N];
             let mut dm = [_mm256_setzero_ps(); N];
             // Pair-summed block sums: i32 `j` = (Σ sub-block 2j, Σ sub-block 2j+1) as i16.
@@ -552,10 +597,11 @@ macro_rules! q4_k_tiles {
         #[target_feature(enable = $feat)]
         #[inline]
         fn pack_rows(ws: &[&[u8]], b: usize) -> Packed {
-            pack(&core::array::from_fn(|k| match ws.get(k) {
-                Some(w) => &w[144 * b..144 * (b + 1)],
-                None => &ZERO_BLOCK[..],
-            }))
+            let mut x: [&[u8]; 8] = [&ZERO_BLOCK[..]; 8];
+            for (x, w) in x.iter_mut().zip(ws) {
+                *x = &w[144 * b..144 * (b + 1)];
+            }
+            pack(&x)
         }
 
         /// Up to 8 weight rows `ws` (same whole-block count `nb`) × `nt` activation
@@ -729,7 +775,7 @@ macro_rules! q4_k_tiles {
         fn gemv_block(blk: &[u8], y: &[u8], acc: &mut __m256, accm: &mut __m256) {
             let blk: &[u8; X8] = blk[..X8].try_into().expect("whole block");
             let y: &[u8; 292] = y[..292].try_into().expect("whole block");
-            let (sc, mn, d, dmin) = pack_header(&core::array::from_fn(|k| &blk[16 * k..16 * k + 16]));
+            let (sc, mn, d, dmin) = pack_header(&header_rows(blk));
             let da = _mm256_set1_ps(f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
             let h = _mm_hadd_epi16(load_i128(&y[260..276]), load_i128(&y[276..292]));
             let mut bs = [0i32; 4];
