@@ -212,9 +212,12 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     fn block_q8_256(x: &[f32; QK]) -> (Option<[u8; QK]>, i32, f32) {
-        // SAFETY: `x` holds 32 f32, four 8-lane loads; `loadu` needs no alignment.
-        let xv: [__m256; 4] =
-            core::array::from_fn(|k| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) });
+        // Loops, not `array::from_fn`: closures do not inherit target features.
+        let mut xv = [_mm256_setzero_ps(); 4];
+        for (k, v) in xv.iter_mut().enumerate() {
+            // SAFETY: `x` holds 32 f32, four 8-lane loads; `loadu` needs no alignment.
+            *v = unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) };
+        }
         let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
         let mut m = _mm256_setzero_ps();
         for v in xv {
@@ -228,12 +231,13 @@ mod x86 {
             return (None, 0, d);
         }
         let idv = _mm256_set1_ps(id);
-        let qi: [__m256i; 4] = core::array::from_fn(|k| {
-            let v = _mm256_mul_ps(xv[k], idv);
+        let mut qi = [_mm256_setzero_si256(); 4];
+        for (q, x) in qi.iter_mut().zip(xv) {
+            let v = _mm256_mul_ps(x, idv);
             // `cvtps` rounds to nearest-even (Rust runs with the default MXCSR).
             let ord = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_ORD_Q>(v, v));
-            _mm256_and_si256(_mm256_cvtps_epi32(v), ord)
-        });
+            *q = _mm256_and_si256(_mm256_cvtps_epi32(v), ord);
+        }
         let sum = _mm256_add_epi32(
             _mm256_add_epi32(qi[0], qi[1]),
             _mm256_add_epi32(qi[2], qi[3]),
@@ -302,9 +306,11 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     fn block_q8_k_512(x: &[f32; QK_K], b: &mut [u8; Q8_K_BYTES]) {
-        // SAFETY: `x` holds 256 f32: sixteen 16-lane loads; `loadu` needs no alignment.
-        let xv: [__m512; 16] =
-            core::array::from_fn(|k| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * k)) });
+        let mut xv = [_mm512_setzero_ps(); 16];
+        for (k, v) in xv.iter_mut().enumerate() {
+            // SAFETY: `x` holds 256 f32: sixteen 16-lane loads; `loadu` needs no alignment.
+            *v = unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * k)) };
+        }
         let mut m = _mm512_setzero_ps();
         for v in xv {
             m = _mm512_max_ps(_mm512_abs_ps(v), m);
@@ -348,14 +354,22 @@ mod x86 {
         _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(n))
     }
 
+    /// Floats `8k..8k + 8` of `x` (a target-feature fn, not a closure: closures do
+    /// not inherit the features, and uninlined they turn intrinsics into calls).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn load8(x: &[f32; QK_K], k: usize) -> __m256 {
+        let v = &x[8 * k..8 * k + 8];
+        // SAFETY: `v` holds 8 readable f32; `loadu` needs no alignment.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     fn block_q8_k_256(x: &[f32; QK_K], b: &mut [u8; Q8_K_BYTES]) {
         let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-        // SAFETY: `x` holds 256 f32: thirty-two 8-lane loads; `loadu` needs no alignment.
-        let load = |k: usize| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * k)) };
         let mut m = _mm256_setzero_ps();
         for k in 0..32 {
-            m = _mm256_max_ps(_mm256_and_ps(load(k), abs_mask), m);
+            m = _mm256_max_ps(_mm256_and_ps(load8(x, k), abs_mask), m);
         }
         let amax = hmax256(m);
         b.fill(0);
@@ -363,19 +377,23 @@ mod x86 {
             return;
         }
         let am = _mm256_set1_ps(amax);
-        let first = (0..32)
-            .find_map(|k| {
-                let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_and_ps(load(k), abs_mask), am);
-                let hit = _mm256_movemask_ps(eq) as u32;
-                (hit != 0).then(|| 8 * k + hit.trailing_zeros() as usize)
-            })
-            .unwrap_or(0);
+        let mut first = 0;
+        for k in 0..32 {
+            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_and_ps(load8(x, k), abs_mask), am);
+            let hit = _mm256_movemask_ps(eq) as u32;
+            if hit != 0 {
+                first = 8 * k + hit.trailing_zeros() as usize;
+                break;
+            }
+        }
         let iscale = -127.0 / x[first];
         let is = _mm256_set1_ps(iscale);
         b[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
         for c in 0..8 {
-            let q: [__m256i; 4] =
-                core::array::from_fn(|k| nearest_i8_256(_mm256_mul_ps(is, load(4 * c + k))));
+            let mut q = [_mm256_setzero_si256(); 4];
+            for (k, q) in q.iter_mut().enumerate() {
+                *q = nearest_i8_256(_mm256_mul_ps(is, load8(x, 4 * c + k)));
+            }
             for h in 0..2 {
                 let s = hsum_i32_256(_mm256_add_epi32(q[2 * h], q[2 * h + 1])) as i16;
                 let g = 2 * c + h;

@@ -150,10 +150,12 @@ macro_rules! tiled_k45 {
             let mins: [i16; 16] = core::array::from_fn(|k| i16::from(mn[k / 2]));
             // SAFETY: `mins` is 16 i16 = 32 readable bytes; `loadu` needs no alignment.
             let mins = unsafe { _mm256_loadu_si256(mins.as_ptr().cast()) };
-            let summs: [__m256i; G] = core::array::from_fn(|t| {
+            // A loop, not `array::from_fn`: closures do not inherit target features.
+            let mut summs = [_mm256_setzero_si256(); G];
+            for (s, y) in summs.iter_mut().zip(y) {
                 // SAFETY: block `yo / 292` is whole in `y[t]` (see the driver).
-                _mm256_madd_epi16(unsafe { ld256(y[t], yo + 260) }, mins)
-            });
+                *s = _mm256_madd_epi16(unsafe { ld256(y, yo + 260) }, mins);
+            }
             (reduce8(sumi), reduce8(summs))
         }
     };
@@ -492,10 +494,11 @@ pub(crate) mod avx512 {
         // Lane totals of the 16 outputs (8 lanes each, two outputs per register) by an
         // unpack-and-add tree: per 128-bit lane, 4 + 4 -> ... -> one 4-lane partial per
         // output, then the two partials of each output, then back to output order.
-        let t: [__m512i; 2] = core::array::from_fn(|q| {
+        let mut t = [_mm512_setzero_si512(); 2];
+        for (q, t) in t.iter_mut().enumerate() {
             let (a, b) = (pairs[2 * q], pairs[2 * q + 1]);
-            _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b))
-        });
+            *t = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+        }
         let u = _mm512_add_epi32(
             _mm512_unpacklo_epi64(t[0], t[1]),
             _mm512_unpackhi_epi64(t[0], t[1]),
