@@ -98,6 +98,34 @@ impl KvLayer {
         &self.v[i * self.v_row..(i + 1) * self.v_row]
     }
 
+    /// The K rows of `kv_head` at positions `start..end` (`start < end`) as one
+    /// slice: row `start + i` begins at byte `i · n_head_kv · k_row_bytes`.
+    #[inline]
+    pub fn k_rows(&self, kv_head: usize, start: usize, end: usize) -> &[u8] {
+        let first = start * self.geom.n_head_kv + kv_head;
+        let last = (end - 1) * self.geom.n_head_kv + kv_head;
+        &self.k[first * self.k_row..(last + 1) * self.k_row]
+    }
+
+    /// F16/F32 caches: V^T of `kv_head`, dims `dim0..dim0 + n` (`n > 0`), over
+    /// positions `start..end` as one slice: dim `dim0 + i` begins at element
+    /// `i · capacity`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn vt_dims(
+        &self,
+        kv_head: usize,
+        dim0: usize,
+        n: usize,
+        start: usize,
+        end: usize,
+        elem: usize,
+        capacity: usize,
+    ) -> &[u8] {
+        let base = (kv_head * self.geom.head_dim_v + dim0) * capacity;
+        &self.v[(base + start) * elem..(base + (n - 1) * capacity + end) * elem]
+    }
+
     /// F16/F32 caches: element bytes of V^T for (`kv_head`, `dim`) over `positions`.
     #[inline]
     pub fn vt_span(

@@ -15,7 +15,7 @@
 
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::ops::f16dot::{self, dots_n, round_f16_in_place, DotsShape, F16_PAD};
-use crate::ops::f16dot_vec::{dots_vec, dots_vec_n};
+use crate::ops::f16dot_vec::{dots_vec, dots_vec_f16, dots_vec_n, F16Shape};
 use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
@@ -290,8 +290,34 @@ pub fn attend_group(
                 round_f16_in_place(dst);
             }
         }
+        // Decode order with whole 64-element steps: the dots read K straight from
+        // the cache, converting in registers (bitwise the widened path below).
+        let mut fused = p.decode_order && hd == hdp;
+        if fused {
+            let geom = layer.geometry();
+            for (r, row) in rows.iter().enumerate() {
+                let st = s.starts[r];
+                let sh = F16Shape {
+                    x_stride: hdp,
+                    ny: row.pos + 1 - st,
+                    y_stride: geom.n_head_kv * hd,
+                    len: hd,
+                    valid: 0..hd,
+                    out_stride: ns,
+                };
+                let ks = layer.k_rows(kvh, st, row.pos + 1);
+                let out = &mut s.scores[r * g * ns..];
+                if !dots_vec_f16(g, &s.qf[r * g * hdp..], ks, &sh, out) {
+                    fused = false;
+                    break;
+                }
+            }
+        }
         s.kf.resize(KEY_BLOCK * hdp, 0.0);
         for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
+            if fused {
+                break;
+            }
             let je = (jb + KEY_BLOCK).min(jmax + 1);
             for j in jb..je {
                 if j + K_PREFETCH <= jmax {
@@ -474,6 +500,36 @@ fn pv_f16(
     // V^T spans of DIM_BLOCK dims over cells cb..cb + np; in prompt order cells
     // outside jmin..=jmax are never read unmasked, in decode order they are zero.
     if decode {
+        // Decode order: V^T read straight from the cache, converted in registers,
+        // only the cells `jmin..=jmax` counted (bitwise the widened path below).
+        let geom = layer.geometry();
+        let cap = cache.capacity();
+        let mut done = true;
+        for (r, row) in rows.iter().enumerate() {
+            let (st, pos) = (s.starts[r], row.pos);
+            let (fc, lc) = (st / a * a, pos / a * a);
+            let len = lc + a - fc;
+            // The dot's cells are fc..fc + len; V exists from jmin to jmax.
+            let v0 = jmin.max(fc);
+            let v1 = (jmax + 1).min(fc + len);
+            let sh = F16Shape {
+                x_stride: np,
+                ny: hdv,
+                y_stride: cap,
+                len,
+                valid: v0 - fc..v1 - fc,
+                out_stride: hdv,
+            };
+            let vs = layer.vt_dims(kvh, 0, geom.head_dim_v, fc, v1, 2, cap);
+            let x = &s.qf[r * g * np + fc - cb..];
+            if !dots_vec_f16(g, x, vs, &sh, &mut out[r * g * hdv..]) {
+                done = false;
+                break;
+            }
+        }
+        if done {
+            return;
+        }
         s.kf.clear();
     }
     s.kf.resize(DIM_BLOCK * np, 0.0);

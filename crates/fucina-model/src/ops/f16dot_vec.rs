@@ -102,36 +102,36 @@ fn dots_fma<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
     use core::arch::x86_64::*;
-    let nc = sh.len / 16;
     let np = sh.len / STEP * STEP;
-    let xp = x.as_ptr();
+    let mut i = 0;
+    if np == sh.len {
+        // No leftovers: the dots of up to 16 `y` vectors are reduced together, lane
+        // by lane in `reduce16`'s pairing ([`reduce16x16`]).
+        while i < sh.ny {
+            let nb = (sh.ny - i).min(16);
+            let mut folded = [[_mm512_setzero_ps(); 16]; N];
+            for k in 0..nb {
+                // SAFETY: the caller's contract ([`dots_vec`]'s asserted bounds).
+                let a = unsafe { accumulate::<N>(x, y, sh, i + k) };
+                for (f, a) in folded.iter_mut().zip(&a) {
+                    f[k] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+                }
+            }
+            for (h, f) in folded.iter().enumerate() {
+                let mut r = [0f32; 16];
+                // SAFETY: `r` holds 16 floats; `storeu` needs no alignment.
+                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), reduce16x16(f)) };
+                let o = h * sh.out_stride + i;
+                out[o..o + nb].copy_from_slice(&r[..nb]);
+            }
+            i += nb;
+        }
+        return;
+    }
     for i in 0..sh.ny {
         let yi = &y[i * sh.y_stride..];
-        let yp = yi.as_ptr();
-        let mut acc = [[_mm512_setzero_ps(); 4]; N];
-        for c in 0..np / 16 {
-            let mut m = u16::MAX;
-            if c == 0 {
-                m &= sh.first_mask;
-            }
-            if c + 1 == nc {
-                m &= sh.last_mask;
-            }
-            // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x` (asserted
-            // by `dots_vec`); a masked load reads only the kept lanes.
-            let yc = unsafe {
-                if m == u16::MAX {
-                    _mm512_loadu_ps(yp.add(16 * c))
-                } else {
-                    _mm512_maskz_loadu_ps(m, yp.add(16 * c))
-                }
-            };
-            for (h, a) in acc.iter_mut().enumerate() {
-                // SAFETY: as above.
-                let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
-                a[c % 4] = _mm512_fmadd_ps(xh, yc, a[c % 4]);
-            }
-        }
+        // SAFETY: as above.
+        let acc = unsafe { accumulate::<N>(x, y, sh, i) };
         for (h, a) in acc.iter().enumerate() {
             let mut lanes = [[0f32; 16]; 4];
             for (d, s) in lanes.iter_mut().zip(a) {
@@ -146,6 +146,101 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
             );
         }
     }
+}
+
+/// The four accumulators of every `x_h` against `y_i` over the whole 64-element
+/// steps (the masked chunk loads of [`dots_vec`]'s contract).
+///
+/// # Safety
+/// The CPU supports AVX-512F; [`dots_vec`]'s bounds contract holds and `i < sh.ny`.
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+unsafe fn accumulate<const N: usize>(
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    i: usize,
+) -> [[core::arch::x86_64::__m512; 4]; N] {
+    use core::arch::x86_64::*;
+    let nc = sh.len / 16;
+    let np = sh.len / STEP * STEP;
+    let xp = x.as_ptr();
+    // SAFETY: `y_i` starts inside `y` (`i < ny`, bounds asserted by `dots_vec`).
+    let yp = unsafe { y.as_ptr().add(i * sh.y_stride) };
+    let mut acc = [[_mm512_setzero_ps(); 4]; N];
+    for c in 0..np / 16 {
+        let mut m = u16::MAX;
+        if c == 0 {
+            m &= sh.first_mask;
+        }
+        if c + 1 == nc {
+            m &= sh.last_mask;
+        }
+        // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x` (asserted by
+        // `dots_vec`); a masked load reads only the kept lanes.
+        let yc = unsafe {
+            if m == u16::MAX {
+                _mm512_loadu_ps(yp.add(16 * c))
+            } else {
+                _mm512_maskz_loadu_ps(m, yp.add(16 * c))
+            }
+        };
+        for (h, a) in acc.iter_mut().enumerate() {
+            // SAFETY: as above.
+            let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
+            a[c % 4] = _mm512_fmadd_ps(xh, yc, a[c % 4]);
+        }
+    }
+    acc
+}
+
+/// [`reduce16`] of 16 vectors at once: lane `n` of the result is `reduce16(v[n])`,
+/// bitwise. Every addition pairs the same two values as `reduce16` (lanes `k` and
+/// `k + 8`, then `k` and `k + 4` of the halves, then `(0 + 2) + (1 + 3)`), only for
+/// several vectors per instruction (float addition is commutative, so operand order
+/// inside a pair does not matter).
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn reduce16x16(v: &[core::arch::x86_64::__m512; 16]) -> core::arch::x86_64::__m512 {
+    use core::arch::x86_64::*;
+    // Halves: b[p] = [v[2p] lanes k + k+8 (k < 8) | v[2p+1] likewise].
+    let mut b = [_mm512_setzero_ps(); 8];
+    for (p, b) in b.iter_mut().enumerate() {
+        let (x, y) = (v[2 * p], v[2 * p + 1]);
+        *b = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0b01_00_01_00>(x, y),
+            _mm512_shuffle_f32x4::<0b11_10_11_10>(x, y),
+        );
+    }
+    // Quarters: 128-bit block j of c[q] = the four t4 lanes of v[4q + j].
+    let mut c = [_mm512_setzero_ps(); 4];
+    for (q, c) in c.iter_mut().enumerate() {
+        let (x, y) = (b[2 * q], b[2 * q + 1]);
+        *c = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0b10_00_10_00>(x, y),
+            _mm512_shuffle_f32x4::<0b11_01_11_01>(x, y),
+        );
+    }
+    // Per 128-bit block: (t4[0] + t4[2], t4[1] + t4[3]) of two vectors, then their sum.
+    let u0 = _mm512_add_ps(
+        _mm512_shuffle_ps::<0b01_00_01_00>(c[0], c[1]),
+        _mm512_shuffle_ps::<0b11_10_11_10>(c[0], c[1]),
+    );
+    let u1 = _mm512_add_ps(
+        _mm512_shuffle_ps::<0b01_00_01_00>(c[2], c[3]),
+        _mm512_shuffle_ps::<0b11_10_11_10>(c[2], c[3]),
+    );
+    let r = _mm512_add_ps(
+        _mm512_shuffle_ps::<0b10_00_10_00>(u0, u1),
+        _mm512_shuffle_ps::<0b11_01_11_01>(u0, u1),
+    );
+    // Lane 4j + m holds v[4m + j]: transpose the 4 × 4 back to vector order.
+    let idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_permutexvar_ps(idx, r)
 }
 
 /// `out[h·out_stride + i] = Σ x_h·(masked y_i)` in `ggml_vec_dot_f16`'s order (see
@@ -176,6 +271,138 @@ pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut 
         }
     }
     dots_portable::<N>(x, y, sh, out)
+}
+
+/// Shape of [`dots_vec_f16`]: `x` vectors as in [`DotsShape`], `y` vectors read
+/// from f16 storage (a KV cache) with only the elements in `valid` counted (the rest
+/// read as zero, as if widened into a zeroed buffer).
+#[derive(Clone, Debug)]
+pub struct F16Shape {
+    /// Distance between consecutive `x` vectors (f32 elements).
+    pub x_stride: usize,
+    /// Number of `y` vectors.
+    pub ny: usize,
+    /// Distance between consecutive `y` vectors (f16 elements).
+    pub y_stride: usize,
+    /// Elements per dot: a multiple of 64.
+    pub len: usize,
+    /// The elements of every `y` that are read; the others count as zero.
+    pub valid: std::ops::Range<usize>,
+    /// Distance between the outputs of consecutive `x` vectors.
+    pub out_stride: usize,
+}
+
+/// [`dots_vec_n`] with the `y` vectors still in f16 (`y` holds their bytes, little
+/// endian): converted in registers, bitwise what widening them into a zeroed f32
+/// buffer (valid elements only) and calling [`dots_vec_n`] with full masks gives.
+/// Returns `false`, computing nothing, where this fused form is unavailable (no
+/// AVX-512 BW/VL, or `len` not a multiple of 64): the caller widens instead.
+pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !use_avx512_f16() || sh.len % STEP != 0 || n == 0 || sh.ny == 0 {
+            return false;
+        }
+        assert!(
+            sh.valid.start <= sh.valid.end
+                && sh.valid.end <= sh.len
+                && x.len() >= (n - 1) * sh.x_stride + sh.len
+                && y.len() >= 2 * ((sh.ny - 1) * sh.y_stride + sh.valid.end)
+                && out.len() >= (n - 1) * sh.out_stride + sh.ny,
+            "dots_vec_f16 shape"
+        );
+        let kernels = [
+            dots_f16_avx512::<1>,
+            dots_f16_avx512::<2>,
+            dots_f16_avx512::<3>,
+            dots_f16_avx512::<4>,
+        ];
+        let mut h = 0;
+        while h < n {
+            let k = (n - h).min(4);
+            // SAFETY: AVX-512 F/BW/VL were detected at run time; bounds asserted above.
+            unsafe { kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]) };
+            h += k;
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (n, x, y, sh, out);
+        false
+    }
+}
+
+/// Whether the fused f16 body runs: [`use_avx512`] and AVX-512 BW + VL (masked
+/// 16-bit loads).
+#[cfg(target_arch = "x86_64")]
+fn use_avx512_f16() -> bool {
+    use std::sync::OnceLock;
+    static B: OnceLock<bool> = OnceLock::new();
+    *B.get_or_init(|| {
+        use_avx512()
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    })
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL; [`dots_vec_f16`]'s asserted bounds hold for `N` vectors.
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let (v0, v1) = (sh.valid.start, sh.valid.end);
+    let mut i = 0;
+    while i < sh.ny {
+        let nb = (sh.ny - i).min(16);
+        let mut folded = [[_mm512_setzero_ps(); 16]; N];
+        for k in 0..nb {
+            let yo = 2 * (i + k) * sh.y_stride;
+            let mut acc = [[_mm512_setzero_ps(); 4]; N];
+            for c in 0..sh.len / 16 {
+                let lo = 16 * c;
+                // Lanes of this chunk inside `valid`; the others are zero, as in a
+                // zeroed widened buffer (the FMA still runs: `fma(x, 0, acc)`).
+                let yc = if lo + 16 <= v0 || lo >= v1 {
+                    _mm512_setzero_ps()
+                } else {
+                    let first = v0.saturating_sub(lo);
+                    let last = (v1 - lo).min(16);
+                    let m = (u16::MAX >> (16 - (last - first))) << first;
+                    // SAFETY: element `lo` lies inside y_i's valid elements (`lo <
+                    // v1`, bounds asserted by `dots_vec_f16`), and the masked load
+                    // touches only lanes `first..last`, all inside them.
+                    let h = unsafe {
+                        let p = y.as_ptr().add(yo + 2 * lo);
+                        if m == u16::MAX {
+                            _mm256_loadu_si256(p.cast())
+                        } else {
+                            _mm256_maskz_loadu_epi16(m, p.cast())
+                        }
+                    };
+                    _mm512_cvtph_ps(h)
+                };
+                for (h, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: chunk c of x_h lies inside `x` (asserted).
+                    let xh = unsafe { _mm512_loadu_ps(x.as_ptr().add(h * sh.x_stride + lo)) };
+                    a[c % 4] = _mm512_fmadd_ps(xh, yc, a[c % 4]);
+                }
+            }
+            for (f, a) in folded.iter_mut().zip(&acc) {
+                f[k] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+            }
+        }
+        for (h, f) in folded.iter().enumerate() {
+            let mut r = [0f32; 16];
+            // SAFETY: `r` holds 16 floats; `storeu` needs no alignment.
+            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), reduce16x16(f)) };
+            let o = h * sh.out_stride + i;
+            out[o..o + nb].copy_from_slice(&r[..nb]);
+        }
+        i += nb;
+    }
 }
 
 /// [`dots_vec`] for a run-time number `n` of `x` vectors, four at a time.
@@ -224,7 +451,12 @@ mod tests {
 
     #[test]
     fn equals_literal_ggml_vec_dot_with_masks_and_leftovers() {
-        for len in [16, 48, 64, 80, 128, 144, 256, 320] {
+        // ny past 16 and not a multiple of it: the AVX-512 body reduces the dots of
+        // up to 16 `y` vectors together when there are no leftovers.
+        for (len, ny) in [16, 48, 64, 80, 128, 144, 256, 320]
+            .into_iter()
+            .zip([3, 37, 16, 5, 21, 3, 40, 17])
+        {
             for (first, last) in [
                 (u16::MAX, u16::MAX),
                 (0xfff0, u16::MAX),
@@ -232,24 +464,24 @@ mod tests {
                 (0xff00, 0x0fff),
             ] {
                 let x = vals(4 * len, 7);
-                let y = vals(3 * len, 11);
+                let y = vals(ny * len, 11);
                 let sh = DotsShape {
                     x_stride: len,
-                    ny: 3,
+                    ny,
                     y_stride: len,
                     len,
                     first_mask: first,
                     last_mask: last,
-                    out_stride: 3,
+                    out_stride: ny,
                 };
-                let mut out = [0f32; 12];
+                let mut out = vec![0f32; 4 * ny];
                 dots_vec_n(4, &x, &y, &sh, &mut out);
-                let mut portable = [0f32; 12];
+                let mut portable = vec![0f32; 4 * ny];
                 for h in 0..4 {
-                    dots_portable::<1>(&x[h * len..], &y, &sh, &mut portable[h * 3..]);
+                    dots_portable::<1>(&x[h * len..], &y, &sh, &mut portable[h * ny..]);
                 }
                 for h in 0..4 {
-                    for i in 0..3 {
+                    for i in 0..ny {
                         let mut yi = y[i * len..(i + 1) * len].to_vec();
                         let nc = len / 16;
                         for (e, v) in yi.iter_mut().enumerate() {
@@ -267,17 +499,69 @@ mod tests {
                         }
                         let want = ggml_vec_dot(&x[h * len..(h + 1) * len], &yi);
                         assert_eq!(
-                            out[h * 3 + i].to_bits(),
+                            out[h * ny + i].to_bits(),
                             want.to_bits(),
-                            "len {len} h {h} i {i}"
+                            "len {len} ny {ny} h {h} i {i}"
                         );
                         assert_eq!(
-                            portable[h * 3 + i].to_bits(),
+                            portable[h * ny + i].to_bits(),
                             want.to_bits(),
                             "portable len {len}"
                         );
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn fused_f16_equals_widened_dots_bitwise() {
+        use fucina_quant::half::{f32_to_f16, widen_f16_into};
+        for (len, ny, valid) in [
+            (64, 3, 0..64),
+            (128, 37, 0..128),
+            (192, 20, 5..150),
+            (256, 16, 64..65),
+        ] {
+            let x = vals(4 * len, 3);
+            // f16 storage with a stride wider than `len`; values outside `valid` are
+            // garbage that must never count.
+            let stride = len + 24;
+            let y16: Vec<u8> = vals(ny * stride, 5)
+                .iter()
+                .flat_map(|&v| f32_to_f16(v * 7.0).to_le_bytes())
+                .collect();
+            let sh = F16Shape {
+                x_stride: len,
+                ny,
+                y_stride: stride,
+                len,
+                valid: valid.clone(),
+                out_stride: ny,
+            };
+            let mut got = vec![f32::NAN; 4 * ny];
+            if !dots_vec_f16(4, &x, &y16, &sh, &mut got) {
+                eprintln!("fused f16 dots unavailable on this CPU: nothing to compare");
+                return;
+            }
+            let mut y = vec![0f32; ny * len];
+            for i in 0..ny {
+                let src = &y16[2 * (i * stride + valid.start)..2 * (i * stride + valid.end)];
+                widen_f16_into(src, &mut y[i * len + valid.start..i * len + valid.end]);
+            }
+            let dsh = DotsShape {
+                x_stride: len,
+                ny,
+                y_stride: len,
+                len,
+                first_mask: u16::MAX,
+                last_mask: u16::MAX,
+                out_stride: ny,
+            };
+            let mut want = vec![0f32; 4 * ny];
+            dots_vec_n(4, &x, &y, &dsh, &mut want);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "len {len} ny {ny} output {k}");
             }
         }
     }
