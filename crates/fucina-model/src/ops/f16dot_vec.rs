@@ -170,27 +170,31 @@ unsafe fn accumulate<const N: usize>(
     // SAFETY: `y_i` starts inside `y` (`i < ny`, bounds asserted by `dots_vec`).
     let yp = unsafe { y.as_ptr().add(i * sh.y_stride) };
     let mut acc = [[_mm512_setzero_ps(); 4]; N];
-    for c in 0..np / 16 {
-        let mut m = u16::MAX;
-        if c == 0 {
-            m &= sh.first_mask;
-        }
-        if c + 1 == nc {
-            m &= sh.last_mask;
-        }
-        // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x` (asserted by
-        // `dots_vec`); a masked load reads only the kept lanes.
-        let yc = unsafe {
-            if m == u16::MAX {
-                _mm512_loadu_ps(yp.add(16 * c))
-            } else {
-                _mm512_maskz_loadu_ps(m, yp.add(16 * c))
+    // The four chunks of a step unrolled: constant accumulator indices (registers).
+    for step in 0..np / STEP {
+        for q in 0..4 {
+            let c = 4 * step + q;
+            let mut m = u16::MAX;
+            if c == 0 {
+                m &= sh.first_mask;
             }
-        };
-        for (h, a) in acc.iter_mut().enumerate() {
-            // SAFETY: as above.
-            let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
-            a[c % 4] = _mm512_fmadd_ps(xh, yc, a[c % 4]);
+            if c + 1 == nc {
+                m &= sh.last_mask;
+            }
+            // SAFETY: chunk c of y_i and of every x_h lies inside `y` / `x` (asserted by
+            // `dots_vec`); a masked load reads only the kept lanes.
+            let yc = unsafe {
+                if m == u16::MAX {
+                    _mm512_loadu_ps(yp.add(16 * c))
+                } else {
+                    _mm512_maskz_loadu_ps(m, yp.add(16 * c))
+                }
+            };
+            for (h, a) in acc.iter_mut().enumerate() {
+                // SAFETY: as above.
+                let xh = unsafe { _mm512_loadu_ps(xp.add(h * sh.x_stride + 16 * c)) };
+                a[q] = _mm512_fmadd_ps(xh, yc, a[q]);
+            }
         }
     }
     acc
@@ -333,6 +337,10 @@ pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32
     }
 }
 
+/// `y` vectors fetched ahead by [`dots_vec_f16`] when they are strided.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_ROWS: usize = 16;
+
 /// Whether the fused f16 body runs: [`use_avx512`] and AVX-512 BW + VL (masked
 /// 16-bit loads).
 #[cfg(target_arch = "x86_64")]
@@ -360,34 +368,48 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
         let mut folded = [[_mm512_setzero_ps(); 16]; N];
         for k in 0..nb {
             let yo = 2 * (i + k) * sh.y_stride;
+            // Strided vectors (K rows of a cache) are fetched ahead: a few rows in
+            // flight hide the latency the hardware prefetcher leaves on strides.
+            if sh.y_stride > sh.len && i + k + PREFETCH_ROWS < sh.ny {
+                let ahead = &y[yo + 2 * PREFETCH_ROWS * sh.y_stride..];
+                let span = &ahead[2 * sh.valid.start..2 * sh.valid.end];
+                for line in span.chunks(64) {
+                    // A hint that never faults (the address lies in `y` anyway).
+                    _mm_prefetch::<{ _MM_HINT_T0 }>(line.as_ptr().cast());
+                }
+            }
             let mut acc = [[_mm512_setzero_ps(); 4]; N];
-            for c in 0..sh.len / 16 {
-                let lo = 16 * c;
-                // Lanes of this chunk inside `valid`; the others are zero, as in a
-                // zeroed widened buffer (the FMA still runs: `fma(x, 0, acc)`).
-                let yc = if lo + 16 <= v0 || lo >= v1 {
-                    _mm512_setzero_ps()
-                } else {
-                    let first = v0.saturating_sub(lo);
-                    let last = (v1 - lo).min(16);
-                    let m = (u16::MAX >> (16 - (last - first))) << first;
-                    // SAFETY: element `lo` lies inside y_i's valid elements (`lo <
-                    // v1`, bounds asserted by `dots_vec_f16`), and the masked load
-                    // touches only lanes `first..last`, all inside them.
-                    let h = unsafe {
-                        let p = y.as_ptr().add(yo + 2 * lo);
-                        if m == u16::MAX {
-                            _mm256_loadu_si256(p.cast())
-                        } else {
-                            _mm256_maskz_loadu_epi16(m, p.cast())
-                        }
+            // Whole 64-element steps, the four chunks unrolled so that every
+            // accumulator index is a constant (the accumulators stay in registers).
+            for step in 0..sh.len / STEP {
+                for q in 0..4 {
+                    let lo = STEP * step + 16 * q;
+                    // Lanes of this chunk inside `valid`; the others are zero, as in a
+                    // zeroed widened buffer (the FMA still runs: `fma(x, 0, acc)`).
+                    let yc = if lo + 16 <= v0 || lo >= v1 {
+                        _mm512_setzero_ps()
+                    } else {
+                        let first = v0.saturating_sub(lo);
+                        let last = (v1 - lo).min(16);
+                        let m = (u16::MAX >> (16 - (last - first))) << first;
+                        // SAFETY: element `lo` lies inside y_i's valid elements (`lo <
+                        // v1`, bounds asserted by `dots_vec_f16`), and the masked load
+                        // touches only lanes `first..last`, all inside them.
+                        let h = unsafe {
+                            let p = y.as_ptr().add(yo + 2 * lo);
+                            if m == u16::MAX {
+                                _mm256_loadu_si256(p.cast())
+                            } else {
+                                _mm256_maskz_loadu_epi16(m, p.cast())
+                            }
+                        };
+                        _mm512_cvtph_ps(h)
                     };
-                    _mm512_cvtph_ps(h)
-                };
-                for (h, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: chunk c of x_h lies inside `x` (asserted).
-                    let xh = unsafe { _mm512_loadu_ps(x.as_ptr().add(h * sh.x_stride + lo)) };
-                    a[c % 4] = _mm512_fmadd_ps(xh, yc, a[c % 4]);
+                    for (h, a) in acc.iter_mut().enumerate() {
+                        // SAFETY: chunk `lo / 16` of x_h lies inside `x` (asserted).
+                        let xh = unsafe { _mm512_loadu_ps(x.as_ptr().add(h * sh.x_stride + lo)) };
+                        a[q] = _mm512_fmadd_ps(xh, yc, a[q]);
+                    }
                 }
             }
             for (f, a) in folded.iter_mut().zip(&acc) {
