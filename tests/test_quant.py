@@ -65,7 +65,7 @@ def test_bad_input_is_a_clear_error() -> None:
 
 def test_build_info_reports_the_kernel_set() -> None:
     info = fucina.build_info()
-    assert info["isa"] in {"scalar", "avx2", "avx512"}
+    assert info["isa"] in {"scalar", "avx2", "avx512", "neon"}
 
 
 # Byte offsets of the f16 scale fields per block type; non-finite scales are made

@@ -143,6 +143,7 @@ mod tests {
 /// where the CPU has it, quiets them).
 pub fn widen_f16_into(src: &[u8], dst: &mut [f32]) {
     let n = (src.len() / 2).min(dst.len());
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {

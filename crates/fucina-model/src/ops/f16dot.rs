@@ -82,6 +82,7 @@ pub fn to_f16_bits(src: &[f32], dst: &mut [u16]) {
 /// In place: every element rounded to f16 and widened back
 /// (`f16_to_f32(f32_to_f16(x))`), with F16C where the CPU has it.
 pub fn round_f16_in_place(x: &mut [f32]) {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if has_f16c() {
