@@ -108,3 +108,15 @@ def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
     w.write(p)
     with pytest.raises(fucina.UnsupportedModelError, match=r"'mamba'.*gemma3"):
         fucina.Model(p)
+
+
+def test_background_repacking_is_waitable_and_changes_no_logit(gemma_path: Path) -> None:
+    """The load returns before the Q4_K weights are repacked; waiting finishes it, and
+    the logits are bitwise those of a model computed before."""
+    model = fucina.Model(str(gemma_path), n_threads=2)
+    before = fucina.Session(model, n_ctx=32).eval([2, 818, 5279, 529], all=True)
+    model.wait_repacked()
+    if fucina.build_info()["isa"] in {"avx2", "avx512"}:
+        assert model.repacked_bytes > 0
+    after = fucina.Session(model, n_ctx=32).eval([2, 818, 5279, 529], all=True)
+    assert np.array_equal(before.view(np.uint32), after.view(np.uint32))

@@ -29,6 +29,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let model = Arc::new(Model::load(&path, ModelOptions { n_threads: threads })?);
     println!("load {:.3} s", t.elapsed().as_secs_f64());
+    // Steady-state speed: the background repacking finished first.
+    let t = Instant::now();
+    model.wait_repacked();
+    println!(
+        "repacked {:.0} MB in another {:.3} s",
+        model.repacked_bytes() as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
     let n_vocab = model.config().n_vocab as u32;
     let prompt: Vec<u32> = (0..n_prompt as u32)
         .map(|i| 2 + (i * 7919) % (n_vocab - 2))

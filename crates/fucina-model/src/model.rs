@@ -1,9 +1,12 @@
 //! A loaded model: config, bound weights (mmapped, GGUF precision) and the
 //! thread pool its forward runs on. Selected by `general.architecture`.
 //!
-//! At load, the Q4_K matrices the kernels have an interleaved form for are repacked
-//! (fucina-quant's `repack`, on the pool's threads; bitwise the same results, faster
-//! decode). `FUCINA_REPACK=0` keeps every matrix in the file's row-major form.
+//! After load, the Q4_K matrices the kernels have an interleaved form for are
+//! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
+//! matrix switching to its packed form when ready; the results are bitwise the same
+//! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the
+//! thread). `FUCINA_REPACK=sync` repacks during load instead (on the pool's threads),
+//! `FUCINA_REPACK=0` keeps every matrix in the file's row-major form.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -14,7 +17,7 @@ use crate::config::{Config, Family};
 use crate::families::{self, LayerWeights, Presence};
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::parallel::ThreadPool;
-use crate::weights::{has_tensor, load_vector, load_vector_opt, Linear};
+use crate::weights::{has_tensor, load_vector, load_vector_opt, Linear, RepackJob};
 use crate::{ModelError, Result};
 
 /// Environment variable that turns load-time repacking off (`0`).
@@ -37,6 +40,8 @@ pub struct Model {
     pub(crate) output_bias: Option<Vec<f32>>,
     pub(crate) layers: Vec<LayerWeights>,
     pub(crate) pool: ThreadPool,
+    /// The background repacking thread, until [`Model::wait_repacked`] joins it.
+    repack: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Model {
@@ -96,30 +101,40 @@ impl Model {
             _ => load_vector_opt(&file, "output.bias", n_vocab)?,
         };
         let rope_freqs = families::bind_rope_freqs(&file, &config, &spec)?;
-        let mut layers = (0..config.n_layer)
+        let layers = (0..config.n_layer)
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        let mut output = output;
         let pool = ThreadPool::new(options.n_threads)?;
-        if std::env::var(REPACK_ENV).map_or(true, |v| v.trim() != "0") {
-            let mut targets: Vec<&mut Linear> = layers
-                .iter_mut()
-                .flat_map(|l| {
-                    [
-                        &mut l.wq,
-                        &mut l.wk,
-                        &mut l.wv,
-                        &mut l.wo,
-                        &mut l.gate,
-                        &mut l.up,
-                        &mut l.down,
-                    ]
-                })
-                .chain([&mut output])
-                .filter(|w| w.repackable())
-                .collect();
-            repack_all(&pool, &mut targets)?;
-        }
+        let mut jobs: Vec<RepackJob> = layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .chain([&output])
+            .filter_map(Linear::repack_job)
+            .collect();
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
+        let mode = std::env::var(REPACK_ENV).unwrap_or_default();
+        let repack = match mode.trim() {
+            "0" => None,
+            "sync" => {
+                run_jobs_on(&pool, jobs)?;
+                None
+            }
+            _ if jobs.is_empty() => None,
+            _ => Some(
+                std::thread::Builder::new()
+                    .name("fucina-repack".into())
+                    .spawn(move || {
+                        for job in jobs {
+                            // A failed repack (out of memory) keeps the row-major
+                            // form, which computes the same results.
+                            let _ = job.run();
+                        }
+                    })
+                    .map_err(|e| {
+                        ModelError::InvalidConfig(format!("cannot start the repacking thread: {e}"))
+                    })?,
+            ),
+        };
         Ok(Model {
             config,
             file,
@@ -129,7 +144,29 @@ impl Model {
             output_bias,
             layers,
             pool,
+            repack: Mutex::new(repack),
         })
+    }
+
+    /// Block until the load-time repacking (see the module doc) has finished. The
+    /// model computes the same results before and after; this only settles its speed
+    /// (benchmarks, tests of the packed path).
+    pub fn wait_repacked(&self) {
+        let handle = self.repack.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    /// Bytes of weights in the interleaved form so far.
+    pub fn repacked_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .chain([&self.output])
+            .filter_map(|w| w.packed())
+            .map(|p| p.bytes().len())
+            .sum()
     }
 
     /// The hyperparameters.
@@ -168,14 +205,14 @@ impl Model {
     }
 }
 
-/// Repack `targets` on the pool's threads, largest first (each matrix is one task).
-fn repack_all(pool: &ThreadPool, targets: &mut [&mut Linear]) -> Result<()> {
-    targets.sort_by_key(|w| std::cmp::Reverse(w.bytes().len()));
-    let slots: Vec<Mutex<&mut Linear>> = targets.iter_mut().map(|w| Mutex::new(&mut **w)).collect();
+/// Run repacking jobs on the pool's threads (each job one task).
+fn run_jobs_on(pool: &ThreadPool, jobs: Vec<RepackJob>) -> Result<()> {
+    let slots: Vec<Mutex<Option<RepackJob>>> =
+        jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
     let err: Mutex<Option<ModelError>> = Mutex::new(None);
     pool.run(slots.len(), &|i| {
-        let mut w = slots[i].lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = w.repack() {
+        let job = slots[i].lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(Err(e)) = job.map(RepackJob::run) {
             *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
         }
     });

@@ -9,7 +9,7 @@
 //! biases are small and are read into `Vec<f32>`.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use fucina_gguf::{GgmlType, GgufFile, TensorInfo};
 use fucina_quant::{DotEntry, Kernels, PackedQ4K};
@@ -28,7 +28,8 @@ pub struct Linear {
     part: usize,
     range: Range<usize>,
     dot: DotEntry,
-    packed: Option<Arc<PackedQ4K>>,
+    /// The interleaved form once made (shared by clones; set at most once).
+    packed: Arc<OnceLock<PackedQ4K>>,
 }
 
 impl std::fmt::Debug for Linear {
@@ -95,7 +96,7 @@ impl Linear {
             part,
             range,
             dot,
-            packed: None,
+            packed: Arc::new(OnceLock::new()),
         })
     }
 
@@ -108,22 +109,35 @@ impl Linear {
     /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K as
     /// interleaved 8-row groups) when [`Linear::repackable`]; the file's pages of the
     /// row-major bytes are then released from the resident set (reading
-    /// [`Linear::bytes`] faults them back in). Results are bitwise unchanged.
-    pub fn repack(&mut self) -> Result<()> {
-        if self.packed.is_some() || !self.repackable() {
-            return Ok(());
+    /// [`Linear::bytes`] faults them back in). Results are bitwise unchanged, so the
+    /// matmuls may switch to the packed form at any moment.
+    pub fn repack(&self) -> Result<()> {
+        match self.repack_job() {
+            Some(job) => job.run(),
+            None => Ok(()),
         }
-        let p = PackedQ4K::new(&self.dot, self.bytes(), self.rows, self.cols)?;
-        if let Some(p) = p {
-            self.packed = Some(Arc::new(p));
-            self.file.parts()[self.part].release(self.range.clone());
-        }
-        Ok(())
     }
 
-    /// The repacked form, if [`Linear::repack`] made one.
+    /// The work of [`Linear::repack`] as a job another thread can run (it holds only
+    /// shared handles), or `None` when there is nothing to do.
+    pub fn repack_job(&self) -> Option<RepackJob> {
+        if self.packed.get().is_some() || !self.repackable() {
+            return None;
+        }
+        Some(RepackJob {
+            file: Arc::clone(&self.file),
+            part: self.part,
+            range: self.range.clone(),
+            dot: self.dot,
+            rows: self.rows,
+            cols: self.cols,
+            slot: Arc::clone(&self.packed),
+        })
+    }
+
+    /// The repacked form, once [`Linear::repack`] (or its job) has made it.
     pub fn packed(&self) -> Option<&PackedQ4K> {
-        self.packed.as_deref()
+        self.packed.get()
     }
 
     /// The dot kernel (and activation format) this weight multiplies with.
@@ -170,6 +184,45 @@ impl Linear {
         }
         let b = &self.bytes()[i * self.row_bytes..(i + 1) * self.row_bytes];
         fucina_quant::dequantize(self.ty, b, out)?;
+        Ok(())
+    }
+}
+
+/// The repacking of one [`Linear`] ([`Linear::repack_job`]), runnable on any thread.
+pub struct RepackJob {
+    file: Arc<GgufFile>,
+    part: usize,
+    range: Range<usize>,
+    dot: DotEntry,
+    rows: usize,
+    cols: usize,
+    slot: Arc<OnceLock<PackedQ4K>>,
+}
+
+impl RepackJob {
+    /// Bytes the job repacks.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// Whether the job has no bytes to repack.
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// Repack, publish the packed form to the `Linear` (and its clones), release the
+    /// file's pages of the row-major bytes. Nothing to do once the weights are gone
+    /// (every `Linear` sharing the slot dropped) or already packed.
+    pub fn run(self) -> Result<()> {
+        if self.slot.get().is_some() || Arc::strong_count(&self.slot) == 1 {
+            return Ok(());
+        }
+        let bytes = &self.file.parts()[self.part].bytes()[self.range.clone()];
+        if let Some(p) = PackedQ4K::new(&self.dot, bytes, self.rows, self.cols)? {
+            if self.slot.set(p).is_ok() {
+                self.file.parts()[self.part].release(self.range.clone());
+            }
+        }
         Ok(())
     }
 }

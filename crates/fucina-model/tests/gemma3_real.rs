@@ -353,3 +353,52 @@ fn tiled_order_applies_to_q6_k_matmuls_of_eight_rows_or_more() {
         }
     }
 }
+
+/// Load-time repacking runs in the background and changes no result: logits of a
+/// model loaded without repacking, of one whose repacking has not finished, and of
+/// one fully repacked agree bitwise (batched prompt rows and decode rows alike).
+#[test]
+fn repacking_changes_no_logit() {
+    let path = fucina_testdata::gemma3_270m();
+    let load = |mode: &str| {
+        std::env::set_var("FUCINA_REPACK", mode);
+        let m = Arc::new(Model::load(&path, ModelOptions { n_threads: 2 }).expect("load gemma"));
+        std::env::remove_var("FUCINA_REPACK");
+        m
+    };
+    let logits = |m: &Arc<Model>| {
+        let mut s = Session::new(Arc::clone(m), 64, KvDtype::F16).expect("session");
+        let mut out = s
+            .eval(&[2, 818, 5279, 529, 7001, 563], true)
+            .expect("prompt")
+            .to_vec();
+        out.extend_from_slice(s.eval(&[506], false).expect("decode"));
+        out
+    };
+    let plain = load("0");
+    assert_eq!(plain.repacked_bytes(), 0);
+    let want = logits(&plain);
+    let background = load("1");
+    let early = logits(&background);
+    background.wait_repacked();
+    let packed_bytes = background.repacked_bytes();
+    let late = logits(&background);
+    let sync = load("sync");
+    assert_eq!(sync.repacked_bytes(), packed_bytes);
+    for (name, got) in [
+        ("background, early", &early),
+        ("background, finished", &late),
+        ("sync", &logits(&sync)),
+    ] {
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: logits differ from the row-major model's"
+        );
+    }
+    let isa = fucina_quant::Kernels::from_env().expect("kernels").isa();
+    if matches!(isa, fucina_quant::Isa::Avx2 | fucina_quant::Isa::Avx512) {
+        assert!(packed_bytes > 0, "nothing repacked on {isa:?}");
+    }
+}

@@ -94,6 +94,18 @@ impl PyModel {
         self.inner.weight_bytes_per_token()
     }
 
+    /// Block until the background repacking of Q4_K weights (started by the load)
+    /// has finished. Results are the same before and after; only speed changes.
+    fn wait_repacked(&self, py: Python<'_>) {
+        py.detach(|| self.inner.wait_repacked());
+    }
+
+    /// Bytes of weights repacked into the interleaved form so far.
+    #[getter]
+    fn repacked_bytes(&self) -> usize {
+        self.inner.repacked_bytes()
+    }
+
     /// The GGUF file the weights come from.
     #[getter]
     fn path(&self) -> PathBuf {
