@@ -113,17 +113,9 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
             for k in 0..nb {
                 // SAFETY: the caller's contract ([`dots_vec`]'s asserted bounds).
                 let a = unsafe { accumulate::<N>(x, y, sh, i + k) };
-                for (f, a) in folded.iter_mut().zip(&a) {
-                    f[k] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
-                }
+                fold_into(&mut folded, k, &a);
             }
-            for (h, f) in folded.iter().enumerate() {
-                let mut r = [0f32; 16];
-                // SAFETY: `r` holds 16 floats; `storeu` needs no alignment.
-                unsafe { _mm512_storeu_ps(r.as_mut_ptr(), reduce16x16(f)) };
-                let o = h * sh.out_stride + i;
-                out[o..o + nb].copy_from_slice(&r[..nb]);
-            }
+            store_reduced(&folded, nb, &mut out[i..], sh.out_stride);
             i += nb;
         }
         return;
@@ -198,6 +190,43 @@ unsafe fn accumulate<const N: usize>(
         }
     }
     acc
+}
+
+/// Fold the four accumulators of every `x_h` as `(a0 + a2) + (a1 + a3)` into slot
+/// `k` of its block of 16 dots.
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold_into<const N: usize>(
+    folded: &mut [[core::arch::x86_64::__m512; 16]; N],
+    k: usize,
+    acc: &[[core::arch::x86_64::__m512; 4]; N],
+) {
+    use core::arch::x86_64::_mm512_add_ps;
+    for (f, a) in folded.iter_mut().zip(acc) {
+        f[k] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+    }
+}
+
+/// Reduce each `x_h`'s block of 16 folded dots and store the first `nb` at
+/// `out[h·out_stride..]`.
+#[allow(clippy::incompatible_msrv)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn store_reduced<const N: usize>(
+    folded: &[[core::arch::x86_64::__m512; 16]; N],
+    nb: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    for (h, f) in folded.iter().enumerate() {
+        let mut r = [0f32; 16];
+        // SAFETY: `r` holds 16 floats; `storeu` needs no alignment.
+        unsafe { core::arch::x86_64::_mm512_storeu_ps(r.as_mut_ptr(), reduce16x16(f)) };
+        out[h * out_stride..h * out_stride + nb].copy_from_slice(&r[..nb]);
+    }
 }
 
 /// [`reduce16`] of 16 vectors at once: lane `n` of the result is `reduce16(v[n])`,
@@ -412,17 +441,9 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
                     }
                 }
             }
-            for (f, a) in folded.iter_mut().zip(&acc) {
-                f[k] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
-            }
+            fold_into(&mut folded, k, &acc);
         }
-        for (h, f) in folded.iter().enumerate() {
-            let mut r = [0f32; 16];
-            // SAFETY: `r` holds 16 floats; `storeu` needs no alignment.
-            unsafe { _mm512_storeu_ps(r.as_mut_ptr(), reduce16x16(f)) };
-            let o = h * sh.out_stride + i;
-            out[o..o + nb].copy_from_slice(&r[..nb]);
-        }
+        store_reduced(&folded, nb, &mut out[i..], sh.out_stride);
         i += nb;
     }
 }
