@@ -150,7 +150,10 @@ fn packed_products_equal_row_major_products_bitwise() {
             }
         }
     }
-    if Isa::available().len() > 1 {
+    if Isa::available()
+        .iter()
+        .any(|i| matches!(i, Isa::Avx2 | Isa::Avx512))
+    {
         assert!(checked > 0);
     }
 }
