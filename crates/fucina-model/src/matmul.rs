@@ -338,10 +338,11 @@ impl<'a> Plan<'a> {
         }
         let wb = w.bytes();
         let rb = w.row_bytes();
-        if m == 1 && !self.tiled {
+        if m == 1 && gemm_rows == 0 && !self.tiled {
             // Decode: `W_TILE` weight rows per kernel call, the activation row loaded
             // once for them (each kernel picks its one-row strategy; bitwise the
-            // single dots).
+            // single dots). A lone row kept from llama.cpp's GEMM part of a batch
+            // (the last layer's projection) takes the general path's prompt order.
             let mut vals = [0f32; W_TILE];
             let mut ws: [&[u8]; W_TILE] = [&[]; W_TILE];
             for w0 in (o0..o1).step_by(W_TILE) {

@@ -373,6 +373,11 @@ fn repacking_changes_no_logit() {
             .expect("prompt")
             .to_vec();
         out.extend_from_slice(s.eval(&[506], false).expect("decode"));
+        // A prompt whose last row (the only one kept at the last layer) lies in
+        // llama.cpp's GEMM part of the batch (8 rows: the first 8 - 8 % 4).
+        let mut s = Session::new(Arc::clone(m), 64, KvDtype::F16).expect("session");
+        let prompt = [2, 818, 5279, 529, 7001, 563, 506, 5279];
+        out.extend_from_slice(s.eval(&prompt, false).expect("prompt, last row"));
         out
     };
     let plain = load("0");
@@ -400,5 +405,54 @@ fn repacking_changes_no_logit() {
     let isa = fucina_quant::Kernels::from_env().expect("kernels").isa();
     if matches!(isa, fucina_quant::Isa::Avx2 | fucina_quant::Isa::Avx512) {
         assert!(packed_bytes > 0, "nothing repacked on {isa:?}");
+    }
+}
+
+/// One row kept from llama.cpp's GEMM part of a batch (`gemm_rows = 1`: the last
+/// layer's projection of a prompt whose length is a multiple of 4) takes the prompt
+/// order on the row-major and the repacked weights alike; a decode row (`gemm_rows =
+/// 0`) the single-row order. Checked on the matmul itself: after the residual add a
+/// one-ulp difference rarely survives into the logits.
+#[test]
+fn lone_gemm_row_uses_the_prompt_order_on_both_layouts() {
+    use fucina_model::matmul::{matmul_split, MatmulScratch};
+    use fucina_model::parallel::ThreadPool;
+    let file = Arc::new(fucina_gguf::GgufFile::open(fucina_testdata::gemma3_270m()).expect("open"));
+    let bind =
+        || fucina_model::Linear::bind(&file, "blk.0.attn_output.weight", 640, 1024).expect("bind");
+    let (rows_major, packed) = (bind(), bind());
+    packed.repack().expect("repack");
+    let pool = ThreadPool::new(2).expect("pool");
+    let x: Vec<f32> = (0..1024)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+        .collect();
+    let run = |w: &fucina_model::Linear, gemm_rows: usize| {
+        let mut y = vec![0f32; 640];
+        matmul_split(
+            &pool,
+            w,
+            &x,
+            1,
+            gemm_rows,
+            &mut y,
+            &mut MatmulScratch::default(),
+        )
+        .expect("matmul");
+        y
+    };
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    for gemm_rows in [0, 1] {
+        assert_eq!(
+            bits(run(&rows_major, gemm_rows)),
+            bits(run(&packed, gemm_rows)),
+            "gemm_rows {gemm_rows}"
+        );
+    }
+    if packed.packed().is_some() {
+        assert_ne!(
+            bits(run(&packed, 0)),
+            bits(run(&packed, 1)),
+            "the two orders coincide"
+        );
     }
 }
