@@ -105,10 +105,7 @@ impl Model {
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
         let pool = ThreadPool::new(options.n_threads)?;
-        let mut jobs: Vec<RepackJob> = layers
-            .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
-            .chain([&output])
+        let mut jobs: Vec<RepackJob> = matmul_weights(&layers, &output)
             .filter_map(Linear::repack_job)
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
@@ -160,10 +157,7 @@ impl Model {
 
     /// Bytes of weights in the interleaved form so far.
     pub fn repacked_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
-            .chain([&self.output])
+        matmul_weights(&self.layers, &self.output)
             .filter_map(|w| w.packed())
             .map(|p| p.bytes().len())
             .sum()
@@ -191,18 +185,22 @@ impl Model {
 
     /// Bytes of weight data a decode step reads (every matrix once; the head once).
     pub fn weight_bytes_per_token(&self) -> usize {
-        let layer: usize = self
-            .layers
-            .iter()
-            .map(|l| {
-                [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
-                    .iter()
-                    .map(|w| w.bytes().len())
-                    .sum::<usize>()
-            })
-            .sum();
-        layer + self.output.bytes().len()
+        matmul_weights(&self.layers, &self.output)
+            .map(|w| w.bytes().len())
+            .sum()
     }
+}
+
+/// Every matrix a decode step multiplies with: each layer's projections, then the
+/// output head.
+fn matmul_weights<'a>(
+    layers: &'a [LayerWeights],
+    output: &'a Linear,
+) -> impl Iterator<Item = &'a Linear> {
+    layers
+        .iter()
+        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+        .chain([output])
 }
 
 /// Run repacking jobs on the pool's threads (each job one task).

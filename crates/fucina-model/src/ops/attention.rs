@@ -75,7 +75,7 @@ const K_PREFETCH: usize = 32;
 /// Ask for the cache lines of `bytes` ahead of their use (a hint: no effect on
 /// results).
 #[inline(always)]
-fn prefetch(bytes: &[u8]) {
+pub(crate) fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     for line in bytes.chunks(64) {
         // SAFETY: prefetching is a hint that never faults; the address is in `bytes`.
@@ -313,43 +313,43 @@ pub fn attend_group(
                 }
             }
         }
-        s.kf.resize(KEY_BLOCK * hdp, 0.0);
-        for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
-            if fused {
-                break;
-            }
-            let je = (jb + KEY_BLOCK).min(jmax + 1);
-            for j in jb..je {
-                if j + K_PREFETCH <= jmax {
-                    prefetch(layer.k_row(j + K_PREFETCH, kvh));
+        // Otherwise (prompt order, or no fused kernel here): K widened block by block.
+        if !fused {
+            s.kf.resize(KEY_BLOCK * hdp, 0.0);
+            for jb in (jmin..=jmax).step_by(KEY_BLOCK) {
+                let je = (jb + KEY_BLOCK).min(jmax + 1);
+                for j in jb..je {
+                    if j + K_PREFETCH <= jmax {
+                        prefetch(layer.k_row(j + K_PREFETCH, kvh));
+                    }
+                    let kr = &mut s.kf[(j - jb) * hdp..(j - jb + 1) * hdp];
+                    fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut kr[..hd]);
+                    kr[hd..].fill(0.0);
                 }
-                let kr = &mut s.kf[(j - jb) * hdp..(j - jb + 1) * hdp];
-                fucina_quant::half::widen_f16_into(layer.k_row(j, kvh), &mut kr[..hd]);
-                kr[hd..].fill(0.0);
-            }
-            for (r, row) in rows.iter().enumerate() {
-                let st = s.starts[r];
-                let (lo, hi) = (jb.max(st), je.min(row.pos + 1));
-                if lo >= hi {
-                    continue;
+                for (r, row) in rows.iter().enumerate() {
+                    let st = s.starts[r];
+                    let (lo, hi) = (jb.max(st), je.min(row.pos + 1));
+                    if lo >= hi {
+                        continue;
+                    }
+                    let sh = DotsShape {
+                        x_stride: hdp,
+                        ny: hi - lo,
+                        y_stride: hdp,
+                        len: hdp,
+                        first_mask: u16::MAX,
+                        last_mask: u16::MAX,
+                        out_stride: ns,
+                    };
+                    let dots = if p.decode_order { dots_vec_n } else { dots_n };
+                    dots(
+                        g,
+                        &s.qf[r * g * hdp..],
+                        &s.kf[(lo - jb) * hdp..],
+                        &sh,
+                        &mut s.scores[r * g * ns + lo - st..],
+                    );
                 }
-                let sh = DotsShape {
-                    x_stride: hdp,
-                    ny: hi - lo,
-                    y_stride: hdp,
-                    len: hdp,
-                    first_mask: u16::MAX,
-                    last_mask: u16::MAX,
-                    out_stride: ns,
-                };
-                let dots = if p.decode_order { dots_vec_n } else { dots_n };
-                dots(
-                    g,
-                    &s.qf[r * g * hdp..],
-                    &s.kf[(lo - jb) * hdp..],
-                    &sh,
-                    &mut s.scores[r * g * ns + lo - st..],
-                );
             }
         }
     } else {

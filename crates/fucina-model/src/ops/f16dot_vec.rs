@@ -401,11 +401,7 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
             // flight hide the latency the hardware prefetcher leaves on strides.
             if sh.y_stride > sh.len && i + k + PREFETCH_ROWS < sh.ny {
                 let ahead = &y[yo + 2 * PREFETCH_ROWS * sh.y_stride..];
-                let span = &ahead[2 * sh.valid.start..2 * sh.valid.end];
-                for line in span.chunks(64) {
-                    // A hint that never faults (the address lies in `y` anyway).
-                    _mm_prefetch::<{ _MM_HINT_T0 }>(line.as_ptr().cast());
-                }
+                super::attention::prefetch(&ahead[2 * sh.valid.start..2 * sh.valid.end]);
             }
             let mut acc = [[_mm512_setzero_ps(); 4]; N];
             // Whole 64-element steps, the four chunks unrolled so that every
