@@ -304,9 +304,14 @@ impl<'a> Plan<'a> {
         let gemm_rows = self.gemm_rows;
         let o0 = c * self.chunk;
         let o1 = (o0 + self.chunk).min(rows);
-        if let Some(p) = w.packed() {
-            // Interleaved Q4_K (never tiled in llama.cpp either: these are the matrices
-            // it repacks): the same two orders, read from the interleaved groups.
+        // Packed weights whose kernels have every order this call needs: Q4_K (never
+        // tiled in llama.cpp either: these are the matrices it repacks) has both of
+        // its orders; Q8_0 and Q6_K have the single-row one (a tiled Q6_K batch reads
+        // unpacked rows below).
+        let packed = w.packed();
+        let direct =
+            packed.filter(|p| !self.tiled && (gemm_rows == 0 || p.has_order(Q4KOrder::Pairs)));
+        if let Some(p) = direct {
             let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
             let parts = [
                 (Q4KOrder::Pairs, 0, gemm_rows),
@@ -338,7 +343,7 @@ impl<'a> Plan<'a> {
         }
         let wb = w.bytes();
         let rb = w.row_bytes();
-        if m == 1 && gemm_rows == 0 && !self.tiled {
+        if m == 1 && gemm_rows == 0 && !self.tiled && packed.is_none() {
             // Decode: `W_TILE` weight rows per kernel call, the activation row loaded
             // once for them (each kernel picks its one-row strategy; bitwise the
             // single dots). A lone row kept from llama.cpp's GEMM part of a batch
@@ -358,7 +363,9 @@ impl<'a> Plan<'a> {
             return;
         }
         let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
-        let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
+        // Rows of packed weights, unpacked a tile at a time for the kernels of the
+        // orders the packed layout lacks (the file's row-major pages were released).
+        let mut unpacked = vec![0u8; if packed.is_some() { W_TILE_MAX * rb } else { 0 }];
         for (tiles, s0, s1) in [(&self.prompt, 0, gemm_rows), (&self.single, gemm_rows, m)] {
             let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
             let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
@@ -367,8 +374,16 @@ impl<'a> Plan<'a> {
                 let acts = &act[r0 * act_row..r1 * act_row];
                 for w0 in (o0..o1).step_by(w_tile) {
                     let nw = (o1 - w0).min(w_tile);
-                    for (s, o) in ws.iter_mut().zip(w0..w0 + nw) {
-                        *s = &wb[o * rb..(o + 1) * rb];
+                    let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
+                    let (src, first) = match packed {
+                        Some(p) => {
+                            p.unpack_rows(w0, &mut unpacked[..nw * rb]);
+                            (&unpacked[..], w0)
+                        }
+                        None => (wb, 0),
+                    };
+                    for (s, o) in ws.iter_mut().zip(w0 - first..w0 - first + nw) {
+                        *s = &src[o * rb..(o + 1) * rb];
                     }
                     let vals = &mut vals[..(r1 - r0) * nw];
                     tiles.dots(&ws[..nw], acts, act_row, vals);

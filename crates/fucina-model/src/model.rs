@@ -1,7 +1,8 @@
 //! A loaded model: config, bound weights (mmapped, GGUF precision) and the
 //! thread pool its forward runs on. Selected by `general.architecture`.
 //!
-//! After load, the Q4_K matrices the kernels have an interleaved form for are
+//! After load, the matrices the kernels have an interleaved form for (Q4_K; Q8_0 and
+//! Q6_K on AVX-512) are
 //! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
 //! matrix switching to its packed form when ready; the results are bitwise the same
 //! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the

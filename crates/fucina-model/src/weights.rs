@@ -2,9 +2,9 @@
 //!
 //! A [`Linear`] keeps the tensor's bytes where they are (the mmapped file, shared
 //! through an `Arc`) in their GGUF precision: nothing is widened at load time, so
-//! binding a model is a metadata walk. The one exception is [`Linear::repack`]: Q4_K
-//! matrices the kernels have an interleaved form for are copied, still Q4_K, into
-//! interleaved 8-row groups (the model does it at load; bitwise the same results),
+//! binding a model is a metadata walk. The one exception is [`Linear::repack`]: Q4_K,
+//! Q8_0 and Q6_K matrices the kernels have an interleaved form for are copied, still
+//! in their type's bits, into interleaved 8-row groups (the model does it at load; bitwise the same results),
 //! and the file's pages of the original rows leave the resident set. Norm weights and
 //! biases are small and are read into `Vec<f32>`.
 
@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use fucina_gguf::{GgmlType, GgufFile, TensorInfo};
-use fucina_quant::{DotEntry, Kernels, PackedQ4K};
+use fucina_quant::{DotEntry, Kernels, Packed};
 
 use crate::{ModelError, Result};
 
@@ -29,7 +29,7 @@ pub struct Linear {
     range: Range<usize>,
     dot: DotEntry,
     /// The interleaved form once made (shared by clones; set at most once).
-    packed: Arc<OnceLock<PackedQ4K>>,
+    packed: Arc<OnceLock<Packed>>,
 }
 
 impl std::fmt::Debug for Linear {
@@ -100,14 +100,14 @@ impl Linear {
         })
     }
 
-    /// Whether [`Linear::repack`] would repack this matrix (Q4_K, rows % 8 == 0, an
-    /// ISA with interleaved kernels).
+    /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with
+    /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]).
     pub fn repackable(&self) -> bool {
-        PackedQ4K::supported(&self.dot, self.rows)
+        Packed::supported(&self.dot, self.rows)
     }
 
-    /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K as
-    /// interleaved 8-row groups) when [`Linear::repackable`]; the file's pages of the
+    /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K, Q8_0
+    /// and Q6_K as interleaved 8-row groups) when [`Linear::repackable`]; the file's pages of the
     /// row-major bytes are then released from the resident set (reading
     /// [`Linear::bytes`] faults them back in). Results are bitwise unchanged, so the
     /// matmuls may switch to the packed form at any moment.
@@ -136,7 +136,7 @@ impl Linear {
     }
 
     /// The repacked form, once [`Linear::repack`] (or its job) has made it.
-    pub fn packed(&self) -> Option<&PackedQ4K> {
+    pub fn packed(&self) -> Option<&Packed> {
         self.packed.get()
     }
 
@@ -196,7 +196,7 @@ pub struct RepackJob {
     dot: DotEntry,
     rows: usize,
     cols: usize,
-    slot: Arc<OnceLock<PackedQ4K>>,
+    slot: Arc<OnceLock<Packed>>,
 }
 
 impl RepackJob {
@@ -218,7 +218,7 @@ impl RepackJob {
             return Ok(());
         }
         let bytes = &self.file.parts()[self.part].bytes()[self.range.clone()];
-        if let Some(p) = PackedQ4K::new(&self.dot, bytes, self.rows, self.cols)? {
+        if let Some(p) = Packed::new(&self.dot, bytes, self.rows, self.cols)? {
             if self.slot.set(p).is_ok() {
                 self.file.parts()[self.part].release(self.range.clone());
             }

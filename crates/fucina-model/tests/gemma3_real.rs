@@ -406,6 +406,15 @@ fn repacking_changes_no_logit() {
     if matches!(isa, fucina_quant::Isa::Avx2 | fucina_quant::Isa::Avx512) {
         assert!(packed_bytes > 0, "nothing repacked on {isa:?}");
     }
+    if isa == fucina_quant::Isa::Avx512 {
+        // The tied Q8_0 output head (262144 × 640, 34 bytes per 32 weights) is packed
+        // too, so the logits above went through the packed Q8_0 kernel.
+        let head = 262_144 * 640 / 32 * 34;
+        assert!(
+            packed_bytes > head,
+            "Q8_0 head not repacked: {packed_bytes} bytes"
+        );
+    }
 }
 
 /// One row kept from llama.cpp's GEMM part of a batch (`gemm_rows = 1`: the last

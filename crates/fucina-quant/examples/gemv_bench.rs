@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use fucina_quant::{GgmlType, Kernels, PackedQ4K, QMatrix, ThreadPool};
+use fucina_quant::{GgmlType, Kernels, Packed, QMatrix, ThreadPool};
 use rayon::prelude::*;
 
 fn splitmix(seed: u64, n: usize) -> Vec<f32> {
@@ -187,10 +187,11 @@ fn main() {
             w.len() as f64 / t_ours / bw,
             e.path,
         );
-        // Q4_K repacked into interleaved 8-row groups (what the model runs on).
-        let packs: Vec<PackedQ4K> = all
+        // Repacked into interleaved 8-row groups where the ISA has packed kernels for the
+        // type (what the model runs on).
+        let packs: Vec<Packed> = all
             .chunks_exact(w.len())
-            .filter_map(|c| PackedQ4K::new(&e, c, rows, cols).expect("repack"))
+            .filter_map(|c| Packed::new(&e, c, rows, cols).expect("repack"))
             .collect();
         if packs.len() == copies {
             let pm: Vec<QMatrix> = packs

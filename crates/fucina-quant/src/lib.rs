@@ -32,7 +32,7 @@ pub use fucina_gguf::GgmlType;
 pub use gemm::TileDot;
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
-pub use repack::{PackedQ4K, Q4KOrder};
+pub use repack::{Packed, Q4KOrder};
 
 fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
     format(ty).ok_or(QuantError::Unsupported { ty, op })

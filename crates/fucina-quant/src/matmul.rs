@@ -16,7 +16,7 @@ use fucina_gguf::GgmlType;
 use crate::dispatch::{DotEntry, Kernels};
 use crate::gemm::TileDot;
 use crate::pool::ThreadPool;
-use crate::repack::{PackedQ4K, Q4KOrder};
+use crate::repack::{Packed, Q4KOrder};
 use crate::{QuantError, Result};
 
 /// Fewest weight rows a thread claims at once (whole tiles; the last claim may be
@@ -32,7 +32,7 @@ const GEMM_TILE_TOKENS: usize = 64;
 pub struct QMatrix<'a> {
     entry: DotEntry,
     bytes: &'a [u8],
-    packed: Option<&'a PackedQ4K>,
+    packed: Option<&'a Packed>,
     rows: usize,
     cols: usize,
     row_bytes: usize,
@@ -78,14 +78,14 @@ impl<'a> QMatrix<'a> {
         })
     }
 
-    /// A repacked Q4_K matrix ([`PackedQ4K`]), with `kernels`' dot entry for Q4_K
-    /// (the one the matrix was packed for): the same results, bitwise, as the
-    /// row-major matrix.
-    pub fn interleaved(kernels: &Kernels, packed: &'a PackedQ4K) -> Result<QMatrix<'a>> {
-        let entry = kernels.entry(GgmlType::Q4_K)?;
-        if !PackedQ4K::supported(&entry, packed.rows()) {
+    /// A repacked matrix ([`Packed`]), with `kernels`' dot entry for its type (the one
+    /// the matrix was packed for): the same results, bitwise, as the row-major matrix.
+    pub fn interleaved(kernels: &Kernels, packed: &'a Packed) -> Result<QMatrix<'a>> {
+        let ty = packed.ty();
+        let entry = kernels.entry(ty)?;
+        if !Packed::supported(&entry, packed.rows()) {
             return Err(QuantError::Unsupported {
-                ty: GgmlType::Q4_K,
+                ty,
                 op: "interleaved matmul on this ISA",
             });
         }
@@ -95,7 +95,7 @@ impl<'a> QMatrix<'a> {
             packed: Some(packed),
             rows: packed.rows(),
             cols: packed.cols(),
-            row_bytes: packed.cols() / 256 * 144,
+            row_bytes: packed.row_bytes(),
         })
     }
 

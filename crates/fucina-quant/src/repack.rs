@@ -1,6 +1,8 @@
-//! Load-time weight repacking: Q4_K matrices as interleaved groups of 8 rows, the
-//! layout the x86-64 Q4_K tile kernels read straight into lanes (one weight row per
-//! f32 lane). A decode GEMV then streams one contiguous buffer, front to back,
+//! Load-time weight repacking into interleaved groups of 8 rows ([`Packed`]): Q4_K
+//! (this file's layout, below), Q8_0 (`q8_0.rs`) and Q6_K (`q6_k.rs`).
+//!
+//! Q4_K: the layout the x86-64 Q4_K tile kernels read straight into lanes (one weight
+//! row per f32 lane). A decode GEMV then streams one contiguous buffer, front to back,
 //! instead of 8 row streams at once or one row at a time with a horizontal sum per
 //! row (llama.cpp repacks Q4_K into `block_q4_Kx8` for the same reason).
 //!
@@ -13,7 +15,7 @@
 //!   lane `k` = row `k`.
 //!
 //! Repacking changes only where the bytes live, never the arithmetic: every output of
-//! [`PackedQ4K::dots`] is bitwise the output of the same order ([`Q4KOrder`]) over the
+//! [`Packed::dots`] is bitwise the output of the same order ([`Q4KOrder`]) over the
 //! row-major matrix ([`crate::TileDot::new`] / [`crate::TileDot::new_prompt`]).
 
 use std::ops::Range;
@@ -23,6 +25,8 @@ use memmap2::{Advice, MmapMut};
 
 use crate::dispatch::{DotEntry, Isa, KernelPath};
 use crate::{QuantError, Result};
+
+pub(crate) mod q8_0;
 
 /// Rows per interleaved group.
 pub const GROUP_ROWS: usize = 8;
@@ -50,33 +54,46 @@ pub enum Q4KOrder {
     Pairs,
 }
 
-fn check_shape(what: &str, len: usize, rows: usize, cols: usize) -> Result<usize> {
-    if cols == 0 || !cols.is_multiple_of(256) {
+/// Checks for repacking a row-major `rows × cols` matrix of `ty` (`src` bytes) into
+/// `dst` bytes of 8-row groups: whole blocks per row, rows % 8 == 0, both lengths
+/// right. Returns the blocks per row.
+pub(crate) fn check_rows(
+    ty: GgmlType,
+    what: &str,
+    src: usize,
+    dst: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
+    let (block_size, type_size) = (ty.block_size() as usize, ty.type_size() as usize);
+    if cols == 0 || !cols.is_multiple_of(block_size) {
         return Err(QuantError::NotBlockMultiple {
-            ty: GgmlType::Q4_K,
+            ty,
             what: "row",
             found: cols,
-            block_size: 256,
+            block_size,
         });
     }
-    if !rows.is_multiple_of(GROUP_ROWS) {
+    if rows == 0 || !rows.is_multiple_of(GROUP_ROWS) {
         return Err(QuantError::Shape(format!(
-            "{what}: {rows} Q4_K rows are not a multiple of {GROUP_ROWS}"
+            "{what}: {rows} {ty} rows are not a positive multiple of {GROUP_ROWS}"
         )));
     }
-    let expected = (cols / 256)
-        .checked_mul(Q4_K_BLOCK)
+    let expected = (cols / block_size)
+        .checked_mul(type_size)
         .and_then(|rb| rb.checked_mul(rows))
-        .ok_or_else(|| QuantError::Shape(format!("{rows} × {cols} Q4_K overflows usize")))?;
-    if len != expected {
-        return Err(QuantError::ByteLength {
-            ty: GgmlType::Q4_K,
-            what: "weights",
-            found: len,
-            expected,
-        });
+        .ok_or_else(|| QuantError::Shape(format!("{rows} × {cols} {ty} overflows usize")))?;
+    for (found, what) in [(src, "weights"), (dst, "repacked output")] {
+        if found != expected {
+            return Err(QuantError::ByteLength {
+                ty,
+                what,
+                found,
+                expected,
+            });
+        }
     }
-    Ok(cols / 256)
+    Ok(cols / block_size)
 }
 
 /// Where byte `i` (< 144) of super-block `b` of row `k` of a group lands in the group.
@@ -94,15 +111,14 @@ fn x8_offset(b: usize, k: usize, i: usize) -> usize {
 /// Repack a row-major `rows × cols` Q4_K matrix (`rows % 8 == 0`) into interleaved
 /// groups (the module's layout); `dst` has the same length as `src`.
 pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_shape("interleave", src.len(), rows, cols)?;
-    if dst.len() != src.len() {
-        return Err(QuantError::ByteLength {
-            ty: GgmlType::Q4_K,
-            what: "interleaved output",
-            found: dst.len(),
-            expected: src.len(),
-        });
-    }
+    let nb = check_rows(
+        GgmlType::Q4_K,
+        "interleave",
+        src.len(),
+        dst.len(),
+        rows,
+        cols,
+    )?;
     let row_bytes = nb * Q4_K_BLOCK;
     let gb = nb * Q4_K_X8_BLOCK_BYTES;
     for (s, d) in src
@@ -132,15 +148,14 @@ pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> 
 
 /// The inverse of [`interleave_q4_k`]: interleaved groups back to row-major rows.
 pub fn deinterleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_shape("deinterleave", src.len(), rows, cols)?;
-    if dst.len() != src.len() {
-        return Err(QuantError::ByteLength {
-            ty: GgmlType::Q4_K,
-            what: "row-major output",
-            found: dst.len(),
-            expected: src.len(),
-        });
-    }
+    let nb = check_rows(
+        GgmlType::Q4_K,
+        "deinterleave",
+        src.len(),
+        dst.len(),
+        rows,
+        cols,
+    )?;
     let row_bytes = nb * Q4_K_BLOCK;
     let gb = nb * Q4_K_X8_BLOCK_BYTES;
     for (s, d) in src
@@ -159,7 +174,7 @@ pub fn deinterleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -
 }
 
 /// The packed kernels (single order, pairs order) of `entry`'s ISA, if it has them.
-fn kernels(entry: &DotEntry) -> Option<(PackedFn, PackedFn)> {
+fn q4_k_kernels(entry: &DotEntry) -> Option<(PackedFn, PackedFn)> {
     if entry.ty != GgmlType::Q4_K {
         return None;
     }
@@ -178,62 +193,106 @@ fn kernels(entry: &DotEntry) -> Option<(PackedFn, PackedFn)> {
     }
 }
 
-/// A Q4_K matrix repacked into interleaved 8-row groups, with the kernels that read
-/// it. Built at load time by [`PackedQ4K::new`] when the entry's ISA has packed
-/// kernels (x86-64 AVX2 and AVX-512) and the row count is a multiple of 8.
-pub struct PackedQ4K {
+/// A GEMV over packed 8-row groups of a layout with one float order (Q8_0, Q6_K):
+/// `groups` = whole groups of `nb` blocks, `act` = one activation row,
+/// `out[8g + r]` = row `r` of group `g`.
+type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]);
+/// Row-major bytes of packed rows `first..` into `dst` (whole rows).
+type UnpackFn = fn(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]);
+
+/// The kernels that read one packed layout.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Q4_K, both of its float orders ([`Q4KOrder`]).
+    Q4K { single: PackedFn, pairs: PackedFn },
+    /// Q8_0 or Q6_K: the single-row order only (other orders read unpacked rows).
+    Rows { gemv: GemvFn, unpack: UnpackFn },
+}
+
+/// The packed layout of `entry`'s type and ISA, if there is one.
+fn layout(entry: &DotEntry) -> Option<Layout> {
+    if let Some((single, pairs)) = q4_k_kernels(entry) {
+        return Some(Layout::Q4K { single, pairs });
+    }
+    match (entry.ty, entry.path) {
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q8_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
+            gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
+            unpack: q8_0::unpack_rows_q8_0,
+        }),
+        _ => None,
+    }
+}
+
+/// A weight matrix repacked at load time into interleaved 8-row groups, with the
+/// kernels that read it:
+/// * Q4_K ([`interleave_q4_k`]'s layout) on AVX2 and AVX-512: both of llama.cpp's
+///   orders ([`Q4KOrder`]);
+/// * Q8_0 (`q8_0`'s layout: row pairs in 512-bit registers) on AVX-512 VNNI: the
+///   single-row order (Q8_0's only one); other row counts of a batch loop over it.
+///
+/// Built by [`Packed::new`] when the entry's type and ISA have packed kernels and the
+/// row count is a multiple of 8. The packed buffer has the row-major matrix's byte
+/// count; [`Packed::unpack_rows`] gives back any rows in row-major form (for the
+/// orders the packed kernels do not have, e.g. llama.cpp's tiled K-quant order).
+pub struct Packed {
     buf: MmapMut,
+    ty: GgmlType,
     rows: usize,
     cols: usize,
     nb: usize,
     wide: bool,
-    single: PackedFn,
-    pairs: PackedFn,
+    layout: Layout,
 }
 
-impl std::fmt::Debug for PackedQ4K {
+impl std::fmt::Debug for Packed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PackedQ4K")
+        f.debug_struct("Packed")
+            .field("ty", &self.ty)
             .field("rows", &self.rows)
             .field("cols", &self.cols)
             .finish()
     }
 }
 
-impl PackedQ4K {
-    /// Whether [`PackedQ4K::new`] would repack a `rows`-row matrix with `entry`'s kernels.
+impl Packed {
+    /// Whether [`Packed::new`] would repack a `rows`-row matrix with `entry`'s kernels.
     pub fn supported(entry: &DotEntry, rows: usize) -> bool {
-        rows > 0 && rows.is_multiple_of(GROUP_ROWS) && kernels(entry).is_some()
+        rows > 0 && rows.is_multiple_of(GROUP_ROWS) && layout(entry).is_some()
     }
 
-    /// Repack the row-major `rows × cols` Q4_K matrix `bytes` into a new buffer
-    /// (anonymous memory, transparent huge pages requested where the OS has them).
-    /// `Ok(None)` when [`PackedQ4K::supported`] is false: keep the row-major form.
-    pub fn new(
-        entry: &DotEntry,
-        bytes: &[u8],
-        rows: usize,
-        cols: usize,
-    ) -> Result<Option<PackedQ4K>> {
-        let Some((single, pairs)) = kernels(entry).filter(|_| Self::supported(entry, rows)) else {
+    /// Repack the row-major `rows × cols` matrix `bytes` of `entry`'s type into a new
+    /// buffer (anonymous memory, transparent huge pages requested where the OS has
+    /// them). `Ok(None)` when [`Packed::supported`] is false: keep the row-major form.
+    pub fn new(entry: &DotEntry, bytes: &[u8], rows: usize, cols: usize) -> Result<Option<Packed>> {
+        let Some(layout) = layout(entry).filter(|_| Self::supported(entry, rows)) else {
             return Ok(None);
         };
-        let nb = check_shape("repack", bytes.len(), rows, cols)?;
+        let nb = check_rows(entry.ty, "repack", bytes.len(), bytes.len(), rows, cols)?;
         let mut buf = MmapMut::map_anon(bytes.len())
             .map_err(|e| QuantError::Shape(format!("cannot map {} bytes: {e}", bytes.len())))?;
         // A hint only: without huge pages the buffer works the same, with more TLB misses.
         #[cfg(target_os = "linux")]
         let _ = buf.advise(Advice::HugePage);
-        interleave_q4_k(bytes, rows, cols, &mut buf)?;
-        Ok(Some(PackedQ4K {
+        match entry.ty {
+            GgmlType::Q4_K => interleave_q4_k(bytes, rows, cols, &mut buf)?,
+            GgmlType::Q8_0 => q8_0::interleave_q8_0(bytes, rows, cols, &mut buf)?,
+            ty => unreachable!("no packed layout for {ty}"),
+        }
+        Ok(Some(Packed {
             buf,
+            ty: entry.ty,
             rows,
             cols,
             nb,
             wide: entry.path == KernelPath::Simd(Isa::Avx512),
-            single,
-            pairs,
+            layout,
         }))
+    }
+
+    /// The weight type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
     }
 
     /// Output rows.
@@ -246,15 +305,26 @@ impl PackedQ4K {
         self.cols
     }
 
-    /// The interleaved bytes (the module's layout).
+    /// The packed bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
 
-    /// Weight rows worth passing per [`PackedQ4K::dots`] call with several activation
-    /// rows: 16 on AVX-512 (two groups per 512-bit register), else 8.
+    /// Bytes of one row-major row.
+    pub fn row_bytes(&self) -> usize {
+        self.nb * self.ty.type_size() as usize
+    }
+
+    /// Whether [`Packed::dots`] computes `order` (else multiply [`Packed::unpack_rows`]'
+    /// rows with the row-major kernels).
+    pub fn has_order(&self, order: Q4KOrder) -> bool {
+        matches!(self.layout, Layout::Q4K { .. }) || order == Q4KOrder::Single
+    }
+
+    /// Weight rows worth passing per [`Packed::dots`] call with several activation
+    /// rows: 16 for Q4_K on AVX-512 (two groups per 512-bit register), else 8.
     pub fn weights_per_call(&self) -> usize {
-        if self.wide {
+        if self.wide && self.ty == GgmlType::Q4_K {
             16
         } else {
             8
@@ -262,13 +332,15 @@ impl PackedQ4K {
     }
 
     /// `out[t * n + i]` = dot of weight row `rows.start + i` with activation row `t`
-    /// (`acts[t * stride..(t + 1) * stride]`, Q8_K) in `order`, for every
-    /// `t < out.len() / n`, `n = rows.len()`; bitwise the row-major kernels' results.
+    /// (`acts[t * stride..(t + 1) * stride]`, the type's activation format) in `order`,
+    /// for every `t < out.len() / n`, `n = rows.len()`; bitwise the row-major kernels'
+    /// results.
     ///
     /// # Panics
     /// If `rows` is out of range or its ends are not multiples of 8, if `stride` is
-    /// shorter than a Q8_K row of `cols`, or if `acts` holds fewer rows than `out` asks
-    /// for (internal contract, checked: never undefined behaviour).
+    /// shorter than an activation row of `cols`, if `acts` holds fewer rows than `out`
+    /// asks for, or if the layout has no `order` ([`Packed::has_order`]) (internal
+    /// contract, checked: never undefined behaviour).
     pub fn dots(
         &self,
         order: Q4KOrder,
@@ -282,7 +354,8 @@ impl PackedQ4K {
                 && rows.end <= self.rows
                 && rows.start.is_multiple_of(GROUP_ROWS)
                 && rows.end.is_multiple_of(GROUP_ROWS),
-            "packed Q4_K rows {rows:?} of {}",
+            "packed {} rows {rows:?} of {}",
+            self.ty,
             self.rows
         );
         let n = rows.len();
@@ -290,23 +363,76 @@ impl PackedQ4K {
             return;
         }
         let nt = out.len() / n;
+        let act_row = match self.ty {
+            GgmlType::Q8_0 => self.nb * 34,
+            _ => self.nb * Q8_K_BLOCK,
+        };
         assert!(
-            stride >= self.nb * Q8_K_BLOCK && acts.len() >= nt * stride,
-            "packed Q4_K activations: {nt} rows of stride {stride}, {} bytes",
+            stride >= act_row && acts.len() >= nt * stride,
+            "packed {} activations: {nt} rows of stride {stride}, {} bytes",
+            self.ty,
             acts.len()
         );
-        let gb = self.nb * Q4_K_X8_BLOCK_BYTES;
+        let gb = self.nb * self.ty.type_size() as usize * GROUP_ROWS;
         let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
-        let f = match order {
-            Q4KOrder::Single => self.single,
-            Q4KOrder::Pairs => self.pairs,
-        };
-        f(
-            groups,
-            self.nb,
-            &acts[..nt * stride],
-            stride,
-            &mut out[..nt * n],
+        match self.layout {
+            Layout::Q4K { single, pairs } => {
+                let f = match order {
+                    Q4KOrder::Single => single,
+                    Q4KOrder::Pairs => pairs,
+                };
+                f(
+                    groups,
+                    self.nb,
+                    &acts[..nt * stride],
+                    stride,
+                    &mut out[..nt * n],
+                );
+            }
+            Layout::Rows { gemv, .. } => {
+                assert!(
+                    order == Q4KOrder::Single,
+                    "packed {}: no {order:?} order",
+                    self.ty
+                );
+                for (t, out) in out[..nt * n].chunks_exact_mut(n).enumerate() {
+                    gemv(
+                        groups,
+                        self.nb,
+                        &acts[t * stride..t * stride + act_row],
+                        out,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Row-major bytes of rows `first..first + dst.len() / row_bytes` (any range).
+    ///
+    /// # Panics
+    /// If `dst` is not whole rows or the rows are out of range.
+    pub fn unpack_rows(&self, first: usize, dst: &mut [u8]) {
+        let rb = self.row_bytes();
+        assert!(
+            dst.len().is_multiple_of(rb) && first + dst.len() / rb <= self.rows,
+            "unpack {} bytes from row {first} of {} {} rows",
+            dst.len(),
+            self.rows,
+            self.ty
         );
+        match self.layout {
+            Layout::Q4K { .. } => {
+                for (i, row) in dst.chunks_exact_mut(rb).enumerate() {
+                    let (g, k) = ((first + i) / GROUP_ROWS, (first + i) % GROUP_ROWS);
+                    let grp = &self.buf[g * GROUP_ROWS * rb..];
+                    for (b, blk) in row.chunks_exact_mut(Q4_K_BLOCK).enumerate() {
+                        for (j, v) in blk.iter_mut().enumerate() {
+                            *v = grp[x8_offset(b, k, j)];
+                        }
+                    }
+                }
+            }
+            Layout::Rows { unpack, .. } => unpack(&self.buf, self.cols, first, dst),
+        }
     }
 }

@@ -1,12 +1,13 @@
-//! Q4_K repacked into interleaved 8-row groups (`fucina_quant::repack`): the layout
-//! round-trips, bad shapes are errors, and every packed product is bitwise the
-//! row-major kernels' product in the same order, on every ISA with packed kernels.
+//! Weights repacked into interleaved 8-row groups (`fucina_quant::repack`): the Q4_K
+//! layout round-trips, bad shapes are errors, and every packed product (Q4_K, Q8_0,
+//! Q6_K) is bitwise the row-major kernels' product in the same order, on every ISA
+//! with packed kernels.
 
 mod common;
 
 use common::{prng_blocks, uniform};
 use fucina_quant::repack::{deinterleave_q4_k, interleave_q4_k};
-use fucina_quant::{GgmlType, Isa, Kernels, PackedQ4K, Q4KOrder, QMatrix, ThreadPool, TileDot};
+use fucina_quant::{GgmlType, Isa, Kernels, Packed, Q4KOrder, QMatrix, ThreadPool, TileDot};
 
 /// A `rows × cols` Q4_K matrix: quantized rows of different magnitudes, then (from
 /// `seed % 2 == 1`) raw random blocks, whose 6-bit scales and mins take every value.
@@ -67,10 +68,10 @@ fn bad_shapes_are_errors() {
     );
     let k = Kernels::for_isa(Isa::best()).expect("best ISA");
     let entry = k.entry(GgmlType::Q4_K).expect("Q4_K");
-    if PackedQ4K::supported(&entry, 8) {
-        assert!(PackedQ4K::new(&entry, &src[1..], 8, 256).is_err(), "length");
+    if Packed::supported(&entry, 8) {
+        assert!(Packed::new(&entry, &src[1..], 8, 256).is_err(), "length");
     }
-    assert!(PackedQ4K::new(&entry, &src[..144 * 4], 4, 256)
+    assert!(Packed::new(&entry, &src[..144 * 4], 4, 256)
         .expect("4 rows")
         .is_none());
 }
@@ -79,11 +80,9 @@ fn bad_shapes_are_errors() {
 fn scalar_isa_keeps_the_row_major_form() {
     let k = Kernels::for_isa(Isa::Scalar).expect("scalar");
     let entry = k.entry(GgmlType::Q4_K).expect("Q4_K");
-    assert!(!PackedQ4K::supported(&entry, 8));
+    assert!(!Packed::supported(&entry, 8));
     let src = matrix(8, 256, 0);
-    assert!(PackedQ4K::new(&entry, &src, 8, 256)
-        .expect("scalar")
-        .is_none());
+    assert!(Packed::new(&entry, &src, 8, 256).expect("scalar").is_none());
 }
 
 #[test]
@@ -96,13 +95,13 @@ fn packed_products_equal_row_major_products_bitwise() {
         // row-major form stays.
         if matches!(isa, Isa::Avx2 | Isa::Avx512) {
             assert!(
-                PackedQ4K::supported(&entry, 8),
+                Packed::supported(&entry, 8),
                 "{isa:?} has no packed Q4_K kernels"
             );
         }
         for (rows, cols, seed) in [(8, 256, 0), (40, 768, 1), (24, 2560, 2), (48, 1024, 5)] {
             let w = matrix(rows, cols, seed);
-            let Some(packed) = PackedQ4K::new(&entry, &w, rows, cols).expect("repack") else {
+            let Some(packed) = Packed::new(&entry, &w, rows, cols).expect("repack") else {
                 continue;
             };
             assert_eq!(packed.bytes().len(), w.len());
@@ -158,36 +157,76 @@ fn packed_products_equal_row_major_products_bitwise() {
     }
 }
 
+/// A `rows × cols` matrix of `ty` from the reference quantizer (rows of different
+/// magnitudes).
+fn typed_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    if ty == GgmlType::Q4_K {
+        return matrix(rows, cols, seed);
+    }
+    let mut w = Vec::new();
+    for r in 0..rows as u64 {
+        let x = uniform(seed * 7919 + r, cols, 0.25 + (r % 7) as f32);
+        fucina_quant::quantize(ty, &x, &mut w).expect("quantize");
+    }
+    w
+}
+
+/// Every packable type on every ISA: the packed matrix multiplies bitwise like the
+/// row-major one (1 to 70 activation rows, 1 and 3 threads), and
+/// [`Packed::unpack_rows`] gives back any range of rows; where an ISA has no packed
+/// kernels for the type, a matrix packed for another ISA is refused.
 #[test]
-fn interleaved_qmatrix_equals_row_major_qmatrix_bitwise() {
+fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
     let (rows, cols) = (200, 1280);
-    let w = matrix(rows, cols, 4);
-    for isa in Isa::available() {
-        let kernels = Kernels::for_isa(isa).expect("available ISA");
-        let entry = kernels.entry(GgmlType::Q4_K).expect("Q4_K");
-        let Some(packed) = PackedQ4K::new(&entry, &w, rows, cols).expect("repack") else {
-            // No interleaved kernels here: a matrix packed elsewhere is refused.
-            let best = Kernels::for_isa(Isa::best()).expect("best ISA");
-            let e = best.entry(GgmlType::Q4_K).expect("Q4_K");
-            if let Some(p) = PackedQ4K::new(&e, &w, rows, cols).expect("repack") {
-                assert!(QMatrix::interleaved(kernels, &p).is_err(), "{isa:?}");
-            }
-            continue;
-        };
-        let rm = QMatrix::new(kernels, GgmlType::Q4_K, &w, rows, cols).expect("row-major");
-        let il = QMatrix::interleaved(kernels, &packed).expect("interleaved");
-        for threads in [1, 3] {
-            let pool = ThreadPool::new(threads).expect("pool");
-            for n in [1usize, 2, 7, 70] {
-                let x = uniform(n as u64 + 17, n * cols, 3.0);
-                let (mut a, mut b) = (vec![0f32; n * rows], vec![1f32; n * rows]);
-                rm.gemm(&pool, &x, n, &mut a).expect("row-major gemm");
-                il.gemm(&pool, &x, n, &mut b).expect("interleaved gemm");
-                assert!(
-                    a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
-                    "{isa:?}, {threads} threads, {n} rows"
+    let mut packed_types = Vec::new();
+    for ty in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K] {
+        let w = typed_matrix(ty, rows, cols, 4);
+        let rb = w.len() / rows;
+        for isa in Isa::available() {
+            let kernels = Kernels::for_isa(isa).expect("available ISA");
+            let entry = kernels.entry(ty).expect("entry");
+            let Some(packed) = Packed::new(&entry, &w, rows, cols).expect("repack") else {
+                let best = Kernels::for_isa(Isa::best()).expect("best ISA");
+                let e = best.entry(ty).expect("entry");
+                if let Some(p) = Packed::new(&e, &w, rows, cols).expect("repack") {
+                    assert!(QMatrix::interleaved(kernels, &p).is_err(), "{ty} {isa:?}");
+                }
+                continue;
+            };
+            packed_types.push((ty, isa));
+            assert_eq!(packed.bytes().len(), w.len(), "{ty}: packed size");
+            for (first, n) in [(0, rows), (5, 11), (rows - 1, 1), (64, 8)] {
+                let mut back = vec![0u8; n * rb];
+                packed.unpack_rows(first, &mut back);
+                assert_eq!(
+                    back,
+                    w[first * rb..(first + n) * rb],
+                    "{ty} rows {first}+{n}"
                 );
             }
+            let rm = QMatrix::new(kernels, ty, &w, rows, cols).expect("row-major");
+            let il = QMatrix::interleaved(kernels, &packed).expect("interleaved");
+            for threads in [1, 3] {
+                let pool = ThreadPool::new(threads).expect("pool");
+                for n in [1usize, 2, 7, 70] {
+                    let x = uniform(n as u64 + 17, n * cols, 3.0);
+                    let (mut a, mut b) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+                    rm.gemm(&pool, &x, n, &mut a).expect("row-major gemm");
+                    il.gemm(&pool, &x, n, &mut b).expect("interleaved gemm");
+                    assert!(
+                        a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()),
+                        "{ty} {isa:?}, {threads} threads, {n} rows"
+                    );
+                }
+            }
         }
+    }
+    let avail = Isa::available();
+    if avail.contains(&Isa::Avx2) {
+        assert!(packed_types.contains(&(GgmlType::Q4_K, Isa::Avx2)));
+    }
+    if avail.contains(&Isa::Avx512) {
+        assert!(packed_types.contains(&(GgmlType::Q4_K, Isa::Avx512)));
+        assert!(packed_types.contains(&(GgmlType::Q8_0, Isa::Avx512)));
     }
 }

@@ -1,0 +1,285 @@
+//! Q8_0 matrices as interleaved groups of 8 rows for the AVX-512 VNNI GEMV
+//! (`arch::x86_64::q8_0_x8`).
+//!
+//! ggml's Q8_0 dot keeps 8 f32 lanes per row (lane `i` = the exact sum of quant bytes
+//! `4i..4i + 4` of each block times the activation's, times `d_w·d_a`, FMA'd block by
+//! block) and adds them horizontally at the end. This layout keeps those lanes but puts
+//! two rows in one 512-bit register, dword-interleaved, so that one `vpdpbusd`, one
+//! conversion and one FMA serve 64 weight bytes, and the quants are stored offset to
+//! unsigned (`q + 128`, what `vpdpbusd`'s first operand takes) so that no sign tricks
+//! are needed: the kernel starts each dot from `−128·Σ` of the activation quad, which
+//! cancels the offset exactly.
+//!
+//! Layout: group `g` holds rows `8g..8g + 8`, `nb = cols / 32` blocks per row, and is
+//! `nb · 272` bytes:
+//! * `nb · 256` quant bytes: block `b`, then pair `k` in 0..4 (rows `8g + 2k`,
+//!   `8g + 2k + 1`), 64 bytes each: dword `2i` = bytes `4i..4i + 4` of row `8g + 2k`'s
+//!   block `b` quants, dword `2i + 1` = those of row `8g + 2k + 1`, every byte XOR 0x80;
+//! * then `nb · 16` scale bytes: block `b`'s eight f16 `d`, row order.
+//!
+//! The packed matrix has exactly the row-major matrix's byte count.
+
+use super::check_rows;
+use crate::Result;
+use fucina_gguf::GgmlType;
+
+/// Rows per group.
+pub(crate) const GROUP_ROWS: usize = 8;
+/// Bytes of one Q8_0 block.
+pub(crate) const BLOCK: usize = 34;
+/// Bytes of one block of a group (8 rows).
+pub(crate) const GROUP_BLOCK: usize = GROUP_ROWS * BLOCK;
+
+/// Offset of quant byte `q` (< 32) of block `b` of row `r` (< 8) in a group of `nb`
+/// blocks.
+#[inline]
+fn quant_offset(b: usize, r: usize, q: usize) -> usize {
+    256 * b + 64 * (r / 2) + 8 * (q / 4) + 4 * (r % 2) + q % 4
+}
+
+/// Offset of the f16 `d` of block `b` of row `r` in a group of `nb` blocks.
+#[inline]
+fn scale_offset(nb: usize, b: usize, r: usize) -> usize {
+    256 * nb + 16 * b + 2 * r
+}
+
+/// Repack a row-major `rows × cols` Q8_0 matrix (`rows % 8 == 0`) into the module's
+/// layout; `dst` has the same length as `src`.
+pub(crate) fn interleave_q8_0(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
+    let nb = check_rows(
+        GgmlType::Q8_0,
+        "interleave",
+        src.len(),
+        dst.len(),
+        rows,
+        cols,
+    )?;
+    let row_bytes = nb * BLOCK;
+    for (s, d) in src
+        .chunks_exact(GROUP_ROWS * row_bytes)
+        .zip(dst.chunks_exact_mut(nb * GROUP_BLOCK))
+    {
+        for (r, row) in s.chunks_exact(row_bytes).enumerate() {
+            for (b, blk) in row.chunks_exact(BLOCK).enumerate() {
+                let so = scale_offset(nb, b, r);
+                d[so..so + 2].copy_from_slice(&blk[..2]);
+                for i in 0..8 {
+                    let o = quant_offset(b, r, 4 * i);
+                    for (d, s) in d[o..o + 4].iter_mut().zip(&blk[2 + 4 * i..6 + 4 * i]) {
+                        *d = s ^ 0x80;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row-major bytes of rows `first..first + n` (any range) of a packed matrix of `cols`
+/// columns into `dst` (`n` rows' bytes).
+///
+/// # Panics
+/// If the rows are out of `packed`'s range or `dst` has the wrong length (internal
+/// contract: the packed matrix was checked when it was built).
+pub(crate) fn unpack_rows_q8_0(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]) {
+    let nb = cols / 32;
+    let row_bytes = nb * BLOCK;
+    let n = dst.len() / row_bytes;
+    assert!(
+        dst.len() == n * row_bytes
+            && (first + n).div_ceil(GROUP_ROWS) * nb * GROUP_BLOCK <= packed.len(),
+        "unpack Q8_0 rows {first}..{} of {} bytes",
+        first + n,
+        packed.len()
+    );
+    for (i, row) in dst.chunks_exact_mut(row_bytes).enumerate() {
+        let (g, r) = ((first + i) / GROUP_ROWS, (first + i) % GROUP_ROWS);
+        let grp = &packed[g * nb * GROUP_BLOCK..(g + 1) * nb * GROUP_BLOCK];
+        for (b, blk) in row.chunks_exact_mut(BLOCK).enumerate() {
+            let so = scale_offset(nb, b, r);
+            blk[..2].copy_from_slice(&grp[so..so + 2]);
+            for i in 0..8 {
+                let o = quant_offset(b, r, 4 * i);
+                for (d, s) in blk[2 + 4 * i..6 + 4 * i].iter_mut().zip(&grp[o..o + 4]) {
+                    *d = s ^ 0x80;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::VecDotFn;
+
+    /// Deterministic bytes (xorshift), valid f16 scales.
+    fn matrix(rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut m = vec![0u8; rows * cols / 32 * BLOCK];
+        for blk in m.chunks_exact_mut(BLOCK) {
+            // f16 0x1400..0x1bff: about 0.001 .. 0.008.
+            let d = 0x1400u16 + (next() % 0x800) as u16;
+            blk[..2].copy_from_slice(&d.to_le_bytes());
+            for q in &mut blk[2..] {
+                *q = next() as u8;
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn unpack_inverts_interleave_for_any_row_range() {
+        for (rows, cols) in [(8, 32), (16, 640), (24, 96)] {
+            let src = matrix(rows, cols, (rows * cols) as u64);
+            let mut packed = vec![0u8; src.len()];
+            interleave_q8_0(&src, rows, cols, &mut packed).unwrap();
+            assert_ne!(packed, src);
+            let rb = cols / 32 * BLOCK;
+            let ranges = [(0, rows), (1, 3), (7, 2), (rows - 1, 1), (3, rows - 3)];
+            for (first, n) in ranges.into_iter().filter(|&(f, n)| f + n <= rows) {
+                let mut out = vec![0u8; n * rb];
+                unpack_rows_q8_0(&packed, cols, first, &mut out);
+                assert_eq!(
+                    out,
+                    src[first * rb..(first + n) * rb],
+                    "{rows}x{cols} {first}+{n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_that_cannot_be_packed_are_errors() {
+        let src = matrix(8, 64, 3);
+        let mut dst = vec![0u8; src.len()];
+        assert!(
+            interleave_q8_0(&src, 8, 48, &mut dst).is_err(),
+            "cols not whole blocks"
+        );
+        assert!(
+            interleave_q8_0(&src[..src.len() / 2], 4, 64, &mut dst[..src.len() / 2]).is_err(),
+            "rows % 8"
+        );
+        assert!(
+            interleave_q8_0(&src, 8, 64, &mut dst[1..]).is_err(),
+            "dst length"
+        );
+        assert!(
+            interleave_q8_0(&src[1..], 8, 64, &mut dst[1..]).is_err(),
+            "src length"
+        );
+    }
+
+    /// The AVX-512 GEMV over packed groups is bitwise each row's single-row dot (the
+    /// scalar reference and the ISA's own kernel), for every block count and group
+    /// count tried, on activations from the crate's quantizer.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn packed_gemv_is_bitwise_the_row_dots() {
+        use crate::dispatch::{Isa, Kernels};
+        let Some(gemv) = crate::arch::x86_64::q8_0_x8::kernel() else {
+            eprintln!("skipped: this CPU lacks AVX-512 VNNI (the packed Q8_0 kernel's ISA)");
+            return;
+        };
+        let scalar: VecDotFn = crate::dispatch::scalar_reference(GgmlType::Q8_0).unwrap().1;
+        let simd = Kernels::for_isa(Isa::Avx512)
+            .unwrap()
+            .entry(GgmlType::Q8_0)
+            .unwrap();
+        let mut checked = 0;
+        for nb in [1, 2, 3, 7, 20, 33] {
+            for rows in [8, 16, 64] {
+                let cols = 32 * nb;
+                let w = matrix(rows, cols, (nb * 131 + rows) as u64);
+                let mut packed = vec![0u8; w.len()];
+                interleave_q8_0(&w, rows, cols, &mut packed).unwrap();
+                let x: Vec<f32> = (0..cols)
+                    .map(|i| ((i * 7919 % 263) as f32 - 131.0) * 0.037)
+                    .collect();
+                let mut act = Vec::new();
+                crate::quantize(GgmlType::Q8_0, &x, &mut act).unwrap();
+                let mut out = vec![0f32; rows];
+                gemv(&packed, nb, &act, &mut out);
+                let rb = nb * BLOCK;
+                for (r, o) in out.iter().enumerate() {
+                    let row = &w[r * rb..(r + 1) * rb];
+                    assert_eq!(o.to_bits(), scalar(row, &act).to_bits(), "nb {nb} row {r}");
+                    assert_eq!(
+                        o.to_bits(),
+                        simd.dot(row, &act).to_bits(),
+                        "nb {nb} row {r}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500);
+    }
+}
+
+/// Single-thread timing of the packed GEMV against the ISA's row dots (not a test:
+/// `cargo test -p fucina-quant --release --lib -- --ignored --nocapture q8_0_speed`).
+#[cfg(all(test, target_arch = "x86_64"))]
+#[test]
+#[ignore]
+fn q8_0_speed() {
+    use crate::dispatch::{Isa, Kernels};
+    let Some(gemv) = crate::arch::x86_64::q8_0_x8::kernel() else {
+        return;
+    };
+    let simd = Kernels::for_isa(Isa::Avx512)
+        .unwrap()
+        .entry(GgmlType::Q8_0)
+        .unwrap();
+    for (rows, cols, copies) in [(1024, 640, 1), (4096, 640, 64)] {
+        let nb = cols / 32;
+        let rb = nb * BLOCK;
+        let w: Vec<u8> = (0..rows * rb * copies)
+            .map(|i| (i * 2654435761usize >> 7) as u8 & 0x3f)
+            .collect();
+        let mut packed = vec![0u8; w.len()];
+        for (s, d) in w
+            .chunks_exact(rows * rb)
+            .zip(packed.chunks_exact_mut(rows * rb))
+        {
+            interleave_q8_0(s, rows, cols, d).unwrap();
+        }
+        let x: Vec<f32> = (0..cols).map(|i| (i % 17) as f32 - 8.0).collect();
+        let mut act = Vec::new();
+        crate::quantize(GgmlType::Q8_0, &x, &mut act).unwrap();
+        let mut out = vec![0f32; rows];
+        let time = |f: &mut dyn FnMut(usize)| {
+            let mut best = f64::INFINITY;
+            for i in 0..200 {
+                let t = std::time::Instant::now();
+                f(i % copies);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            (rows * rb) as f64 / best / 1e9
+        };
+        let rowwise = time(&mut |c| {
+            let m = &w[c * rows * rb..(c + 1) * rows * rb];
+            for (r, o) in out.iter_mut().enumerate() {
+                *o = simd.dot(&m[r * rb..(r + 1) * rb], &act);
+            }
+        });
+        let packedv = time(&mut |c| {
+            gemv(
+                &packed[c * rows * rb..(c + 1) * rows * rb],
+                nb,
+                &act,
+                &mut out,
+            )
+        });
+        eprintln!(
+            "Q8_0 {rows}x{cols} ×{copies}: row dots {rowwise:.1} GB/s, packed {packedv:.1} GB/s"
+        );
+    }
+}
