@@ -242,7 +242,7 @@ fn q8_0_speed() {
         let nb = cols / 32;
         let rb = nb * BLOCK;
         let w: Vec<u8> = (0..rows * rb * copies)
-            .map(|i| (i * 2654435761usize >> 7) as u8 & 0x3f)
+            .map(|i| ((i * 2654435761usize) >> 7) as u8 & 0x3f)
             .collect();
         let mut packed = vec![0u8; w.len()];
         for (s, d) in w
