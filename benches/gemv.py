@@ -14,10 +14,12 @@ until the copies fill 256 MiB and successive GEMVs rotate through them (ours), o
 one graph holds one mul_mat node per copy (the peer: a decode step's pattern, so
 ggml's per-graph overhead is amortised as in llama.cpp).
 
-Rows marked `x8` are the same Q4_K matrix repacked into interleaved 8-row groups
-(fucina-quant's `repack`, what the model runs on); their peer column is still ggml's
-plain `ggml_mul_mat`: llama.cpp's own repacked Q4_K GEMV is reachable only through its
-model loader, so `benches/generate.py` compares it end to end (decode tok/s).
+Rows marked `x8` are the same matrix repacked into interleaved 8-row groups
+(fucina-quant's `repack`, what the model runs on: Q4_K on AVX2/AVX-512, Q8_0 and Q6_K
+on AVX-512); their peer column is still ggml's plain `ggml_mul_mat`. That is what
+llama.cpp runs for Q8_0 and Q6_K on x86-64 (it repacks neither there); its own
+repacked Q4_K GEMV is reachable only through its model loader, so
+`benches/generate.py` compares it end to end (decode tok/s).
 
 The peer is the ggml built by llama-cpp-python in benches/.peers (see
 benches/setup_peers.sh), driven through ctypes and computed with

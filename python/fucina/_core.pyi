@@ -217,8 +217,9 @@ class Model:
     def weight_bytes_per_token(self) -> int:
         """Bytes of weights read to produce one token."""
     def wait_repacked(self) -> None:
-        """Block until the background repacking of Q4_K weights has finished
-        (results are the same before and after; only speed changes)."""
+        """Block until the background repacking of weights (Q4_K; Q8_0 and Q6_K on
+        AVX-512) has finished (results are the same before and after; only speed
+        changes)."""
     @property
     def repacked_bytes(self) -> int:
         """Bytes of weights repacked into the interleaved form so far."""

@@ -94,8 +94,8 @@ impl PyModel {
         self.inner.weight_bytes_per_token()
     }
 
-    /// Block until the background repacking of Q4_K weights (started by the load)
-    /// has finished. Results are the same before and after; only speed changes.
+    /// Block until the background repacking of weights (Q4_K; Q8_0 and Q6_K on
+    /// AVX-512), started by the load, has finished. Results are the same before and after; only speed changes.
     fn wait_repacked(&self, py: Python<'_>) {
         py.detach(|| self.inner.wait_repacked());
     }
