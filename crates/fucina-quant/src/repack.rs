@@ -16,6 +16,8 @@
 //! [`PackedQ4K::dots`] is bitwise the output of the same order ([`Q4KOrder`]) over the
 //! row-major matrix ([`crate::TileDot::new`] / [`crate::TileDot::new_prompt`]).
 
+pub(crate) mod q6_k;
+
 use std::ops::Range;
 
 use fucina_gguf::GgmlType;

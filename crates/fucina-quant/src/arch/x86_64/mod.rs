@@ -10,3 +10,4 @@ mod gemm_blocks;
 pub(crate) mod kq_tiled;
 mod primitives;
 pub(crate) mod q4_k_tiles;
+pub(crate) mod q6_k_x8;
