@@ -110,13 +110,20 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     // Byte j of each qword: the 8 bits at 6j (quant j of the field).
     let shifts = _mm512_set1_epi64(0x2a24_1e18_120c_0600);
     let m6 = _mm512_set1_epi8(0x3f);
-    // Scale words of chunk 0 (add 2c for chunk c): low row's scale 0 on words 0..8,
-    // scale 1 on 8..16, high row's (words 16.. of the pair's scales) on 16..24, 24..32.
-    let mut sidx = [0u16; 32];
-    for (w, s) in sidx.iter_mut().enumerate() {
-        *s = (16 * (w / 16) + (w / 8) % 2) as u16;
+    // Pair scales reordered to [low row even, low odd, high even, high odd] groups
+    // (bytes), so that after widening 128-bit lane m holds the 8 scales that lane m
+    // of a chunk needs: lane 0 → sc_lo[2c], 1 → sc_lo[2c + 1], 2 → sc_hi[2c],
+    // 3 → sc_hi[2c + 1], picked for chunk c by one in-lane `vpshufb` (word c).
+    let mut sperm = [0u8; 32];
+    for (i, p) in sperm.iter_mut().enumerate() {
+        *p = (16 * (i / 16) + 2 * (i % 8) + (i / 8) % 2) as u8;
     }
-    let sidx0 = load_i512(&bytes_of_u16(&sidx));
+    let sperm = load_i256(&sperm);
+    let mut widx = [0u8; 64];
+    for (i, w) in widx.iter_mut().enumerate() {
+        *w = (i % 2) as u8;
+    }
+    let widx0 = load_i512(&widx);
     for (grp, out) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
         let mut facc = [_mm512_setzero_ps(); 4];
         for (blk, y) in grp
@@ -125,42 +132,42 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
         {
             let blk: &[u8; Q6_K_X8_BLOCK_BYTES] = blk.try_into().expect("whole block");
             let y: &[u8; Q8_K_BLOCK] = y.try_into().expect("whole block");
-            // Pair k's 32 scales as i16: row 2k's 16 (low half), row 2k+1's (high).
+            let bs = _mm512_broadcast_i64x4(load_i256(&y[260..292]));
             let mut sc = [_mm512_setzero_si512(); 4];
-            for (k, sc) in sc.iter_mut().enumerate() {
-                *sc = _mm512_cvtepi8_epi16(load_i256(&blk[X8_SCALES + 32 * k..]));
-            }
             let mut isum = [_mm512_setzero_si512(); 4];
+            for k in 0..4 {
+                let raw = load_i256(&blk[X8_SCALES + 32 * k..]);
+                // Each lane starts at −32·(sc[2l]·bsum[2l] + sc[2l+1]·bsum[2l+1]):
+                // scales in natural order, row 2k's in the low half.
+                let off = _mm512_madd_epi16(bs, _mm512_cvtepi8_epi16(raw));
+                isum[k] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(off));
+                sc[k] = _mm512_cvtepi8_epi16(_mm256_permutexvar_epi8(sperm, raw));
+            }
             for c in 0..8 {
                 let yv = _mm512_broadcast_i64x4(load_i256(&y[4 + 32 * c..]));
-                let si = _mm512_add_epi16(sidx0, _mm512_set1_epi16(2 * c as i16));
+                let wi = opaque(_mm512_add_epi8(widx0, _mm512_set1_epi8(2 * c as i8)));
                 for k in 0..4 {
                     // The 48 bytes of pair k plus 16 more: at most 48·31 + 64 = 1552
                     // bytes into the super-block.
                     let w = load_i512(&blk[48 * (4 * c + k)..]);
                     let f = _mm512_permutexvar_epi8(perm, w);
                     let q = _mm512_and_si512(_mm512_multishift_epi64_epi8(shifts, f), m6);
-                    let s = _mm512_permutexvar_epi16(si, sc[k]);
-                    isum[k] = _mm512_dpwssd_epi32(isum[k], _mm512_maddubs_epi16(q, yv), s);
+                    let s = _mm512_shuffle_epi8(sc[k], wi);
+                    isum[k] = dpwssd(isum[k], _mm512_maddubs_epi16(q, yv), s);
                 }
             }
-            let bs = _mm512_broadcast_i64x4(load_i256(&y[260..292]));
             let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
             // d_w·d_a of the 8 rows (one f32 product each, as the single-row kernel).
             let dd = _mm256_mul_ps(_mm256_cvtph_ps(load_i128(&blk[X8_D..])), _mm256_set1_ps(da));
             let dd = _mm512_castps256_ps512(dd);
             for k in 0..4 {
-                let lanes = _mm512_sub_epi32(
-                    isum[k],
-                    _mm512_slli_epi32::<5>(_mm512_madd_epi16(bs, sc[k])),
-                );
                 let r = 2 * k as i32;
                 let di = _mm512_inserti64x4::<1>(
                     _mm512_castsi256_si512(_mm256_set1_epi32(r)),
                     _mm256_set1_epi32(r + 1),
                 );
                 let d2 = _mm512_permutexvar_ps(di, dd);
-                facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(lanes), facc[k]);
+                facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(isum[k]), facc[k]);
             }
         }
         for (k, acc) in facc.iter().enumerate() {
@@ -174,11 +181,32 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Little-endian bytes of 32 words (an index vector for `load_i512`).
-fn bytes_of_u16(w: &[u16; 32]) -> [u8; 64] {
-    let mut b = [0u8; 64];
-    for (b, w) in b.chunks_exact_mut(2).zip(w) {
-        b.copy_from_slice(&w.to_le_bytes());
-    }
-    b
+/// `v`, hidden from the optimiser: keeps the per-chunk `vpshufb` a `vpshufb` (with a
+/// constant index LLVM splits it into `vpshuflw`/`vpshufhw` + `vpshufd`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+#[inline]
+fn opaque(mut v: __m512i) -> __m512i {
+    // SAFETY: an empty instruction string: no memory access, no effect on `v`.
+    unsafe { core::arch::asm!("/* {0} */", inout(zmm_reg) v, options(pure, nomem, nostack)) };
+    v
+}
+
+/// `acc + Σ a·b` over word pairs (`vpdpwssd`), kept as one instruction (LLVM's machine
+/// combiner otherwise splits it into `vpmaddwd` + `vpaddd`: more uops on a kernel that
+/// is throughput-bound, not latency-bound).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+#[inline]
+fn dpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: a register-only AVX512-VNNI instruction (enabled on this function) that
+    // writes only `acc`.
+    unsafe {
+        core::arch::asm!(
+            "vpdpwssd {0}, {1}, {2}",
+            inout(zmm_reg) acc,
+            in(zmm_reg) a,
+            in(zmm_reg) b,
+            options(pure, nomem, nostack)
+        )
+    };
+    acc
 }
