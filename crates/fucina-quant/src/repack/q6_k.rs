@@ -1,20 +1,28 @@
 //! Load-time repacking of Q6_K matrices into interleaved groups of 8 rows, the layout
-//! the AVX-512 (VBMI) Q6_K GEMV kernel (`arch::x86_64::q6_k_x8`) reads with one
+//! the AVX-512 (VBMI, VNNI) Q6_K GEMV kernel (`arch::x86_64::q6_k_x8`) reads with one
 //! 64-byte load, one `vpermb` and one `vpmultishiftqb` per 64 quants: the 6-bit
 //! quants are stored as packed bit fields instead of ggml's split `ql` / `qh` planes,
-//! so no nibble / 2-bit merging is left for the kernel.
+//! in the order the kernel's integer lanes want them.
 //!
 //! Layout: group `g` holds rows `8g..8g + 8`; it is `nb = cols / 256` super-blocks of
-//! [`Q6_K_X8_BLOCK_BYTES`] (1680 = 8 · 210) bytes, super-block `b` of the group being
-//! * for chunk `c` in 0..8 (elements `32c..32c + 32` of the super-block), for pair `k`
-//!   in 0..4: 48 bytes at `48·(4c + k)` = `[row 8g+2k: 24 bytes][row 8g+2k+1: 24
-//!   bytes]`. A row's 24 bytes hold its 32 *unsigned* 6-bit quants of the chunk
-//!   (`q = ql nibble | qh bits << 4`, 0..=63, ggml's `q6_k_quant + 32`) as 4
-//!   little-endian 48-bit fields of 6 bytes: field `t` holds element `32c + 8t + j`
-//!   (`j` in 0..8) at bits `6j..6j + 6` (1536 bytes in all), then
-//! * the 16 `i8` scales of each of the 8 rows, in row order (128 bytes, at
-//!   [`X8_SCALES`]), then
-//! * the `f16` `d` of each of the 8 rows, in row order (16 bytes, at [`X8_D`]).
+//! [`Q6_K_X8_BLOCK_BYTES`] (1680 = 8 · 210) bytes. In super-block `b` of the group,
+//! pair `k` (0..4) is rows `8g + 2k` (side 0) and `8g + 2k + 1` (side 1); a row's
+//! quants are *unsigned*, `q = ql nibble | qh bits << 4` (0..=63, ggml's signed quant
+//! + 32), of elements `e` in 0..256 of the super-block. The super-block is
+//! * quants (1536 bytes): for chunk pair `j` in 0..4 (elements `64j..64j + 64`), for
+//!   pair `k` in 0..4, for side `s` in 0..2: 48 bytes at `96·(4j + k) + 48s`, eight
+//!   little-endian 48-bit fields of 6 bytes. Field `t` (bytes `6t..6t + 6`, with
+//!   `m = t / 2`, `h = t % 2`) holds at bits `6i..6i + 6` (`i` in 0..8) the quant of
+//!   element `64j + 32·(i / 4) + 16h + 4m + i % 4`;
+//! * scales (128 bytes at [`X8_SCALES`]): for pair `k`, 32 bytes at `32k`; byte
+//!   `8m + 4s + i` (`m`, `i` in 0..4) is the `i8` scale of sub-block
+//!   `[2m, 2m + 1, 8 + 2m, 9 + 2m][i]` of side `s`'s row;
+//! * `d` (16 bytes at [`X8_D`]): the `f16` `d` of each of the 8 rows, in row order.
+//!
+//! (So each 4-quant run of a field is one integer lane of ggml's 8-lane
+//! `vec_dot_q6_K_q8_K` for one chunk: in the kernel, the dword sums of a side's two
+//! chunks of the same lane sit next to each other, and one `vpackssdw` + `vpdpwssd`
+//! applies both chunks' scales.)
 //!
 //! The packed matrix has exactly the byte count of the row-major one, and repacking
 //! is lossless ([`deinterleave_q6_k`] restores every byte). It changes where the bits
@@ -95,37 +103,61 @@ fn unsigned_quants(blk: &[u8; Q6_K_BLOCK]) -> [u8; 256] {
     q
 }
 
-/// Offset in a group super-block of row `k`'s 24 bytes of chunk `c`.
+/// Sub-block of scale byte `i` (0..4) of a side's four at `8m` of its pair's 32.
 #[inline]
-fn field_offset(c: usize, k: usize) -> usize {
-    48 * (4 * c + k / 2) + 24 * (k % 2)
+fn scale_group(m: usize, i: usize) -> usize {
+    [2 * m, 2 * m + 1, 8 + 2 * m, 9 + 2 * m][i]
 }
 
-/// Write super-block `blk` of row `k` into the group super-block `dst`.
-fn pack_block(blk: &[u8; Q6_K_BLOCK], k: usize, dst: &mut [u8; Q6_K_X8_BLOCK_BYTES]) {
+/// Offset in a group super-block of field `t` (0..8) of chunk pair `j` of group row `r`.
+#[inline]
+fn field_offset(j: usize, r: usize, t: usize) -> usize {
+    96 * (4 * j + r / 2) + 48 * (r % 2) + 6 * t
+}
+
+/// Super-block element of quant `i` (0..8) of field `t` of chunk pair `j`.
+#[inline]
+fn field_element(j: usize, t: usize, i: usize) -> usize {
+    64 * j + 32 * (i / 4) + 16 * (t % 2) + 4 * (t / 2) + i % 4
+}
+
+/// Offset in a group super-block of scale `i` (0..4) at `8m` of group row `r`.
+#[inline]
+fn scale_offset(r: usize, m: usize, i: usize) -> usize {
+    X8_SCALES + 32 * (r / 2) + 8 * m + 4 * (r % 2) + i
+}
+
+/// Write super-block `blk` of group row `r` into the group super-block `dst`.
+fn pack_block(blk: &[u8; Q6_K_BLOCK], r: usize, dst: &mut [u8; Q6_K_X8_BLOCK_BYTES]) {
     let q = unsigned_quants(blk);
-    for c in 0..8 {
-        let o = field_offset(c, k);
-        for t in 0..4 {
-            let field = (0..8).fold(0u64, |f, j| f | u64::from(q[32 * c + 8 * t + j]) << (6 * j));
-            dst[o + 6 * t..o + 6 * t + 6].copy_from_slice(&field.to_le_bytes()[..6]);
+    for j in 0..4 {
+        for t in 0..8 {
+            let field = (0..8).fold(0u64, |f, i| {
+                f | u64::from(q[field_element(j, t, i)]) << (6 * i)
+            });
+            let o = field_offset(j, r, t);
+            dst[o..o + 6].copy_from_slice(&field.to_le_bytes()[..6]);
         }
     }
-    dst[X8_SCALES + 16 * k..X8_SCALES + 16 * k + 16].copy_from_slice(&blk[192..208]);
-    dst[X8_D + 2 * k..X8_D + 2 * k + 2].copy_from_slice(&blk[208..210]);
+    for m in 0..4 {
+        for i in 0..4 {
+            dst[scale_offset(r, m, i)] = blk[192 + scale_group(m, i)];
+        }
+    }
+    dst[X8_D + 2 * r..X8_D + 2 * r + 2].copy_from_slice(&blk[208..210]);
 }
 
-/// Read row `k`'s super-block back out of the group super-block `src` (ggml layout).
-fn unpack_block(src: &[u8; Q6_K_X8_BLOCK_BYTES], k: usize, blk: &mut [u8; Q6_K_BLOCK]) {
+/// Read group row `r`'s super-block back out of the group super-block `src`.
+fn unpack_block(src: &[u8; Q6_K_X8_BLOCK_BYTES], r: usize, blk: &mut [u8; Q6_K_BLOCK]) {
     let mut q = [0u8; 256];
-    for c in 0..8 {
-        let o = field_offset(c, k);
-        for t in 0..4 {
+    for j in 0..4 {
+        for t in 0..8 {
+            let o = field_offset(j, r, t);
             let mut f = [0u8; 8];
-            f[..6].copy_from_slice(&src[o + 6 * t..o + 6 * t + 6]);
+            f[..6].copy_from_slice(&src[o..o + 6]);
             let field = u64::from_le_bytes(f);
-            for j in 0..8 {
-                q[32 * c + 8 * t + j] = ((field >> (6 * j)) & 0x3f) as u8;
+            for i in 0..8 {
+                q[field_element(j, t, i)] = ((field >> (6 * i)) & 0x3f) as u8;
             }
         }
     }
@@ -135,8 +167,12 @@ fn unpack_block(src: &[u8; Q6_K_X8_BLOCK_BYTES], k: usize, blk: &mut [u8; Q6_K_B
         blk[64 * half + r % 64] |= (q & 0x0f) << (4 * (r / 64));
         blk[128 + 32 * half + r % 32] |= (q >> 4) << (2 * (r / 32));
     }
-    blk[192..208].copy_from_slice(&src[X8_SCALES + 16 * k..X8_SCALES + 16 * k + 16]);
-    blk[208..210].copy_from_slice(&src[X8_D + 2 * k..X8_D + 2 * k + 2]);
+    for m in 0..4 {
+        for i in 0..4 {
+            blk[192 + scale_group(m, i)] = src[scale_offset(r, m, i)];
+        }
+    }
+    blk[208..210].copy_from_slice(&src[X8_D + 2 * r..X8_D + 2 * r + 2]);
 }
 
 /// Repack a row-major `rows × cols` Q6_K matrix (`rows % 8 == 0`, `cols % 256 == 0`)

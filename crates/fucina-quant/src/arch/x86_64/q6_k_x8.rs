@@ -95,35 +95,89 @@ fn load_i128(b: &[u8]) -> __m128i {
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
 }
 
+/// 64 index bytes, byte `p` = `f(p)`.
+fn index_bytes(f: impl Fn(usize) -> usize) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    for (p, b) in b.iter_mut().enumerate() {
+        *b = f(p) as u8;
+    }
+    b
+}
+
+/// 32 index words (as 64 bytes), word `w` = `f(w)`.
+fn index_words(f: impl Fn(usize) -> usize) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    for (w, b) in b.chunks_exact_mut(2).enumerate() {
+        b.copy_from_slice(&(f(w) as u16).to_le_bytes());
+    }
+    b
+}
+
+/// Word of sub-block `g`'s scale of side `s` in a pair's 32 widened scales (the
+/// layout's order: `8m + 4s + i` holds sub-block `[2m, 2m+1, 8+2m, 9+2m][i]`).
+fn scale_word(s: usize, g: usize) -> usize {
+    let (m, i) = if g < 8 {
+        (g / 2, g % 2)
+    } else {
+        ((g - 8) / 2, 2 + g % 2)
+    };
+    8 * m + 4 * s + i
+}
+
 /// The kernel body: `act` is exactly `nb` Q8_K blocks, the lengths checked by [`gemv`].
+///
+/// Per pair `k` and chunk pair `j`: registers `A` (side 0) and `B` (side 1) of 64
+/// quants each, against the 64 activations of chunks `2j`, `2j + 1` put in the same
+/// order (one `vpermb` per `j`, shared by the 8 rows). `vpdpbusd` gives 16 dword sums
+/// of 4 products each (|sum| ≤ 4·63·127 < 2^15); in 128-bit lane `m` they are, per
+/// side, lane `m` of chunk `2j`, lane `m` of chunk `2j + 1`, lane `4 + m` of `2j`,
+/// lane `4 + m` of `2j + 1`. `vpackssdw` (exact: no saturation) packs `A`'s and `B`'s
+/// into words, and one `vpdpwssd` with the scales
+/// `[(sa[4j], sa[4j+2]), (sa[4j+1], sa[4j+3]), (sb[4j], sb[4j+2]), (sb[4j+1], sb[4j+3])]`
+/// (every lane) adds both chunks' scaled sums: dword `4m + 2s + h` of the pair's
+/// accumulator is lane `4h + m` of side `s`'s row, exactly.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
 fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     let gb = nb * Q6_K_X8_BLOCK_BYTES;
-    // `vpermb` index: qword t takes bytes 6t..6t + 8 (t < 4: field t of the low row;
-    // t ≥ 4: 24 + 6(t − 4) = 6t, field t − 4 of the high row). Bytes 6 and 7 of each
+    // `vpermb` index: qword t takes bytes 6t..6t + 8 (field t). Bytes 6 and 7 of each
     // qword are don't-cares: the shifts below read at most bits 42..50, masked to 6.
-    let mut perm = [0u8; 64];
-    for (i, p) in perm.iter_mut().enumerate() {
-        *p = (6 * (i / 8) + i % 8) as u8;
-    }
-    let perm = load_i512(&perm);
-    // Byte j of each qword: the 8 bits at 6j (quant j of the field).
+    let perm = load_i512(&index_bytes(|p| 6 * (p / 8) + p % 8));
+    // Byte i of each qword: the 8 bits at 6i (quant i of the field).
     let shifts = _mm512_set1_epi64(0x2a24_1e18_120c_0600);
     let m6 = _mm512_set1_epi8(0x3f);
-    // Pair scales reordered to [low row even, low odd, high even, high odd] groups
-    // (bytes), so that after widening 128-bit lane m holds the 8 scales that lane m
-    // of a chunk needs: lane 0 → sc_lo[2c], 1 → sc_lo[2c + 1], 2 → sc_hi[2c],
-    // 3 → sc_hi[2c + 1], picked for chunk c by one in-lane `vpshufb` (word c).
-    let mut sperm = [0u8; 32];
-    for (i, p) in sperm.iter_mut().enumerate() {
-        *p = (16 * (i / 16) + 2 * (i % 8) + (i / 8) % 2) as u8;
+    // Activation order: register byte 16m + 4i + e is element
+    // 32·(i % 2) + 16·(i / 2) + 4m + e of the chunk pair.
+    let yperm = load_i512(&index_bytes(|p| {
+        let (m, i, e) = (p / 16, (p / 4) % 4, p % 4);
+        32 * (i % 2) + 16 * (i / 2) + 4 * m + e
+    }));
+    // Block sums as words, lane m = [2m, 2m+1, 8+2m, 9+2m] twice (the scale order).
+    let bidx = load_i512(&index_words(|w| {
+        let (m, i) = (w / 8, w % 4);
+        [2 * m, 2 * m + 1, 8 + 2 * m, 9 + 2 * m][i]
+    }));
+    // Scale words of chunk pair j, every lane: dword (s, h) = (sc_s[4j + h],
+    // sc_s[4j + 2 + h]). Opaque: kept as `vpermw` operands, hoisted.
+    let mut sidx = [_mm512_setzero_si512(); 4];
+    for (j, si) in sidx.iter_mut().enumerate() {
+        *si = opaque(load_i512(&index_words(|w| {
+            let e = w % 8;
+            let (s, h, second) = (e / 4, (e / 2) % 2, e % 2);
+            scale_word(s, 4 * j + h + 2 * second)
+        })));
     }
-    let sperm = load_i256(&sperm);
-    let mut widx = [0u8; 64];
-    for (i, w) in widx.iter_mut().enumerate() {
-        *w = (i % 2) as u8;
+    // `vpermps` indices of pair k's d: [d_2k, d_2k, d_2k+1, d_2k+1] in every lane.
+    let mut dis = [_mm512_setzero_si512(); 4];
+    for (k, di) in dis.iter_mut().enumerate() {
+        *di = load_i512(&index_bytes(|p| {
+            if p % 4 == 0 {
+                2 * k + (p / 8) % 2
+            } else {
+                0
+            }
+        }));
     }
-    let widx0 = load_i512(&widx);
+    let zero = _mm512_setzero_si512();
     for (grp, out) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
         let mut facc = [_mm512_setzero_ps(); 4];
         for (blk, y) in grp
@@ -132,28 +186,28 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
         {
             let blk: &[u8; Q6_K_X8_BLOCK_BYTES] = blk.try_into().expect("whole block");
             let y: &[u8; Q8_K_BLOCK] = y.try_into().expect("whole block");
-            let bs = _mm512_broadcast_i64x4(load_i256(&y[260..292]));
-            let mut sc = [_mm512_setzero_si512(); 4];
-            let mut isum = [_mm512_setzero_si512(); 4];
+            // −bsums (|bsum| ≤ 16·127: no overflow) in the scale order.
+            let bs = _mm512_castsi256_si512(load_i256(&y[260..292]));
+            let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(bidx, bs));
+            let mut sc = [zero; 4];
+            let mut isum = [zero; 4];
             for k in 0..4 {
-                let raw = load_i256(&blk[X8_SCALES + 32 * k..]);
-                // Each lane starts at −32·(sc[2l]·bsum[2l] + sc[2l+1]·bsum[2l+1]):
-                // scales in natural order, row 2k's in the low half.
-                let off = _mm512_madd_epi16(bs, _mm512_cvtepi8_epi16(raw));
-                isum[k] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(off));
-                sc[k] = _mm512_cvtepi8_epi16(_mm256_permutexvar_epi8(sperm, raw));
+                sc[k] = _mm512_cvtepi8_epi16(load_i256(&blk[X8_SCALES + 32 * k..]));
+                // Each dword starts at −32·(sc·bsum) of its lane's two sub-blocks.
+                isum[k] = _mm512_slli_epi32::<5>(_mm512_madd_epi16(nbs, sc[k]));
             }
-            for c in 0..8 {
-                let yv = _mm512_broadcast_i64x4(load_i256(&y[4 + 32 * c..]));
-                let wi = opaque(_mm512_add_epi8(widx0, _mm512_set1_epi8(2 * c as i8)));
+            for (j, si) in sidx.iter().enumerate() {
+                let yv = _mm512_permutexvar_epi8(yperm, load_i512(&y[4 + 64 * j..]));
                 for k in 0..4 {
-                    // The 48 bytes of pair k plus 16 more: at most 48·31 + 64 = 1552
-                    // bytes into the super-block.
-                    let w = load_i512(&blk[48 * (4 * c + k)..]);
-                    let f = _mm512_permutexvar_epi8(perm, w);
-                    let q = _mm512_and_si512(_mm512_multishift_epi64_epi8(shifts, f), m6);
-                    let s = _mm512_shuffle_epi8(sc[k], wi);
-                    isum[k] = dpwssd(isum[k], _mm512_maddubs_epi16(q, yv), s);
+                    // Sides 0 and 1 of pair k, 48 bytes each plus 16 more: at most
+                    // 96·15 + 48 + 64 = 1552 bytes into the super-block.
+                    let o = 96 * (4 * j + k);
+                    let qa = unpack(load_i512(&blk[o..]), perm, shifts, m6);
+                    let qb = unpack(load_i512(&blk[o + 48..]), perm, shifts, m6);
+                    let pa = _mm512_dpbusd_epi32(zero, qa, yv);
+                    let pb = _mm512_dpbusd_epi32(zero, qb, yv);
+                    let s = _mm512_permutexvar_epi16(*si, sc[k]);
+                    isum[k] = dpwssd(isum[k], _mm512_packs_epi32(pa, pb), s);
                 }
             }
             let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
@@ -161,34 +215,32 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             let dd = _mm256_mul_ps(_mm256_cvtph_ps(load_i128(&blk[X8_D..])), _mm256_set1_ps(da));
             let dd = _mm512_castps256_ps512(dd);
             for k in 0..4 {
-                let r = 2 * k as i32;
-                let di = _mm512_inserti64x4::<1>(
-                    _mm512_castsi256_si512(_mm256_set1_epi32(r)),
-                    _mm256_set1_epi32(r + 1),
-                );
-                let d2 = _mm512_permutexvar_ps(di, dd);
+                let d2 = _mm512_permutexvar_ps(dis[k], dd);
                 facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(isum[k]), facc[k]);
             }
         }
         for (k, acc) in facc.iter().enumerate() {
-            let mut lanes = [0f32; 16];
-            // SAFETY: `lanes` is 64 writable bytes and `storeu` needs no alignment.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *acc) };
-            let (lo, hi) = lanes.split_at(8);
-            out[2 * k] = hsum_lanes8(lo.try_into().expect("8 lanes"));
-            out[2 * k + 1] = hsum_lanes8(hi.try_into().expect("8 lanes"));
+            let mut v = [0f32; 16];
+            // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
+            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *acc) };
+            for s in 0..2 {
+                // Lane l of side s: dword 4·(l % 4) + 2s + l / 4.
+                let mut lanes = [0f32; 8];
+                for (l, lane) in lanes.iter_mut().enumerate() {
+                    *lane = v[4 * (l % 4) + 2 * s + l / 4];
+                }
+                out[2 * k + s] = hsum_lanes8(&lanes);
+            }
         }
     }
 }
 
-/// `v`, hidden from the optimiser: keeps the per-chunk `vpshufb` a `vpshufb` (with a
-/// constant index LLVM splits it into `vpshuflw`/`vpshufhw` + `vpshufd`).
+/// The 64 unsigned quants of 8 fields (`w`'s first 48 bytes), field t in qword t.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
 #[inline]
-fn opaque(mut v: __m512i) -> __m512i {
-    // SAFETY: an empty instruction string: no memory access, no effect on `v`.
-    unsafe { core::arch::asm!("/* {0} */", inout(zmm_reg) v, options(pure, nomem, nostack)) };
-    v
+fn unpack(w: __m512i, perm: __m512i, shifts: __m512i, m6: __m512i) -> __m512i {
+    let f = _mm512_permutexvar_epi8(perm, w);
+    _mm512_and_si512(_mm512_multishift_epi64_epi8(shifts, f), m6)
 }
 
 /// `acc + Σ a·b` over word pairs (`vpdpwssd`), kept as one instruction (LLVM's machine
@@ -209,4 +261,15 @@ fn dpwssd(mut acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
         )
     };
     acc
+}
+
+/// `v`, hidden from the optimiser: keeps a permute with this index the instruction
+/// written, hoisted out of the loops (with a known index LLVM may rewrite it as
+/// several in-lane shuffles).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+#[inline]
+fn opaque(mut v: __m512i) -> __m512i {
+    // SAFETY: an empty instruction string: no memory access, no effect on `v`.
+    unsafe { core::arch::asm!("/* {0} */", inout(zmm_reg) v, options(pure, nomem, nostack)) };
+    v
 }
