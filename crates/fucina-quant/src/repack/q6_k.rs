@@ -512,6 +512,34 @@ mod tests {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_gemv_empty_and_bad_lengths() {
+        use crate::arch::x86_64::q6_k_x8;
+
+        let Some(gemv) = q6_k_x8::kernel() else {
+            eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL/DQ/VNNI/VBMI");
+            return;
+        };
+        // Zero super-blocks: every dot is the empty sum, as `dot_q6_k_q8_k` gives.
+        let mut out = [f32::NAN; 8];
+        gemv(&[], 0, &[], &mut out);
+        assert!(out
+            .iter()
+            .all(|v| v.to_bits() == dot_q6_k_q8_k(&[], &[]).to_bits()));
+        // Wrong lengths panic (checked), never read out of bounds.
+        let groups = vec![0u8; Q6_K_X8_BLOCK_BYTES];
+        let act = vec![0u8; Q8_K_BLOCK];
+        for (g, a, n) in [
+            (&groups[1..], &act[..], 8),
+            (&groups[..], &act[1..], 8),
+            (&groups[..], &act[..], 16),
+        ] {
+            let r = std::panic::catch_unwind(|| gemv(g, 1, a, &mut vec![0f32; n]));
+            assert!(r.is_err());
+        }
+    }
+
     /// Single-thread throughput, old per-row AVX-512 dot vs the packed GEMV:
     /// `cargo test -p fucina-quant --release --lib -- --ignored --nocapture q6_k`.
     #[cfg(target_arch = "x86_64")]

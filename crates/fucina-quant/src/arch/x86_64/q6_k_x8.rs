@@ -67,15 +67,21 @@ pub(crate) fn gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
         available(),
         "packed Q6_K GEMV needs AVX-512 F/BW/VL/DQ/VNNI/VBMI"
     );
+    let group_bytes = nb.checked_mul(Q6_K_X8_BLOCK_BYTES);
     assert!(
         out.len().is_multiple_of(8)
-            && groups.len() == out.len() / 8 * nb * Q6_K_X8_BLOCK_BYTES
-            && act.len() >= nb * Q8_K_BLOCK,
+            && group_bytes.and_then(|gb| gb.checked_mul(out.len() / 8)) == Some(groups.len())
+            && nb.checked_mul(Q8_K_BLOCK).is_some_and(|n| act.len() >= n),
         "packed Q6_K GEMV: {} bytes, nb {nb}, {} outputs, {} activation bytes",
         groups.len(),
         out.len(),
         act.len()
     );
+    if nb == 0 {
+        // Empty rows: the single-row dots sum nothing.
+        out.fill(0.0);
+        return;
+    }
     // SAFETY: every feature `gemv_x8` enables was detected just above (`available`).
     unsafe { gemv_x8(groups, nb, &act[..nb * Q8_K_BLOCK], out) }
 }
