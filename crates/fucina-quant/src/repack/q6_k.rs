@@ -7,8 +7,8 @@
 //! Layout: group `g` holds rows `8g..8g + 8`; it is `nb = cols / 256` super-blocks of
 //! [`Q6_K_X8_BLOCK_BYTES`] (1680 = 8 · 210) bytes. In super-block `b` of the group,
 //! pair `k` (0..4) is rows `8g + 2k` (side 0) and `8g + 2k + 1` (side 1); a row's
-//! quants are *unsigned*, `q = ql nibble | qh bits << 4` (0..=63, ggml's signed quant
-//! + 32), of elements `e` in 0..256 of the super-block. The super-block is
+//! quants are *unsigned*, `q = ql nibble | qh bits << 4` (0..=63: ggml's signed
+//! quant plus 32), of elements `e` in 0..256 of the super-block. The super-block is
 //! * quants (1536 bytes): for chunk pair `j` in 0..4 (elements `64j..64j + 64`), for
 //!   pair `k` in 0..4, for side `s` in 0..2: 48 bytes at `96·(4j + k) + 48s`, eight
 //!   little-endian 48-bit fields of 6 bytes. Field `t` (bytes `6t..6t + 6`, with
