@@ -26,6 +26,7 @@ use memmap2::{Advice, MmapMut};
 use crate::dispatch::{DotEntry, Isa, KernelPath};
 use crate::{QuantError, Result};
 
+pub(crate) mod q6_k;
 pub(crate) mod q8_0;
 
 /// Rows per interleaved group.
@@ -196,7 +197,7 @@ fn q4_k_kernels(entry: &DotEntry) -> Option<(PackedFn, PackedFn)> {
 /// A GEMV over packed 8-row groups of a layout with one float order (Q8_0, Q6_K):
 /// `groups` = whole groups of `nb` blocks, `act` = one activation row,
 /// `out[8g + r]` = row `r` of group `g`.
-type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]);
+pub(crate) type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]);
 /// Row-major bytes of packed rows `first..` into `dst` (whole rows).
 type UnpackFn = fn(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]);
 
@@ -220,6 +221,14 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
             gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
             unpack: q8_0::unpack_rows_q8_0,
         }),
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
+            gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
+            unpack: |packed, cols, first, dst| {
+                let n = dst.len() / (cols / 256 * q6_k::Q6_K_BLOCK);
+                q6_k::unpack_rows_q6_k(packed, cols, first, n, dst)
+            },
+        }),
         _ => None,
     }
 }
@@ -228,8 +237,9 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
 /// kernels that read it:
 /// * Q4_K ([`interleave_q4_k`]'s layout) on AVX2 and AVX-512: both of llama.cpp's
 ///   orders ([`Q4KOrder`]);
-/// * Q8_0 (`q8_0`'s layout: row pairs in 512-bit registers) on AVX-512 VNNI: the
-///   single-row order (Q8_0's only one); other row counts of a batch loop over it.
+/// * Q8_0 (`q8_0`'s layout: row pairs in 512-bit registers) on AVX-512 VNNI and
+///   Q6_K (`q6_k`'s layout: packed 6-bit fields) on AVX-512 VNNI + VBMI: the
+///   single-row order (Q8_0's only one); a batch loops over its activation rows.
 ///
 /// Built by [`Packed::new`] when the entry's type and ISA have packed kernels and the
 /// row count is a multiple of 8. The packed buffer has the row-major matrix's byte
@@ -277,6 +287,7 @@ impl Packed {
         match entry.ty {
             GgmlType::Q4_K => interleave_q4_k(bytes, rows, cols, &mut buf)?,
             GgmlType::Q8_0 => q8_0::interleave_q8_0(bytes, rows, cols, &mut buf)?,
+            GgmlType::Q6_K => q6_k::interleave_q6_k(bytes, rows, cols, &mut buf)?,
             ty => unreachable!("no packed layout for {ty}"),
         }
         Ok(Some(Packed {

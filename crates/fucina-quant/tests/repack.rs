@@ -228,5 +228,9 @@ fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
     if avail.contains(&Isa::Avx512) {
         assert!(packed_types.contains(&(GgmlType::Q4_K, Isa::Avx512)));
         assert!(packed_types.contains(&(GgmlType::Q8_0, Isa::Avx512)));
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512vbmi") {
+            assert!(packed_types.contains(&(GgmlType::Q6_K, Isa::Avx512)));
+        }
     }
 }

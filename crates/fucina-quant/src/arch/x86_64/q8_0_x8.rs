@@ -20,9 +20,7 @@ use crate::repack::q8_0::{BLOCK, GROUP_BLOCK, GROUP_ROWS};
 /// (4 KiB: 36, 16 KiB: 36).
 const PREFETCH: usize = 8192;
 
-/// A GEMV over packed Q8_0 groups: `groups` = whole groups of `nb` blocks, `act` = one
-/// Q8_0 activation row of `nb` blocks, `out[8g + r]` = row `r` of group `g`.
-pub(crate) type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]);
+use crate::repack::GemvFn;
 
 /// The kernel, if this CPU has its features (AVX-512 F/BW/VL/DQ + VNNI, F16C, FMA).
 pub(crate) fn kernel() -> Option<GemvFn> {
