@@ -2,7 +2,10 @@
 """GEMV side by side: fucina-quant vs llama.cpp's ggml, same shapes, types, threads.
 
 Every time is the best of many repetitions (the statistic least disturbed by other
-processes on a shared machine), for ours, the peer and the memory probe alike.
+processes on a shared machine), for ours, the peer and the memory probe alike. Per
+matrix, the probe runs in rounds alternating with our GEMVs (row-major, rayon,
+packed), so the fraction compares runs that saw the same phases of the machine's
+memory system (on this VM the probe reads anywhere from 35 to 72 GB/s over minutes).
 
 Reports, per matrix: effective weight bandwidth (weight bytes / GEMV time) as a
 fraction of the memory read bandwidth measured in the same run, our time vs rayon
@@ -140,8 +143,9 @@ def main() -> int:
     peer = None if args.no_peer or libdir is None else Ggml(libdir)
     if peer is None:
         print("# peer: llama-cpp-python's ggml not found in benches/.peers (run benches/setup_peers.sh)")
-    print(f"# {args.threads} threads, ISA {mem['isa']}, memory read bandwidth {mem['read_bytes_per_s'] / 1e9:.1f} GB/s")
-    header = f"{'matrix':<22}{'MB':>8}{'ours us':>10}{'GB/s':>8}{'of mem':>8}"
+    print(f"# {args.threads} threads, ISA {mem['isa']}, memory read bandwidth {mem['read_bytes_per_s'] / 1e9:.1f} GB/s at start")
+    print("# 'mem GB/s': the probe's best in rounds alternating with that matrix's GEMVs; 'of mem' is against it")
+    header = f"{'matrix':<22}{'MB':>8}{'ours us':>10}{'GB/s':>8}{'mem GB/s':>9}{'of mem':>8}"
     print(f"{header}{'rayon/ours':>11}{'peer us':>10}{'ours/peer':>10}")
     for r in rows:
         if r["kind"] != "gemv":
@@ -150,7 +154,7 @@ def main() -> int:
         name = f"{r['type']}{layout} {r['rows']}x{r['cols']}"
         line = (
             f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
-            f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"
+            f"{r.get('memory_bytes_per_s', mem['read_bytes_per_s']) / 1e9:>9.1f}{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"
         )
         if peer is not None and r["type"] in GGML_TYPES:
             t_peer = peer.time_gemv(r["type"], r["rows"], r["cols"], r["bytes"], args.threads, r["copies"])

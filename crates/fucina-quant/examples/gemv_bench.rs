@@ -1,8 +1,10 @@
 //! GEMV bandwidth benchmark (driven by `benches/gemv.py`; runnable alone).
 //!
 //! Prints one JSON object per line: the machine's measured memory read bandwidth
-//! (same threads, same run), then per matrix the best GEMV time with this crate's
-//! spin-then-park pool and with rayon, and the effective weight bandwidth.
+//! (same threads, same run), then per matrix and layout (row-major `rows`, packed
+//! `x8` where the ISA has packed kernels) the best GEMV time with this crate's
+//! spin-then-park pool and with rayon, the effective weight bandwidth, and the memory
+//! bandwidth probed in rounds alternating with the GEMVs (the fraction's reference).
 //!
 //! `cargo run --release -p fucina-quant --example gemv_bench -- [threads] [filter]`
 
@@ -25,22 +27,31 @@ fn splitmix(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Best of the repetitions: on a shared machine the minimum is the measurement least
-/// disturbed by other processes (the same statistic is used for the memory probe).
-fn best(v: Vec<f64>) -> f64 {
-    v.into_iter().fold(f64::INFINITY, f64::min)
+/// Read-bandwidth probe: the pool's threads sum 1 MiB chunks of a 512 MiB buffer
+/// (far larger than the caches), claimed from a counter like the GEMV's row chunks.
+/// Repetitions alternate the plain sum and one with software prefetch 16 KiB ahead
+/// (what the packed GEMV kernels do); the best of all is kept, so the probe never
+/// reads less than the kernels could.
+struct Probe {
+    buf: Vec<u64>,
+    rep: usize,
 }
 
-/// Read bandwidth: the pool's threads sum 1 MiB chunks of a 512 MiB buffer (far
-/// larger than the caches), claimed from a counter like the GEMV's row chunks.
-fn memory_read_bandwidth(pool: &ThreadPool) -> f64 {
-    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    let words = 512usize << 20 >> 3;
-    let buf: Vec<u64> = (0..words as u64).collect();
-    let chunk = (1 << 20) >> 3;
-    let sink = AtomicU64::new(0);
-    let mut times = Vec::new();
-    for _ in 0..7 {
+impl Probe {
+    fn new() -> Probe {
+        Probe {
+            buf: (0..(512u64 << 20 >> 3)).collect(),
+            rep: 0,
+        }
+    }
+
+    /// One repetition's bytes per second.
+    fn once(&mut self, pool: &ThreadPool) -> f64 {
+        use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+        let (buf, words, chunk) = (&self.buf, self.buf.len(), (1 << 20) >> 3);
+        let prefetch = self.rep % 2 == 1;
+        self.rep += 1;
+        let sink = AtomicU64::new(0);
         let next = AtomicUsize::new(0);
         let t = Instant::now();
         pool.run(&|_| {
@@ -50,24 +61,31 @@ fn memory_read_bandwidth(pool: &ThreadPool) -> f64 {
                 if c * chunk >= words {
                     break;
                 }
-                acc ^= sum_words(&buf[c * chunk..(c + 1) * chunk]);
+                acc ^= sum_words(&buf[c * chunk..(c + 1) * chunk], prefetch);
             }
             sink.fetch_add(acc, Ordering::Relaxed);
         });
-        times.push(t.elapsed().as_secs_f64());
+        (words * 8) as f64 / t.elapsed().as_secs_f64()
     }
-    (words * 8) as f64 / best(times)
 }
 
-/// Wrapping sum of `words`, with AVX2 loads where the CPU has them.
-fn sum_words(words: &[u64]) -> u64 {
+/// Wrapping sum of `words`, with AVX2 loads where the CPU has them (software
+/// prefetch with `prefetch`).
+fn sum_words(words: &[u64], prefetch: bool) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 was detected just above.
-            return unsafe { sum_avx2(words) };
+            return unsafe {
+                if prefetch {
+                    sum_avx2::<true>(words)
+                } else {
+                    sum_avx2::<false>(words)
+                }
+            };
         }
     }
+    let _ = prefetch;
     words.iter().fold(0, |s, v| s.wrapping_add(*v))
 }
 
@@ -75,10 +93,14 @@ fn sum_words(words: &[u64]) -> u64 {
 /// GEMV kernels, is limited by memory rather than by narrow loads).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn sum_avx2(words: &[u64]) -> u64 {
+fn sum_avx2<const PREFETCH: bool>(words: &[u64]) -> u64 {
     use std::arch::x86_64::*;
     let mut acc = [_mm256_setzero_si256(); 4];
     for c in words.chunks_exact(16) {
+        if PREFETCH {
+            _mm_prefetch::<_MM_HINT_T0>(c.as_ptr().wrapping_add(2048).cast());
+            _mm_prefetch::<_MM_HINT_T0>(c.as_ptr().wrapping_add(2048 + 8).cast());
+        }
         for (k, a) in acc.iter_mut().enumerate() {
             // SAFETY: `c` has 16 words, so words 4k..4k+4 are in bounds; loadu needs no alignment.
             let v = unsafe { _mm256_loadu_si256(c[4 * k..].as_ptr().cast()) };
@@ -111,7 +133,8 @@ fn main() {
         .num_threads(threads)
         .build()
         .expect("rayon pool");
-    let bw = memory_read_bandwidth(&pool);
+    let mut probe = Probe::new();
+    let bw = (0..14).map(|_| probe.once(&pool)).fold(0f64, f64::max);
     println!(
         r#"{{"kind": "memory", "threads": {threads}, "read_bytes_per_s": {bw:.4e}, "isa": "{}"}}"#,
         kernels.isa().name()
@@ -146,77 +169,76 @@ fn main() {
             .map(|c| QMatrix::new(kernels, ty, c, rows, cols).expect("matrix"))
             .collect();
         let x = splitmix(99, cols);
-        let mut y = vec![0f32; rows];
-        // Enough repetitions for ~1 s per variant.
-        let t = Instant::now();
-        mats[0].gemv(&pool, &x, &mut y).expect("gemv");
-        let once = t.elapsed().as_secs_f64().max(1e-6);
-        let reps = ((1.0 / once) as usize).clamp(5, 20_000);
-        let mut ours = Vec::with_capacity(reps);
-        for i in 0..reps {
-            let t = Instant::now();
-            mats[i % copies].gemv(&pool, &x, &mut y).expect("gemv");
-            ours.push(t.elapsed().as_secs_f64());
-        }
-        // The same kernel and activation conversion, threaded by rayon.
         let e = *mats[0].entry();
         let row_bytes = w.len() / rows;
-        let mut yr = vec![0f32; rows];
-        let mut theirs = Vec::with_capacity(reps);
-        for i in 0..reps {
-            let w = &all[(i % copies) * w.len()..][..w.len()];
-            let t = Instant::now();
-            let mut a = Vec::new();
-            e.act.quantize_row(&x, &mut a).expect("activation");
-            rayon_pool.install(|| {
-                yr.par_chunks_mut(16).enumerate().for_each(|(c, out)| {
-                    for (k, v) in out.iter_mut().enumerate() {
-                        let r = c * 16 + k;
-                        *v = e.dot(&w[r * row_bytes..(r + 1) * row_bytes], &a);
-                    }
-                })
-            });
-            theirs.push(t.elapsed().as_secs_f64());
-        }
-        assert_eq!(y, yr, "rayon and pool results differ");
-        let (t_ours, t_rayon) = (best(ours), best(theirs));
-        println!(
-            r#"{{"kind": "gemv", "type": "{ty}", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t_ours:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "fraction_of_memory_bw": {:.3}, "copies": {copies}, "kernel": "{:?}"}}"#,
-            w.len(),
-            w.len() as f64 / t_ours,
-            w.len() as f64 / t_ours / bw,
-            e.path,
-        );
-        // Repacked into interleaved 8-row groups where the ISA has packed kernels for the
-        // type (what the model runs on).
+        // Repacked into interleaved 8-row groups where the ISA has packed kernels for
+        // the type (what the model runs on).
         let packs: Vec<Packed> = all
             .chunks_exact(w.len())
             .filter_map(|c| Packed::new(&e, c, rows, cols).expect("repack"))
             .collect();
-        if packs.len() == copies {
-            let pm: Vec<QMatrix> = packs
-                .iter()
-                .map(|p| QMatrix::interleaved(kernels, p).expect("interleaved"))
-                .collect();
-            let mut yp = vec![0f32; rows];
-            let mut times = Vec::with_capacity(reps);
-            for i in 0..reps {
+        let pm: Vec<QMatrix> = packs
+            .iter()
+            .map(|p| QMatrix::interleaved(kernels, p).expect("interleaved"))
+            .collect();
+        let (mut y, mut yr, mut yp) = (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows]);
+        // Enough calls per round for ~60 ms per variant.
+        let t = Instant::now();
+        mats[0].gemv(&pool, &x, &mut y).expect("gemv");
+        let once = t.elapsed().as_secs_f64().max(1e-6);
+        let per_round = ((0.06 / once) as usize).clamp(3, 2_000);
+        // Rounds alternate the memory probe and every variant, so that all of them
+        // see the same phases of a shared machine's memory system; each keeps its
+        // best call (the least disturbed).
+        let (mut t_ours, mut t_rayon, mut t_packed, mut mem) =
+            (f64::INFINITY, f64::INFINITY, f64::INFINITY, 0f64);
+        let mut call = 0usize;
+        for _round in 0..16 {
+            mem = mem.max(probe.once(&pool));
+            for _ in 0..per_round {
+                call += 1;
+                let i = call % copies;
                 let t = Instant::now();
-                pm[i % copies].gemv(&pool, &x, &mut yp).expect("gemv");
-                times.push(t.elapsed().as_secs_f64());
+                mats[i].gemv(&pool, &x, &mut y).expect("gemv");
+                t_ours = t_ours.min(t.elapsed().as_secs_f64());
+                // The same kernel and activation conversion, threaded by rayon.
+                let wi = &all[i * w.len()..][..w.len()];
+                let t = Instant::now();
+                let mut a = Vec::new();
+                e.act.quantize_row(&x, &mut a).expect("activation");
+                rayon_pool.install(|| {
+                    yr.par_chunks_mut(16).enumerate().for_each(|(c, out)| {
+                        for (k, v) in out.iter_mut().enumerate() {
+                            let r = c * 16 + k;
+                            *v = e.dot(&wi[r * row_bytes..(r + 1) * row_bytes], &a);
+                        }
+                    })
+                });
+                t_rayon = t_rayon.min(t.elapsed().as_secs_f64());
+                if let Some(m) = pm.get(i) {
+                    let t = Instant::now();
+                    m.gemv(&pool, &x, &mut yp).expect("gemv");
+                    t_packed = t_packed.min(t.elapsed().as_secs_f64());
+                }
             }
+        }
+        assert_eq!(y, yr, "rayon and pool results differ");
+        let record = |layout: &str, t: f64| {
+            println!(
+                r#"{{"kind": "gemv", "type": "{ty}", "layout": "{layout}", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "memory_bytes_per_s": {mem:.4e}, "fraction_of_memory_bw": {:.3}, "copies": {copies}, "kernel": "{:?}"}}"#,
+                w.len(),
+                w.len() as f64 / t,
+                w.len() as f64 / t / mem,
+                e.path,
+            )
+        };
+        record("rows", t_ours);
+        if !pm.is_empty() {
             assert!(
                 y.iter().zip(&yp).all(|(a, b)| a.to_bits() == b.to_bits()),
                 "interleaved and row-major results differ"
             );
-            let t = best(times);
-            println!(
-                r#"{{"kind": "gemv", "type": "{ty}", "layout": "x8", "rows": {rows}, "cols": {cols}, "bytes": {}, "threads": {threads}, "seconds": {t:.6e}, "rayon_seconds": {t_rayon:.6e}, "bytes_per_s": {:.4e}, "fraction_of_memory_bw": {:.3}, "copies": {copies}, "kernel": "{:?}"}}"#,
-                w.len(),
-                w.len() as f64 / t,
-                w.len() as f64 / t / bw,
-                e.path,
-            );
+            record("x8", t_packed);
         }
     }
 }

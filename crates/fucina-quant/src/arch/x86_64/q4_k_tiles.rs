@@ -756,6 +756,13 @@ macro_rules! q4_k_tiles {
             for (g, o) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
                 let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
                 for (blk, y) in g.chunks_exact(X8).zip(act.chunks_exact(292)) {
+                    // The stream 16 KiB ahead: the hardware prefetchers alone leave
+                    // this GEMV short of memory speed (one thread, Zen 5: 31-33 GB/s
+                    // without, 35-37 with; 8 KiB: 35-36).
+                    let ahead = blk.as_ptr().wrapping_add(16 << 10);
+                    for l in 0..X8 / 64 {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
+                    }
                     gemv_block(blk, y, &mut acc, &mut accm);
                 }
                 let mut v = [0f32; 8];
