@@ -42,6 +42,9 @@ const W_TILE: usize = 8;
 /// Weight rows per call of the interleaved Q4_K kernels in decode (they stream the
 /// groups; a multiple of 8 no larger than `ROW_TILE * W_TILE_MAX`).
 const W_DECODE: usize = 64;
+/// Bytes of packed weight rows unpacked at a time for the kernels of an order the
+/// packed layout lacks (about L2-sized: every activation row of the call passes them).
+const UNPACK_BYTES: usize = 1 << 20;
 /// Most weight rows per tile-kernel call with several activation rows (each kernel
 /// asks for its number, [`TileDot::weights_per_call`]).
 const W_TILE_MAX: usize = 16;
@@ -363,33 +366,51 @@ impl<'a> Plan<'a> {
             return;
         }
         let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
-        // Rows of packed weights, unpacked a tile at a time for the kernels of the
-        // orders the packed layout lacks (the file's row-major pages were released).
-        let mut unpacked = vec![0u8; if packed.is_some() { W_TILE_MAX * rb } else { 0 }];
-        for (tiles, s0, s1) in [(&self.prompt, 0, gemm_rows), (&self.single, gemm_rows, m)] {
-            let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
-            let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
-            for r0 in (s0..s1).step_by(row_tile) {
-                let r1 = (r0 + row_tile).min(s1);
-                let acts = &act[r0 * act_row..r1 * act_row];
-                for w0 in (o0..o1).step_by(w_tile) {
-                    let nw = (o1 - w0).min(w_tile);
-                    let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
-                    let (src, first) = match packed {
-                        Some(p) => {
-                            p.unpack_rows(w0, &mut unpacked[..nw * rb]);
-                            (&unpacked[..], w0)
+        // Packed weights in an order their layout lacks (a tiled Q6_K batch) go
+        // through the row-major kernels on unpacked rows (the file's row-major pages
+        // were released): each row is unpacked once per call, in blocks of about
+        // `UNPACK_BYTES` that every activation row then passes.
+        let block = match packed {
+            Some(_) => (UNPACK_BYTES / rb)
+                .next_multiple_of(W_TILE_MAX)
+                .max(W_TILE_MAX),
+            None => (o1 - o0).max(1),
+        };
+        let mut unpacked = vec![
+            0u8;
+            if packed.is_some() {
+                block.min(o1 - o0) * rb
+            } else {
+                0
+            }
+        ];
+        for b0 in (o0..o1).step_by(block) {
+            let b1 = (b0 + block).min(o1);
+            let (src, first) = match packed {
+                Some(p) => {
+                    p.unpack_rows(b0, &mut unpacked[..(b1 - b0) * rb]);
+                    (&unpacked[..], b0)
+                }
+                None => (wb, 0),
+            };
+            for (tiles, s0, s1) in [(&self.prompt, 0, gemm_rows), (&self.single, gemm_rows, m)] {
+                let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
+                let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
+                for r0 in (s0..s1).step_by(row_tile) {
+                    let r1 = (r0 + row_tile).min(s1);
+                    let acts = &act[r0 * act_row..r1 * act_row];
+                    for w0 in (b0..b1).step_by(w_tile) {
+                        let nw = (b1 - w0).min(w_tile);
+                        let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
+                        for (s, o) in ws.iter_mut().zip(w0 - first..w0 - first + nw) {
+                            *s = &src[o * rb..(o + 1) * rb];
                         }
-                        None => (wb, 0),
-                    };
-                    for (s, o) in ws.iter_mut().zip(w0 - first..w0 - first + nw) {
-                        *s = &src[o * rb..(o + 1) * rb];
-                    }
-                    let vals = &mut vals[..(r1 - r0) * nw];
-                    tiles.dots(&ws[..nw], acts, act_row, vals);
-                    for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
-                        // SAFETY: chunk c alone writes columns o0..o1 of every row.
-                        unsafe { out.slice(r * rows + w0, nw) }.copy_from_slice(v);
+                        let vals = &mut vals[..(r1 - r0) * nw];
+                        tiles.dots(&ws[..nw], acts, act_row, vals);
+                        for (r, v) in (r0..r1).zip(vals.chunks_exact(nw)) {
+                            // SAFETY: chunk c alone writes columns o0..o1 of every row.
+                            unsafe { out.slice(r * rows + w0, nw) }.copy_from_slice(v);
+                        }
                     }
                 }
             }

@@ -173,10 +173,12 @@ fn main() {
         let row_bytes = w.len() / rows;
         // Repacked into interleaved 8-row groups where the ISA has packed kernels for
         // the type (what the model runs on).
+        let t = Instant::now();
         let packs: Vec<Packed> = all
             .chunks_exact(w.len())
             .filter_map(|c| Packed::new(&e, c, rows, cols).expect("repack"))
             .collect();
+        let repack_s = t.elapsed().as_secs_f64();
         let pm: Vec<QMatrix> = packs
             .iter()
             .map(|p| QMatrix::interleaved(kernels, p).expect("interleaved"))
@@ -234,6 +236,11 @@ fn main() {
         };
         record("rows", t_ours);
         if !pm.is_empty() {
+            println!(
+                r#"{{"kind": "repack", "type": "{ty}", "rows": {rows}, "cols": {cols}, "bytes": {}, "seconds": {repack_s:.4e}, "bytes_per_s": {:.4e}}}"#,
+                all.len(),
+                all.len() as f64 / repack_s
+            );
             assert!(
                 y.iter().zip(&yp).all(|(a, b)| a.to_bits() == b.to_bits()),
                 "interleaved and row-major results differ"

@@ -32,8 +32,8 @@
 
 use fucina_gguf::GgmlType;
 
-use super::GROUP_ROWS;
-use crate::{QuantError, Result};
+use super::{check_rows, GROUP_ROWS};
+use crate::Result;
 
 /// Bytes of one Q6_K super-block (256 weights).
 pub(crate) const Q6_K_BLOCK: usize = 210;
@@ -48,60 +48,27 @@ pub(crate) const Q8_K_BLOCK: usize = 292;
 
 const _: () = assert!(X8_D + 2 * GROUP_ROWS == Q6_K_X8_BLOCK_BYTES);
 
-fn check_shape(what: &str, len: usize, rows: usize, cols: usize) -> Result<usize> {
-    if cols == 0 || !cols.is_multiple_of(256) {
-        return Err(QuantError::NotBlockMultiple {
-            ty: GgmlType::Q6_K,
-            what: "row",
-            found: cols,
-            block_size: 256,
-        });
-    }
-    if !rows.is_multiple_of(GROUP_ROWS) {
-        return Err(QuantError::Shape(format!(
-            "{what}: {rows} Q6_K rows are not a multiple of {GROUP_ROWS}"
-        )));
-    }
-    let expected = (cols / 256)
-        .checked_mul(Q6_K_BLOCK)
-        .and_then(|rb| rb.checked_mul(rows))
-        .ok_or_else(|| QuantError::Shape(format!("{rows} × {cols} Q6_K overflows usize")))?;
-    if len != expected {
-        return Err(QuantError::ByteLength {
-            ty: GgmlType::Q6_K,
-            what: "weights",
-            found: len,
-            expected,
-        });
-    }
-    Ok(cols / 256)
-}
-
-fn check_out(what: &'static str, found: usize, expected: usize) -> Result<()> {
-    if found != expected {
-        return Err(QuantError::ByteLength {
-            ty: GgmlType::Q6_K,
-            what,
-            found,
-            expected,
-        });
-    }
-    Ok(())
-}
-
 /// The 256 unsigned quants (0..=63) of a ggml Q6_K block.
 fn unsigned_quants(blk: &[u8; Q6_K_BLOCK]) -> [u8; 256] {
-    let (ql, qh) = (&blk[..128], &blk[128..192]);
     let mut q = [0u8; 256];
-    for (i, q) in q.iter_mut().enumerate() {
-        let (half, r) = (i / 128, i % 128);
-        let low = (ql[64 * half + r % 64] >> (4 * (r / 64))) & 0x0f;
-        let high = (qh[32 * half + r % 32] >> (2 * (r / 32))) & 0x03;
-        *q = low | (high << 4);
+    for half in 0..2 {
+        let ql: &[u8; 64] = blk[64 * half..64 * half + 64].try_into().expect("64 bytes");
+        let qh: &[u8; 32] = blk[128 + 32 * half..160 + 32 * half]
+            .try_into()
+            .expect("32 bytes");
+        let q: &mut [u8; 128] = (&mut q[128 * half..128 * half + 128])
+            .try_into()
+            .expect("128");
+        for r in 0..32 {
+            let h = qh[r];
+            q[r] = (ql[r] & 0x0f) | (h & 3) << 4;
+            q[r + 32] = (ql[r + 32] & 0x0f) | ((h >> 2) & 3) << 4;
+            q[r + 64] = (ql[r] >> 4) | ((h >> 4) & 3) << 4;
+            q[r + 96] = (ql[r + 32] >> 4) | ((h >> 6) & 3) << 4;
+        }
     }
     q
 }
-
 /// Sub-block of scale byte `i` (0..4) of a side's four at `8m` of its pair's 32.
 #[inline]
 fn scale_group(m: usize, i: usize) -> usize {
@@ -116,7 +83,7 @@ fn field_offset(j: usize, r: usize, t: usize) -> usize {
 
 /// Super-block element of quant `i` (0..8) of field `t` of chunk pair `j`.
 #[inline]
-fn field_element(j: usize, t: usize, i: usize) -> usize {
+const fn field_element(j: usize, t: usize, i: usize) -> usize {
     64 * j + 32 * (i / 4) + 16 * (t % 2) + 4 * (t / 2) + i % 4
 }
 
@@ -127,16 +94,26 @@ fn scale_offset(r: usize, m: usize, i: usize) -> usize {
 }
 
 /// Write super-block `blk` of group row `r` into the group super-block `dst`.
+/// [`field_element`] of quant `i` of field `f = 8j + t`, at `8f + i`.
+const FIELD_ELEMENTS: [u8; 256] = {
+    let mut tab = [0u8; 256];
+    let mut n = 0;
+    while n < 256 {
+        tab[n] = field_element(n / 64, (n / 8) % 8, n % 8) as u8;
+        n += 1;
+    }
+    tab
+};
+
 fn pack_block(blk: &[u8; Q6_K_BLOCK], r: usize, dst: &mut [u8; Q6_K_X8_BLOCK_BYTES]) {
     let q = unsigned_quants(blk);
-    for j in 0..4 {
-        for t in 0..8 {
-            let field = (0..8).fold(0u64, |f, i| {
-                f | u64::from(q[field_element(j, t, i)]) << (6 * i)
-            });
-            let o = field_offset(j, r, t);
-            dst[o..o + 6].copy_from_slice(&field.to_le_bytes()[..6]);
+    for (f, elements) in FIELD_ELEMENTS.chunks_exact(8).enumerate() {
+        let mut field = 0u64;
+        for (i, &e) in elements.iter().enumerate() {
+            field |= u64::from(q[usize::from(e)]) << (6 * i);
         }
+        let o = field_offset(f / 8, r, f % 8);
+        dst[o..o + 6].copy_from_slice(&field.to_le_bytes()[..6]);
     }
     for m in 0..4 {
         for i in 0..4 {
@@ -177,8 +154,14 @@ fn unpack_block(src: &[u8; Q6_K_X8_BLOCK_BYTES], r: usize, blk: &mut [u8; Q6_K_B
 /// Repack a row-major `rows × cols` Q6_K matrix (`rows % 8 == 0`, `cols % 256 == 0`)
 /// into interleaved groups (the module's layout); `dst` has the same length as `src`.
 pub(crate) fn interleave_q6_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_shape("interleave", src.len(), rows, cols)?;
-    check_out("interleaved output", dst.len(), src.len())?;
+    let nb = check_rows(
+        GgmlType::Q6_K,
+        "interleave",
+        src.len(),
+        dst.len(),
+        rows,
+        cols,
+    )?;
     let row_bytes = nb * Q6_K_BLOCK;
     let gb = nb * Q6_K_X8_BLOCK_BYTES;
     for (s, d) in src
@@ -206,8 +189,14 @@ pub(crate) fn deinterleave_q6_k(
     cols: usize,
     dst: &mut [u8],
 ) -> Result<()> {
-    check_shape("deinterleave", src.len(), rows, cols)?;
-    check_out("row-major output", dst.len(), src.len())?;
+    check_rows(
+        GgmlType::Q6_K,
+        "deinterleave",
+        src.len(),
+        dst.len(),
+        rows,
+        cols,
+    )?;
     unpack_rows_q6_k(src, cols, 0, rows, dst);
     Ok(())
 }
@@ -286,7 +275,7 @@ mod tests {
     use super::*;
     use crate::formats::kquants::dot_q6_k_q8_k;
     use crate::half::f32_to_f16;
-    use crate::ActType;
+    use crate::{ActType, QuantError};
 
     /// splitmix64: deterministic test data without a dependency.
     struct Rng(u64);
