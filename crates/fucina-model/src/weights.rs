@@ -217,10 +217,16 @@ impl RepackJob {
         if self.slot.get().is_some() || Arc::strong_count(&self.slot) == 1 {
             return Ok(());
         }
-        let bytes = &self.file.parts()[self.part].bytes()[self.range.clone()];
-        if let Some(p) = Packed::new(&self.dot, bytes, self.rows, self.cols)? {
+        let part = &self.file.parts()[self.part];
+        let bytes = &part.bytes()[self.range.clone()];
+        let base = self.range.start;
+        // Each packed slice's source pages leave the resident set at once (matmuls
+        // still reading the row-major bytes fault them back in: same bytes), so the
+        // peak grows by the packed copy only, not by the whole source as well.
+        let release = |r: Range<usize>| part.release(base + r.start..base + r.end);
+        if let Some(p) = Packed::new_releasing(&self.dot, bytes, self.rows, self.cols, release)? {
             if self.slot.set(p).is_ok() {
-                self.file.parts()[self.part].release(self.range.clone());
+                part.release(self.range.clone());
             }
         }
         Ok(())

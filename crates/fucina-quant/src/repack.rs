@@ -29,6 +29,8 @@ use crate::{QuantError, Result};
 pub(crate) mod q6_k;
 pub(crate) mod q8_0;
 
+/// Source bytes packed between two calls of [`Packed::new_releasing`]'s `done`.
+const RELEASE_BYTES: usize = 8 << 20;
 /// Rows per interleaved group.
 pub const GROUP_ROWS: usize = 8;
 /// Bytes of one Q4_K super-block (256 weights).
@@ -97,6 +99,26 @@ pub(crate) fn check_rows(
     Ok(cols / block_size)
 }
 
+/// Shape checks ([`check_rows`]), then `f(nb, rows, group)` for every 8-row group:
+/// `rows` its 8 row-major rows, `group` its bytes of the packed matrix (the same
+/// length). Returns the blocks per row.
+pub(crate) fn for_each_group(
+    ty: GgmlType,
+    what: &str,
+    src: &[u8],
+    rows: usize,
+    cols: usize,
+    dst: &mut [u8],
+    mut f: impl FnMut(usize, &[u8], &mut [u8]),
+) -> Result<usize> {
+    let nb = check_rows(ty, what, src.len(), dst.len(), rows, cols)?;
+    let group = GROUP_ROWS * nb * ty.type_size() as usize;
+    for (s, d) in src.chunks_exact(group).zip(dst.chunks_exact_mut(group)) {
+        f(nb, s, d);
+    }
+    Ok(nb)
+}
+
 /// Where byte `i` (< 144) of super-block `b` of row `k` of a group lands in the group.
 #[inline]
 fn x8_offset(b: usize, k: usize, i: usize) -> usize {
@@ -112,38 +134,34 @@ fn x8_offset(b: usize, k: usize, i: usize) -> usize {
 /// Repack a row-major `rows × cols` Q4_K matrix (`rows % 8 == 0`) into interleaved
 /// groups (the module's layout); `dst` has the same length as `src`.
 pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_rows(
+    for_each_group(
         GgmlType::Q4_K,
         "interleave",
-        src.len(),
-        dst.len(),
+        src,
         rows,
         cols,
-    )?;
-    let row_bytes = nb * Q4_K_BLOCK;
-    let gb = nb * Q4_K_X8_BLOCK_BYTES;
-    for (s, d) in src
-        .chunks_exact(GROUP_ROWS * row_bytes)
-        .zip(dst.chunks_exact_mut(gb))
-    {
-        for (b, d) in d.chunks_exact_mut(Q4_K_X8_BLOCK_BYTES).enumerate() {
-            // Fixed-size views: the copies below compile without bounds checks.
-            let d: &mut [u8; Q4_K_X8_BLOCK_BYTES] = d.try_into().expect("whole block");
-            let blk: [&[u8; Q4_K_BLOCK]; GROUP_ROWS] = core::array::from_fn(|k| {
-                let o = k * row_bytes + b * Q4_K_BLOCK;
-                s[o..o + Q4_K_BLOCK].try_into().expect("whole block")
-            });
-            for (k, blk) in blk.iter().enumerate() {
-                d[16 * k..16 * k + 16].copy_from_slice(&blk[..16]);
-            }
-            for c in 0..32 {
+        dst,
+        |nb, s, d| {
+            let row_bytes = nb * Q4_K_BLOCK;
+            for (b, d) in d.chunks_exact_mut(Q4_K_X8_BLOCK_BYTES).enumerate() {
+                // Fixed-size views: the copies below compile without bounds checks.
+                let d: &mut [u8; Q4_K_X8_BLOCK_BYTES] = d.try_into().expect("whole block");
+                let blk: [&[u8; Q4_K_BLOCK]; GROUP_ROWS] = core::array::from_fn(|k| {
+                    let o = k * row_bytes + b * Q4_K_BLOCK;
+                    s[o..o + Q4_K_BLOCK].try_into().expect("whole block")
+                });
                 for (k, blk) in blk.iter().enumerate() {
-                    let o = 128 + 32 * c + 4 * k;
-                    d[o..o + 4].copy_from_slice(&blk[16 + 4 * c..20 + 4 * c]);
+                    d[16 * k..16 * k + 16].copy_from_slice(&blk[..16]);
+                }
+                for c in 0..32 {
+                    for (k, blk) in blk.iter().enumerate() {
+                        let o = 128 + 32 * c + 4 * k;
+                        d[o..o + 4].copy_from_slice(&blk[16 + 4 * c..20 + 4 * c]);
+                    }
                 }
             }
-        }
-    }
+        },
+    )?;
     Ok(())
 }
 
@@ -275,6 +293,22 @@ impl Packed {
     /// buffer (anonymous memory, transparent huge pages requested where the OS has
     /// them). `Ok(None)` when [`Packed::supported`] is false: keep the row-major form.
     pub fn new(entry: &DotEntry, bytes: &[u8], rows: usize, cols: usize) -> Result<Option<Packed>> {
+        Self::new_releasing(entry, bytes, rows, cols, |_| {})
+    }
+
+    /// [`Packed::new`], calling `done(range)` each time a slice of about
+    /// `RELEASE_BYTES` (8 MiB) of `bytes` has been packed: a caller reading `bytes`
+    /// from a mapped file can drop those pages from its resident set at once, so that
+    /// repacking a large matrix adds the packed copy to peak memory, not the copy plus
+    /// the whole source. The source must stay readable (it still is after
+    /// `MADV_DONTNEED` on a file mapping: reads fault the pages back in).
+    pub fn new_releasing(
+        entry: &DotEntry,
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+        mut done: impl FnMut(Range<usize>),
+    ) -> Result<Option<Packed>> {
         let Some(layout) = layout(entry).filter(|_| Self::supported(entry, rows)) else {
             return Ok(None);
         };
@@ -284,11 +318,21 @@ impl Packed {
         // A hint only: without huge pages the buffer works the same, with more TLB misses.
         #[cfg(target_os = "linux")]
         let _ = buf.advise(Advice::HugePage);
-        match entry.ty {
-            GgmlType::Q4_K => interleave_q4_k(bytes, rows, cols, &mut buf)?,
-            GgmlType::Q8_0 => q8_0::interleave_q8_0(bytes, rows, cols, &mut buf)?,
-            GgmlType::Q6_K => q6_k::interleave_q6_k(bytes, rows, cols, &mut buf)?,
+        let interleave = match entry.ty {
+            GgmlType::Q4_K => interleave_q4_k,
+            GgmlType::Q8_0 => q8_0::interleave_q8_0,
+            GgmlType::Q6_K => q6_k::interleave_q6_k,
             ty => unreachable!("no packed layout for {ty}"),
+        };
+        // Every layout is group-major with groups as long as their 8 source rows, so
+        // slices of whole groups pack independently, in place.
+        let group = bytes.len() / rows * GROUP_ROWS;
+        let step = (RELEASE_BYTES / group).max(1) * group;
+        for start in (0..bytes.len()).step_by(step) {
+            let end = (start + step).min(bytes.len());
+            let n = (end - start) / group * GROUP_ROWS;
+            interleave(&bytes[start..end], n, cols, &mut buf[start..end])?;
+            done(start..end);
         }
         Ok(Some(Packed {
             buf,

@@ -234,3 +234,31 @@ fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
         }
     }
 }
+
+/// Repacking in slices that report their source ranges (so the caller can release
+/// them) covers every byte once, in order, and gives the same packed bytes as one
+/// call.
+#[test]
+fn releasing_repack_reports_every_slice_once() {
+    let (rows, cols) = (8192, 2048); // 17.8 MB of Q8_0: three slices
+    let w = typed_matrix(GgmlType::Q8_0, rows, cols, 6);
+    let Ok(kernels) = Kernels::for_isa(Isa::best()) else {
+        return;
+    };
+    let entry = kernels.entry(GgmlType::Q8_0).expect("entry");
+    let mut seen = Vec::new();
+    let Some(sliced) =
+        Packed::new_releasing(&entry, &w, rows, cols, |r| seen.push(r)).expect("repack")
+    else {
+        eprintln!("skipped: no packed Q8_0 kernel on this CPU");
+        return;
+    };
+    assert!(seen.len() >= 2, "{} slices", seen.len());
+    assert_eq!(seen.first().map(|r| r.start), Some(0));
+    assert_eq!(seen.last().map(|r| r.end), Some(w.len()));
+    assert!(seen.windows(2).all(|p| p[0].end == p[1].start));
+    let whole = Packed::new(&entry, &w, rows, cols)
+        .expect("repack")
+        .expect("packed");
+    assert!(sliced.bytes() == whole.bytes());
+}

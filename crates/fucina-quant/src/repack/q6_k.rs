@@ -32,7 +32,7 @@
 
 use fucina_gguf::GgmlType;
 
-use super::{check_rows, GROUP_ROWS};
+use super::{for_each_group, GROUP_ROWS};
 use crate::Result;
 
 /// Bytes of one Q6_K super-block (256 weights).
@@ -154,29 +154,25 @@ fn unpack_block(src: &[u8; Q6_K_X8_BLOCK_BYTES], r: usize, blk: &mut [u8; Q6_K_B
 /// Repack a row-major `rows × cols` Q6_K matrix (`rows % 8 == 0`, `cols % 256 == 0`)
 /// into interleaved groups (the module's layout); `dst` has the same length as `src`.
 pub(crate) fn interleave_q6_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_rows(
+    for_each_group(
         GgmlType::Q6_K,
         "interleave",
-        src.len(),
-        dst.len(),
+        src,
         rows,
         cols,
-    )?;
-    let row_bytes = nb * Q6_K_BLOCK;
-    let gb = nb * Q6_K_X8_BLOCK_BYTES;
-    for (s, d) in src
-        .chunks_exact(GROUP_ROWS * row_bytes)
-        .zip(dst.chunks_exact_mut(gb))
-    {
-        for (b, d) in d.chunks_exact_mut(Q6_K_X8_BLOCK_BYTES).enumerate() {
-            let d: &mut [u8; Q6_K_X8_BLOCK_BYTES] = d.try_into().expect("whole block");
-            for k in 0..GROUP_ROWS {
-                let o = k * row_bytes + b * Q6_K_BLOCK;
-                let blk = s[o..o + Q6_K_BLOCK].try_into().expect("whole block");
-                pack_block(blk, k, d);
+        dst,
+        |nb, s, d| {
+            let row_bytes = nb * Q6_K_BLOCK;
+            for (b, d) in d.chunks_exact_mut(Q6_K_X8_BLOCK_BYTES).enumerate() {
+                let d: &mut [u8; Q6_K_X8_BLOCK_BYTES] = d.try_into().expect("whole block");
+                for k in 0..GROUP_ROWS {
+                    let o = k * row_bytes + b * Q6_K_BLOCK;
+                    let blk = s[o..o + Q6_K_BLOCK].try_into().expect("whole block");
+                    pack_block(blk, k, d);
+                }
             }
-        }
-    }
+        },
+    )?;
     Ok(())
 }
 
@@ -189,7 +185,7 @@ pub(crate) fn deinterleave_q6_k(
     cols: usize,
     dst: &mut [u8],
 ) -> Result<()> {
-    check_rows(
+    super::check_rows(
         GgmlType::Q6_K,
         "deinterleave",
         src.len(),

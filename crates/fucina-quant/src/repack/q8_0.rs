@@ -19,7 +19,7 @@
 //!
 //! The packed matrix has exactly the row-major matrix's byte count.
 
-use super::check_rows;
+use super::for_each_group;
 use crate::Result;
 use fucina_gguf::GgmlType;
 
@@ -46,43 +46,40 @@ fn scale_offset(nb: usize, b: usize, r: usize) -> usize {
 /// Repack a row-major `rows × cols` Q8_0 matrix (`rows % 8 == 0`) into the module's
 /// layout; `dst` has the same length as `src`.
 pub(crate) fn interleave_q8_0(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_rows(
+    for_each_group(
         GgmlType::Q8_0,
         "interleave",
-        src.len(),
-        dst.len(),
+        src,
         rows,
         cols,
-    )?;
-    let row_bytes = nb * BLOCK;
-    for (s, d) in src
-        .chunks_exact(GROUP_ROWS * row_bytes)
-        .zip(dst.chunks_exact_mut(nb * GROUP_BLOCK))
-    {
-        let (quants, scales) = d.split_at_mut(256 * nb);
-        for (b, (q, sc)) in quants
-            .chunks_exact_mut(256)
-            .zip(scales.chunks_exact_mut(16))
-            .enumerate()
-        {
-            // Destination order: pair, dword, side (the rows' dwords interleaved).
-            for (r, sc) in sc.chunks_exact_mut(2).enumerate() {
-                let o = r * row_bytes + b * BLOCK;
-                sc.copy_from_slice(&s[o..o + 2]);
-            }
-            for (k, pair) in q.chunks_exact_mut(64).enumerate() {
-                let rows: [&[u8]; 2] = core::array::from_fn(|side| {
-                    let o = (2 * k + side) * row_bytes + b * BLOCK + 2;
-                    &s[o..o + 32]
-                });
-                for (n, d) in pair.chunks_exact_mut(4).enumerate() {
-                    let v = &rows[n % 2][4 * (n / 2)..4 * (n / 2) + 4];
-                    let w = u32::from_le_bytes([v[0], v[1], v[2], v[3]]) ^ 0x8080_8080;
-                    d.copy_from_slice(&w.to_le_bytes());
+        dst,
+        |nb, s, d| {
+            let row_bytes = nb * BLOCK;
+            let (quants, scales) = d.split_at_mut(256 * nb);
+            for (b, (q, sc)) in quants
+                .chunks_exact_mut(256)
+                .zip(scales.chunks_exact_mut(16))
+                .enumerate()
+            {
+                // Destination order: pair, dword, side (the rows' dwords interleaved).
+                for (r, sc) in sc.chunks_exact_mut(2).enumerate() {
+                    let o = r * row_bytes + b * BLOCK;
+                    sc.copy_from_slice(&s[o..o + 2]);
+                }
+                for (k, pair) in q.chunks_exact_mut(64).enumerate() {
+                    let rows: [&[u8]; 2] = core::array::from_fn(|side| {
+                        let o = (2 * k + side) * row_bytes + b * BLOCK + 2;
+                        &s[o..o + 32]
+                    });
+                    for (n, d) in pair.chunks_exact_mut(4).enumerate() {
+                        let v = &rows[n % 2][4 * (n / 2)..4 * (n / 2) + 4];
+                        let w = u32::from_le_bytes([v[0], v[1], v[2], v[3]]) ^ 0x8080_8080;
+                        d.copy_from_slice(&w.to_le_bytes());
+                    }
                 }
             }
-        }
-    }
+        },
+    )?;
     Ok(())
 }
 
