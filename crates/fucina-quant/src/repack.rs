@@ -26,7 +26,10 @@ use memmap2::{Advice, MmapMut};
 use crate::dispatch::{DotEntry, Isa, KernelPath};
 use crate::{QuantError, Result};
 
+// Their kernels exist for x86-64 only: elsewhere the layouts are built by no one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) mod q6_k;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) mod q8_0;
 
 /// Source bytes packed between two calls of [`Packed::new_releasing`]'s `done`.
@@ -225,6 +228,7 @@ enum Layout {
     /// Q4_K, both of its float orders ([`Q4KOrder`]).
     Q4K { single: PackedFn, pairs: PackedFn },
     /// Q8_0 or Q6_K: the single-row order only (other orders read unpacked rows).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Rows { gemv: GemvFn, unpack: UnpackFn },
 }
 

@@ -119,7 +119,6 @@ pub(crate) fn unpack_rows_q8_0(packed: &[u8], cols: usize, first: usize, dst: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::VecDotFn;
 
     /// Deterministic bytes (xorshift), valid f16 scales.
     fn matrix(rows: usize, cols: usize, seed: u64) -> Vec<u8> {
@@ -192,6 +191,7 @@ mod tests {
     #[test]
     fn packed_gemv_is_bitwise_the_row_dots() {
         use crate::dispatch::{Isa, Kernels};
+        use crate::formats::VecDotFn;
         let Some(gemv) = crate::arch::x86_64::q8_0_x8::kernel() else {
             eprintln!("skipped: this CPU lacks AVX-512 VNNI (the packed Q8_0 kernel's ISA)");
             return;
