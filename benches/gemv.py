@@ -143,7 +143,8 @@ def main() -> int:
     peer = None if args.no_peer or libdir is None else Ggml(libdir)
     if peer is None:
         print("# peer: llama-cpp-python's ggml not found in benches/.peers (run benches/setup_peers.sh)")
-    print(f"# {args.threads} threads, ISA {mem['isa']}, memory read bandwidth {mem['read_bytes_per_s'] / 1e9:.1f} GB/s at start")
+    bw0 = mem["read_bytes_per_s"] / 1e9
+    print(f"# {args.threads} threads, ISA {mem['isa']}, memory read bandwidth {bw0:.1f} GB/s at start")
     print("# 'mem GB/s': the probe's best in rounds alternating with that matrix's GEMVs; 'of mem' is against it")
     header = f"{'matrix':<22}{'MB':>8}{'ours us':>10}{'GB/s':>8}{'mem GB/s':>9}{'of mem':>8}"
     print(f"{header}{'rayon/ours':>11}{'peer us':>10}{'ours/peer':>10}")
@@ -154,7 +155,8 @@ def main() -> int:
         name = f"{r['type']}{layout} {r['rows']}x{r['cols']}"
         line = (
             f"{name:<22}{r['bytes'] / 1e6:>8.1f}{r['seconds'] * 1e6:>10.1f}{r['bytes_per_s'] / 1e9:>8.1f}"
-            f"{r.get('memory_bytes_per_s', mem['read_bytes_per_s']) / 1e9:>9.1f}{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"
+            f"{r.get('memory_bytes_per_s', mem['read_bytes_per_s']) / 1e9:>9.1f}"
+            f"{r['fraction_of_memory_bw']:>8.2f}{r['rayon_seconds'] / r['seconds']:>11.2f}"
         )
         if peer is not None and r["type"] in GGML_TYPES:
             t_peer = peer.time_gemv(r["type"], r["rows"], r["cols"], r["bytes"], args.threads, r["copies"])
