@@ -22,6 +22,10 @@
 //!   (Q6_K, Q5_K, Q3_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
 //!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
+//! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K) go through the packed
+//! kernels for the orders they have (bitwise the row-major kernels'); for the others
+//! (llama.cpp's tiled Q6_K order) rows are unpacked once per call.
+//!
 //! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what
 //! the speculative decoder's verify needs).
@@ -376,14 +380,10 @@ impl<'a> Plan<'a> {
                 .max(W_TILE_MAX),
             None => (o1 - o0).max(1),
         };
-        let mut unpacked = vec![
-            0u8;
-            if packed.is_some() {
-                block.min(o1 - o0) * rb
-            } else {
-                0
-            }
-        ];
+        let mut unpacked = Vec::new();
+        if packed.is_some() {
+            unpacked.resize(block.min(o1 - o0) * rb, 0);
+        }
         for b0 in (o0..o1).step_by(block) {
             let b1 = (b0 + block).min(o1);
             let (src, first) = match packed {

@@ -170,7 +170,7 @@ pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> 
 
 /// The inverse of [`interleave_q4_k`]: interleaved groups back to row-major rows.
 pub fn deinterleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -> Result<()> {
-    let nb = check_rows(
+    check_rows(
         GgmlType::Q4_K,
         "deinterleave",
         src.len(),
@@ -178,21 +178,23 @@ pub fn deinterleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) -
         rows,
         cols,
     )?;
-    let row_bytes = nb * Q4_K_BLOCK;
-    let gb = nb * Q4_K_X8_BLOCK_BYTES;
-    for (s, d) in src
-        .chunks_exact(gb)
-        .zip(dst.chunks_exact_mut(GROUP_ROWS * row_bytes))
-    {
-        for (k, row) in d.chunks_exact_mut(row_bytes).enumerate() {
-            for (b, blk) in row.chunks_exact_mut(Q4_K_BLOCK).enumerate() {
-                for (i, v) in blk.iter_mut().enumerate() {
-                    *v = s[x8_offset(b, k, i)];
-                }
+    unpack_rows_q4_k(src, cols, 0, dst);
+    Ok(())
+}
+
+/// Row-major bytes of rows `first..` (whole rows filling `dst`, any range) of an
+/// interleaved Q4_K matrix of `cols` columns.
+fn unpack_rows_q4_k(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]) {
+    let rb = cols / 256 * Q4_K_BLOCK;
+    for (i, row) in dst.chunks_exact_mut(rb).enumerate() {
+        let (g, k) = ((first + i) / GROUP_ROWS, (first + i) % GROUP_ROWS);
+        let grp = &packed[g * GROUP_ROWS * rb..(g + 1) * GROUP_ROWS * rb];
+        for (b, blk) in row.chunks_exact_mut(Q4_K_BLOCK).enumerate() {
+            for (j, v) in blk.iter_mut().enumerate() {
+                *v = grp[x8_offset(b, k, j)];
             }
         }
     }
-    Ok(())
 }
 
 /// The packed kernels (single order, pairs order) of `entry`'s ISA, if it has them.
@@ -480,17 +482,7 @@ impl Packed {
             self.ty
         );
         match self.layout {
-            Layout::Q4K { .. } => {
-                for (i, row) in dst.chunks_exact_mut(rb).enumerate() {
-                    let (g, k) = ((first + i) / GROUP_ROWS, (first + i) % GROUP_ROWS);
-                    let grp = &self.buf[g * GROUP_ROWS * rb..];
-                    for (b, blk) in row.chunks_exact_mut(Q4_K_BLOCK).enumerate() {
-                        for (j, v) in blk.iter_mut().enumerate() {
-                            *v = grp[x8_offset(b, k, j)];
-                        }
-                    }
-                }
-            }
+            Layout::Q4K { .. } => unpack_rows_q4_k(&self.buf, self.cols, first, dst),
             Layout::Rows { unpack, .. } => unpack(&self.buf, self.cols, first, dst),
         }
     }
