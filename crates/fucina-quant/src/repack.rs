@@ -40,8 +40,8 @@ pub const GROUP_ROWS: usize = 8;
 const Q4_K_BLOCK: usize = 144;
 /// Bytes of one super-block of an interleaved 8-row group.
 pub const Q4_K_X8_BLOCK_BYTES: usize = GROUP_ROWS * Q4_K_BLOCK;
-/// Bytes of a Q8_K activation block (the Q4_K kernels' activation format).
-const Q8_K_BLOCK: usize = 292;
+/// Bytes of a Q8_K activation block (the Q4_K and Q6_K kernels' activation format).
+use crate::formats::kquants::Q8_K_BYTES as Q8_K_BLOCK;
 
 /// A kernel over interleaved groups: `groups` holds whole groups of `nb` super-blocks
 /// each, `acts` activation rows of `stride >= 292·nb` bytes (Q8_K); `out[t * 8·ng +

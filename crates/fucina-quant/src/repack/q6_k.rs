@@ -36,15 +36,16 @@ use super::{for_each_group, GROUP_ROWS};
 use crate::Result;
 
 /// Bytes of one Q6_K super-block (256 weights).
-pub(crate) const Q6_K_BLOCK: usize = 210;
+pub(crate) use crate::formats::kquants::Q6_K_BYTES as Q6_K_BLOCK;
+/// Bytes of a Q8_K activation block (the tests' and the reference GEMV's).
+#[cfg(test)]
+use crate::formats::kquants::Q8_K_BYTES as Q8_K_BLOCK;
 /// Bytes of one super-block of an interleaved 8-row group.
 pub(crate) const Q6_K_X8_BLOCK_BYTES: usize = GROUP_ROWS * Q6_K_BLOCK;
 /// Offset of the 8 rows' scales (16 bytes each) in a group super-block.
 pub(crate) const X8_SCALES: usize = 1536;
 /// Offset of the 8 rows' `f16` `d` in a group super-block.
 pub(crate) const X8_D: usize = X8_SCALES + GROUP_ROWS * 16;
-/// Bytes of a Q8_K activation block.
-pub(crate) const Q8_K_BLOCK: usize = 292;
 
 const _: () = assert!(X8_D + 2 * GROUP_ROWS == Q6_K_X8_BLOCK_BYTES);
 

@@ -27,7 +27,8 @@
 use core::arch::x86_64::*;
 
 use crate::formats::kquants::hsum_lanes8;
-use crate::repack::q6_k::{Q6_K_X8_BLOCK_BYTES, Q8_K_BLOCK, X8_D, X8_SCALES};
+use crate::formats::kquants::Q8_K_BYTES as Q8_K_BLOCK;
+use crate::repack::q6_k::{Q6_K_X8_BLOCK_BYTES, X8_D, X8_SCALES};
 
 use crate::repack::GemvFn;
 
