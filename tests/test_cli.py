@@ -80,7 +80,7 @@ def test_run_streams_the_greedy_continuation(gemma_path: Path) -> None:
 
     prompt = "The capital of France is"
     want = LLM(gemma_path, n_ctx=64).generate(prompt, max_tokens=12)
-    r = fucina("run", prompt, "-n", "12", "-c", "64")
+    r = fucina("run", prompt, "-n", "12", "-c", "64", "--temp", "0")
     assert r.returncode == 0, r.stderr
     assert r.stdout == want + "\n"
     r = fucina("run", prompt, "-n", "4", "--echo", "-v")

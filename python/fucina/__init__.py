@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from . import assets, quant
 from ._core import (
+    ArgumentTypeError,
+    Engine,
     FucinaError,
     GGUFError,
     GGUFFile,
     GGUFWriter,
+    Generation,
+    InvalidArgumentError,
     Model,
     Session,
     StreamDecoder,
@@ -26,10 +30,17 @@ from ._core import (
     build_info,
     read_gguf_header,
 )
-from .llm import LLM
+from .llm import LLM, LogitProcessor
+from .sampling import SamplingParams
 
 __all__ = [
     "LLM",
+    "LogitProcessor",
+    "SamplingParams",
+    "Engine",
+    "Generation",
+    "ArgumentTypeError",
+    "InvalidArgumentError",
     "Model",
     "Session",
     "FucinaError",

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module `fucina._core` (checked by mypy.stubtest)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, final
@@ -25,6 +25,10 @@ __all__ = [
     "StreamDecoder",
     "Model",
     "Session",
+    "Engine",
+    "Generation",
+    "InvalidArgumentError",
+    "ArgumentTypeError",
 ]
 
 class FucinaError(Exception):
@@ -35,6 +39,12 @@ class GGUFError(FucinaError, ValueError):
 
 class UnsupportedModelError(FucinaError, ValueError):
     """The model's architecture or tensor types are not supported."""
+
+class InvalidArgumentError(FucinaError, ValueError):
+    """An argument has a value fucina cannot use (the message names it)."""
+
+class ArgumentTypeError(FucinaError, TypeError):
+    """An argument has a type fucina cannot use (the message names it)."""
 
 def build_info() -> dict[str, Any]:
     """Version, build and CPU facts, for bug reports."""
@@ -76,7 +86,7 @@ class GGUFFile:
     downloads, vocabulary-only files).
     """
 
-    def __new__(cls, path: str | PathLike[str], tensors: bool = True) -> GGUFFile: ...
+    def __new__(cls, path: str | PathLike[str], *, tensors: bool = True) -> GGUFFile: ...
     @property
     def metadata(self) -> dict[str, Any]:
         """All key/value metadata as plain Python values (lists for arrays)."""
@@ -90,7 +100,7 @@ class GGUFFile:
         """Tensor infos by name, in file order."""
     def tensor_bytes(self, name: str) -> npt.NDArray[np.uint8]:
         """A tensor's raw bytes: read-only, zero-copy."""
-    def tensor(self, name: str, dequantize: bool = False) -> npt.NDArray[Any]:
+    def tensor(self, name: str, *, dequantize: bool = False) -> npt.NDArray[Any]:
         """A tensor as a zero-copy array (raw uint16 bits for BF16, raw blocks for quantized
         types), or with ``dequantize=True`` a new float32 array."""
     @property
@@ -161,23 +171,23 @@ class Tokenizer:
     @staticmethod
     def from_gguf(path: str | PathLike[str]) -> Tokenizer:
         """Read the tokenizer from a GGUF file (only the metadata is read)."""
-    def encode(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def encode(self, text: str | bytes, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Token ids of ``text``; ``parse_special`` maps control-token text to ids."""
     def encode_batch(
-        self, texts: Sequence[str | bytes], add_special: bool = True, parse_special: bool = False
+        self, texts: Sequence[str | bytes], *, add_special: bool = True, parse_special: bool = False
     ) -> list[list[int]]:
         """``encode`` over many texts, in parallel with the GIL released."""
-    def decode(self, ids: Sequence[int], special: bool = False) -> str:
+    def decode(self, ids: Sequence[int], *, special: bool = False) -> str:
         """The text of ``ids`` (invalid UTF-8 replaced by U+FFFD)."""
-    def decode_bytes(self, ids: Sequence[int], special: bool = False) -> bytes:
+    def decode_bytes(self, ids: Sequence[int], *, special: bool = False) -> bytes:
         """The raw bytes of ``ids``."""
-    def token_to_piece(self, id: int, special: bool = True) -> bytes:
+    def token_to_piece(self, id: int, *, special: bool = True) -> bytes:
         """The bytes token ``id`` renders to (llama.cpp ``token_to_piece``)."""
     def token_to_id(self, text: str | bytes) -> int | None:
         """The id whose vocabulary text is ``text``, or None."""
     def is_eog(self, id: int) -> bool:
         """Whether ``id`` ends generation (EOS, end-of-turn, ...)."""
-    def stream_decoder(self, special: bool = False) -> StreamDecoder:
+    def stream_decoder(self, *, special: bool = False) -> StreamDecoder:
         """A decoder for token-by-token output."""
     @property
     def vocab_size(self) -> int: ...
@@ -223,6 +233,8 @@ class Model:
     @property
     def repacked_bytes(self) -> int:
         """Bytes of weights repacked into the interleaved form so far."""
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer, built from the already-open file's metadata."""
     @property
     def path(self) -> Path: ...
 
@@ -231,7 +243,7 @@ class Session:
     """One sequence over a model: its KV cache and evaluated tokens."""
 
     def __new__(cls, model: Model, n_ctx: int = 4096, kv_cache_type: str = "f16") -> Session: ...
-    def eval(self, tokens: Sequence[int], all: bool = False) -> npt.NDArray[np.float32]:
+    def eval(self, tokens: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
         """Append tokens; logits of the last token, or of every appended token with ``all``."""
     def eval_argmax(self, tokens: Sequence[int]) -> int:
         """Append tokens; argmax of the last token's logits."""
@@ -251,3 +263,74 @@ class Session:
         llama.cpp's batch-size-dependent kernel orders)."""
     @pinned.setter
     def pinned(self, value: bool) -> None: ...
+
+Logprobs = tuple[float, list[tuple[int, float]]]
+"""A token's ``(logprob, [(id, logprob), ...])`` under the model's raw distribution."""
+
+Step = tuple[int, bool, str, str | None, Logprobs | None]
+"""``(token, emitted, text, finish_reason, logprobs)``: the committed token, whether it is
+part of the output (not for the end-of-generation token that ended it), the text that
+became final, ``"stop"`` / ``"length"`` on the last step, and the logprobs when asked."""
+
+@final
+class Engine:
+    """A model, its tokenizer and a pool of sequences that generations run on."""
+
+    def __new__(
+        cls, model: Model, tokenizer: Tokenizer, *, n_ctx: int = 4096, kv_cache_type: str = "f16"
+    ) -> Engine: ...
+    @property
+    def n_ctx(self) -> int: ...
+    @property
+    def n_live(self) -> int:
+        """Sequences currently allocated (live generations)."""
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+    def logits(self, tokens: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
+        """Logits of ``tokens`` on a fresh sequence (last token, or every token with ``all``)."""
+    def prompt_logprobs(self, tokens: Sequence[int], n: int) -> list[Logprobs]:
+        """For each token after the first: its logprob given the ones before, and the top ``n``."""
+    def generate(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int | None,
+        seed: int,
+        temperature: float = 0.0,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_last_n: int = 64,
+        logit_bias: Sequence[tuple[int, float]] | None = None,
+        stop: Sequence[str] = ...,
+        stop_ids: Sequence[int] = ...,
+        ignore_eos: bool = False,
+        logprobs: int | None = None,
+        special: bool = False,
+        processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
+        on_prefill: Callable[[int, int], None] | None = None,
+    ) -> Generation:
+        """Start continuing ``prompt``; every argument is checked before any compute."""
+
+@final
+class Generation:
+    """A prompt being continued; iterate for :data:`Step` tuples."""
+
+    def __iter__(self) -> Iterator[Step]: ...
+    def __next__(self) -> Step: ...
+    def close(self) -> None:
+        """End the generation and free its sequence (idempotent)."""
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def prompt_tokens(self) -> list[int]: ...
+    @property
+    def tokens(self) -> list[int]:
+        """Tokens committed so far (including a final end-of-generation token)."""
+    @property
+    def draws(self) -> int:
+        """Random draws consumed (one per sampled token; none when greedy)."""

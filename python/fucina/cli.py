@@ -1,6 +1,7 @@
 """The ``fucina`` command line.
 
-    fucina run PROMPT [--model PATH] [--max-tokens N]   continue PROMPT (greedy), streaming
+    fucina run PROMPT [--model PATH] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]
+               [--min-p P] [--repeat-penalty R] [--seed S]   continue PROMPT, streaming
     fucina info [PATH] [--header-only] [--json]          describe a GGUF model
 
 PATH / --model default to the embedded model (Gemma 3 270M). More subcommands
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core, assets
+from .sampling import SamplingParams
 
 
 def _fmt_bytes(n: int) -> str:
@@ -139,21 +141,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 sys.stderr.write("\n")
             sys.stderr.flush()
 
+    params = SamplingParams(
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
     ids = llm.tokenize(args.prompt)
     out = sys.stdout
     if args.echo:
         out.write(args.prompt)
     n = 0
     t1 = time.perf_counter()
-    for piece in llm.stream(ids, max_tokens=args.max_tokens, on_prefill=progress):
-        out.write(piece)
-        out.flush()
-        n += 1
+    _, gen = llm._start(ids, args.max_tokens, params, args.stop, None, progress)
+    try:
+        for _token, emitted, text, _finish, _lp in gen:
+            n += emitted
+            if text:
+                out.write(text)
+                out.flush()
+    finally:
+        gen.close()
     out.write("\n")
     if args.verbose:
         dt = time.perf_counter() - t1
         sys.stderr.write(
-            f"[{llm.model.architecture}, {len(ids)} prompt tokens, {len(llm.tokens) - len(ids) + 1} generated, "
+            f"[{llm.model.architecture}, {len(ids)} prompt tokens, {n} generated, "
             f"load {t_load * 1e3:.0f} ms, generation {dt:.2f} s]\n"
         )
     return 0
@@ -163,13 +178,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fucina", description="Run LLMs from GGUF files on your own machine.")
     parser.add_argument("--version", action="version", version=f"fucina {_core.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="continue a prompt", description="Continue a prompt (greedy decoding).")
+    run = sub.add_parser(
+        "run",
+        help="continue a prompt",
+        description="Continue a prompt. Samples with llama-cli's defaults (--temp 0.8 --top-k 40 --top-p 0.95 "
+        "--min-p 0.05); --temp 0 is greedy.",
+    )
     run.add_argument("prompt", help="the text to continue")
     run.add_argument("-m", "--model", type=Path, default=None, help="GGUF file (default: the embedded model)")
     run.add_argument("-n", "--max-tokens", type=int, default=128, help="tokens to generate (default 128)")
     run.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
     run.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
     run.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
+    run.add_argument("--temp", type=float, default=0.8, help="temperature; 0 is greedy (default 0.8)")
+    run.add_argument("--top-k", type=int, default=40, help="top-k sampling; 0 is off (default 40)")
+    run.add_argument("--top-p", type=float, default=0.95, help="top-p (nucleus) sampling; 1 is off (default 0.95)")
+    run.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
+    run.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty; 1 is off (default 1.0)")
+    run.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one each run)")
+    run.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
     run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
     run.set_defaults(func=_cmd_run)
@@ -190,9 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except (_core.FucinaError, OSError) as e:
+    except (_core.FucinaError, OSError, ValueError) as e:
         sys.stderr.write(f"fucina: error: {e}\n")
         return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("\nfucina: interrupted\n")
+        return 130
     return code
 
 

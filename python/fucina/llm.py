@@ -4,35 +4,103 @@
 >>> llm = LLM()                                   # the embedded Gemma 3 270M
 >>> llm.generate("The capital of France is", max_tokens=8)   # doctest: +SKIP
 ' Paris.'
+>>> llm.generate("Once upon a time", max_tokens=32, temperature=0.8, seed=7)  # doctest: +SKIP
 
-The per-token loop runs in Rust with the GIL released; this class composes the
-model, one KV-cache session and the tokenizer. Decoding is greedy for now
-(sampling arrives with `fucina.SamplingParams`).
+The per-token loop (prefill, logit processors, sampler, stop rules, streaming
+detokenization) runs in Rust with the GIL released; Python is called only for the
+logit processors and progress callbacks you pass. Decoding is greedy unless
+sampling parameters are given (like transformers' ``generate``);
+:meth:`LLM.create_completion` uses llama-cpp-python's defaults instead.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _core, assets
+from ._core import ArgumentTypeError, InvalidArgumentError
+from .sampling import SAMPLING_FIELDS, SamplingParams
+
+__all__ = ["LLM", "LogitProcessor", "KV_CACHE_TYPES"]
 
 KV_CACHE_TYPES = ("f16", "q8_0")
-PREFILL_CHUNK = 512  # tokens per forward when reporting prefill progress
+
+LogitProcessor = Callable[[list[int], npt.NDArray[np.float32]], None]
+"""A callable ``(token_ids, logits) -> None`` that edits the float32 logits row in
+place (e.g. ``logits[banned] = -np.inf``). ``token_ids`` is the prompt followed by
+the tokens generated so far."""
+
+ProgressCallback = Callable[[int, int], None]
+
+_GREEDY = SamplingParams(temperature=0.0)
+_COMPLETION_DEFAULTS = SamplingParams()
+
+
+def _check_max_tokens(max_tokens: int | None) -> None:
+    if max_tokens is None:
+        return
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise ArgumentTypeError(f"max_tokens must be an int or None, not {type(max_tokens).__name__}")
+    if max_tokens < 0:
+        raise InvalidArgumentError(f"max_tokens must be >= 0 (or None: up to the context size), not {max_tokens}")
+
+
+def _stop_list(stop: str | Iterable[str] | None) -> list[str]:
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    for s in stops:
+        if not isinstance(s, str):
+            raise ArgumentTypeError(f"stop strings must be str, not {type(s).__name__}")
+        if not s:
+            raise InvalidArgumentError("stop strings must not be empty")
+    return stops
+
+
+def _processor_list(procs: LogitProcessor | Sequence[LogitProcessor] | None) -> list[LogitProcessor]:
+    if procs is None:
+        return []
+    items = [procs] if callable(procs) else list(procs)
+    for p in items:
+        if not callable(p):
+            raise ArgumentTypeError(f"logit_processors must be callables, not {type(p).__name__}")
+    return items
+
+
+def _params(base: SamplingParams, params: SamplingParams | None, overrides: dict[str, Any]) -> SamplingParams:
+    """``params`` (or ``base``) with the explicitly passed sampling arguments applied."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if params is not None:
+        if not isinstance(params, SamplingParams):
+            raise ArgumentTypeError(f"params must be a fucina.SamplingParams, not {type(params).__name__}")
+        if given:
+            raise ArgumentTypeError(f"pass either params= or sampling arguments, not both (got {sorted(given)})")
+        return params
+    if not given:
+        return base
+    fields = {k: getattr(base, k) for k in SAMPLING_FIELDS}
+    fields.update(given)
+    return SamplingParams(**fields)
 
 
 class LLM:
-    """A model plus one conversation's state (KV cache, evaluated tokens).
+    """A model with its tokenizer, generating text.
 
     Args:
         path: GGUF file; ``None`` uses the embedded default model.
-        n_ctx: context capacity of the KV cache, in tokens.
-        n_threads: threads for the forward (default: all cores).
+        n_ctx: context capacity in tokens (per generation).
+        n_threads: threads for the forward (default: all cores). Models with the same
+            thread count share one thread pool.
         kv_cache_type: ``"f16"`` (default, like llama.cpp) or ``"q8_0"`` (half the memory).
+
+    Every generation runs on its own sequence, from an empty context, so results do
+    not depend on what ran before; several generations may be interleaved.
     """
 
     def __init__(
@@ -44,13 +112,17 @@ class LLM:
         kv_cache_type: str = "f16",
     ) -> None:
         if kv_cache_type not in KV_CACHE_TYPES:
-            raise ValueError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {kv_cache_type!r}")
+            raise InvalidArgumentError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {kv_cache_type!r}")
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int):
+            raise ArgumentTypeError(f"n_ctx must be an int, not {type(n_ctx).__name__}")
         if n_ctx <= 0:
-            raise ValueError(f"n_ctx must be positive, not {n_ctx}")
+            raise InvalidArgumentError(f"n_ctx must be positive, not {n_ctx}")
         self.path = Path(path) if path is not None else assets.default_model_path()
         self.model = _core.Model(self.path, n_threads=n_threads)
-        self.tokenizer = _core.Tokenizer.from_gguf(self.path)
-        self.session = _core.Session(self.model, n_ctx=n_ctx, kv_cache_type=kv_cache_type)
+        self.tokenizer = self.model.tokenizer()
+        self.engine = _core.Engine(self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type)
+        self._kv_cache_type = kv_cache_type
+        self._session: _core.Session | None = None
 
     def __repr__(self) -> str:
         return f"LLM({str(self.path)!r}, {self.model!r}, n_ctx={self.n_ctx})"
@@ -58,7 +130,7 @@ class LLM:
     @property
     def n_ctx(self) -> int:
         """Context capacity in tokens."""
-        return self.session.n_ctx
+        return self.engine.n_ctx
 
     @property
     def n_vocab(self) -> int:
@@ -66,111 +138,372 @@ class LLM:
         return self.model.n_vocab
 
     # -- tokens -------------------------------------------------------------------
-    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def tokenize(self, text: str | bytes, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Token ids of ``text`` (BOS added when the model asks and ``add_special``)."""
         return self.tokenizer.encode(text, add_special=add_special, parse_special=parse_special)
 
-    def detokenize(self, ids: Sequence[int], special: bool = False) -> str:
+    def detokenize(self, ids: Sequence[int], *, special: bool = False) -> str:
         """Text of ``ids``."""
         return self.tokenizer.decode(list(ids), special=special)
 
     # -- low level ----------------------------------------------------------------
+    @property
+    def session(self) -> _core.Session:
+        """The low-level context :meth:`eval` appends to (created on first use)."""
+        if self._session is None:
+            self._session = _core.Session(self.model, n_ctx=self.n_ctx, kv_cache_type=self._kv_cache_type)
+        return self._session
+
     def eval(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Append ``ids`` to the context; return the last token's logits."""
+        """Append ``ids`` to the low-level context; return the last token's logits."""
         result: npt.NDArray[np.float32] = self.session.eval(list(ids))
         return result
 
     def reset(self) -> None:
-        """Forget the context."""
+        """Forget the low-level context."""
         self.session.reset()
 
     @property
     def tokens(self) -> list[int]:
-        """Tokens evaluated so far."""
+        """Tokens in the low-level context."""
         return self.session.tokens
 
-    def logits(self, ids: Sequence[int], all: bool = False) -> npt.NDArray[np.float32]:
+    def logits(self, ids: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
         """Logits of ``ids`` evaluated from an empty context: ``[n_vocab]`` for the last
-        token, or ``[len(ids), n_vocab]`` with ``all``. The context is left holding ``ids``."""
-        self.session.reset()
-        result: npt.NDArray[np.float32] = self.session.eval(list(ids), all=all)
+        token, or ``[len(ids), n_vocab]`` with ``all``. The low-level context is left as it was."""
+        result: npt.NDArray[np.float32] = self.engine.logits(list(ids), all=all)
         return result
 
     # -- generation ---------------------------------------------------------------
     def _prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        if isinstance(prompt, (str, bytes)):
+            ids = self.tokenize(prompt)
+        elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            ids = list(prompt)
+        else:
+            raise ArgumentTypeError(f"prompt must be a str or a sequence of token ids, not {type(prompt).__name__}")
         if not ids:
-            raise ValueError("the prompt is empty")
+            raise InvalidArgumentError("the prompt is empty")
         return ids
+
+    def _start(
+        self,
+        prompt: str | Sequence[int],
+        max_tokens: int | None,
+        params: SamplingParams,
+        stop: str | Iterable[str] | None,
+        logit_processors: LogitProcessor | Sequence[LogitProcessor] | None,
+        on_prefill: ProgressCallback | None,
+        logprobs: int | None = None,
+    ) -> tuple[list[int], _core.Generation]:
+        _check_max_tokens(max_tokens)
+        stops = _stop_list(stop)
+        procs = _processor_list(logit_processors)
+        if on_prefill is not None and not callable(on_prefill):
+            raise ArgumentTypeError("on_prefill must be callable")
+        ids = self._prompt_ids(prompt)
+        gen = self.engine.generate(
+            ids,
+            max_tokens=max_tokens,
+            stop=stops,
+            logprobs=logprobs,
+            processors=procs,
+            on_prefill=on_prefill,
+            **params.to_core(),
+        )
+        return ids, gen
 
     def stream_tokens(
         self,
         prompt: str | Sequence[int],
-        max_tokens: int = 128,
-        on_prefill: Callable[[int, int], None] | None = None,
+        max_tokens: int | None = 128,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        typical_p: float | None = None,
+        repeat_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        repeat_last_n: int | None = None,
+        seed: int | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        params: SamplingParams | None = None,
+        stop: str | Iterable[str] | None = None,
+        logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
+        on_prefill: ProgressCallback | None = None,
     ) -> Iterator[int]:
-        """Greedy continuation of ``prompt`` from an empty context, one token id at a
-        time; ends after an end-of-generation token (not yielded) or ``max_tokens``.
+        """Continue ``prompt`` one token id at a time (see :meth:`stream`): ends after an
+        end-of-generation token (not yielded), a stop string (the token that completed
+        it is yielded), or ``max_tokens`` (``None``: until the context is full)."""
+        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        return self._iter_tokens(gen)
 
-        ``on_prefill(done, total)`` is called as the prompt is evaluated (in chunks of
-        512 tokens), for progress bars on long prompts.
-        """
-        ids = self._prompt_ids(prompt)
-        if len(ids) + max_tokens > self.n_ctx:
-            max_tokens = self.n_ctx - len(ids)
-            if max_tokens <= 0:
-                raise ValueError(f"the prompt has {len(ids)} tokens; the context holds {self.n_ctx}")
-        self.session.reset()
-        chunk = PREFILL_CHUNK if on_prefill is not None else len(ids)
-        for start in range(0, len(ids) - chunk, chunk):
-            self.session.eval(ids[start : start + chunk])
-            if on_prefill is not None:
-                on_prefill(start + chunk, len(ids))
-        next_id = self.session.eval_argmax(ids[len(self.session.tokens) :])
-        if on_prefill is not None:
-            on_prefill(len(ids), len(ids))
-        for i in range(max_tokens):
-            if self.tokenizer.is_eog(next_id):
-                return
-            yield next_id
-            if i + 1 < max_tokens:
-                next_id = self.session.eval_argmax([next_id])
+    @staticmethod
+    def _iter_tokens(gen: _core.Generation) -> Iterator[int]:
+        try:
+            for token, emitted, _text, _finish, _lp in gen:
+                if emitted:
+                    yield token
+        finally:
+            gen.close()
+
+    @staticmethod
+    def _iter_text(gen: _core.Generation) -> Iterator[str]:
+        try:
+            for _token, _emitted, text, _finish, _lp in gen:
+                if text:
+                    yield text
+        finally:
+            gen.close()
 
     def stream(
         self,
         prompt: str | Sequence[int],
-        max_tokens: int = 128,
+        max_tokens: int | None = 128,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        typical_p: float | None = None,
+        repeat_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        repeat_last_n: int | None = None,
+        seed: int | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        params: SamplingParams | None = None,
         stop: str | Iterable[str] | None = None,
-        on_prefill: Callable[[int, int], None] | None = None,
+        logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
+        on_prefill: ProgressCallback | None = None,
     ) -> Iterator[str]:
-        """Greedy continuation of ``prompt`` as text pieces (complete UTF-8 only).
+        """Continue ``prompt`` (text or token ids), yielding text pieces (complete UTF-8).
 
-        Stops at an end-of-generation token, after ``max_tokens`` tokens, or before the
-        first occurrence of any ``stop`` string (which is not emitted).
+        Greedy unless sampling arguments (llama-cpp-python's names) or ``params`` are
+        given. Stops at an end-of-generation token, after ``max_tokens`` tokens, or
+        before the first ``stop`` string (never emitted, even when split over tokens).
+        ``logit_processors`` edit each step's logits in place; ``on_prefill(done,
+        total)`` follows the prompt's evaluation (chunks of 512 tokens). Arguments are
+        checked before any compute; closing the iterator early stops generation.
         """
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        hold = max((len(s) for s in stops), default=1) - 1
-        decoder = self.tokenizer.stream_decoder()
-        pending = ""
-        for tok in self.stream_tokens(prompt, max_tokens, on_prefill):
-            pending += decoder.push(tok)
-            cut = min((i for i in (pending.find(s) for s in stops) if i >= 0), default=-1)
-            if cut >= 0:
-                if pending[:cut]:
-                    yield pending[:cut]
-                return
-            if len(pending) > hold:
-                emit, pending = pending[: len(pending) - hold], pending[len(pending) - hold :]
-                yield emit
-        pending += decoder.flush()
-        cut = min((i for i in (pending.find(s) for s in stops) if i >= 0), default=-1)
-        if cut >= 0:
-            pending = pending[:cut]
-        if pending:
-            yield pending
+        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        return self._iter_text(gen)
 
     def generate(
-        self, prompt: str | Sequence[int], max_tokens: int = 128, stop: str | Iterable[str] | None = None
+        self,
+        prompt: str | Sequence[int],
+        max_tokens: int | None = 128,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        typical_p: float | None = None,
+        repeat_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        repeat_last_n: int | None = None,
+        seed: int | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        params: SamplingParams | None = None,
+        stop: str | Iterable[str] | None = None,
+        logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
+        on_prefill: ProgressCallback | None = None,
     ) -> str:
-        """Greedy continuation of ``prompt`` (see :meth:`stream`), as one string."""
-        return "".join(self.stream(prompt, max_tokens=max_tokens, stop=stop))
+        """The continuation of ``prompt`` as one string (see :meth:`stream`)."""
+        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        return "".join(self._iter_text(gen))
+
+    def create_completion(
+        self,
+        prompt: str | Sequence[int],
+        max_tokens: int | None = 16,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        logprobs: int | None = None,
+        echo: bool = False,
+        stop: str | Iterable[str] | None = None,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        top_k: int = 40,
+        stream: bool = False,
+        seed: int | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
+        *,
+        repeat_last_n: int = 64,
+        params: SamplingParams | None = None,
+        model: str | None = None,
+    ) -> Any:
+        """An OpenAI ``text_completion`` (llama-cpp-python's ``create_completion``).
+
+        Returns ``{"id", "object": "text_completion", "created", "model", "choices":
+        [{"index", "text", "logprobs", "finish_reason": "stop" | "length"}], "usage"}``,
+        or with ``stream=True`` an iterator of chunk dicts of the same shape (the last
+        one carries ``finish_reason``). Defaults are llama-cpp-python's (sampling at
+        temperature 0.8); ``logprobs=N`` adds OpenAI's ``tokens`` / ``token_logprobs``
+        / ``top_logprobs`` / ``text_offset`` from the model's own distribution;
+        ``echo`` prepends the prompt (with its logprobs, the first one ``None``).
+        """
+        if logprobs is not None:
+            if isinstance(logprobs, bool) or not isinstance(logprobs, int):
+                raise ArgumentTypeError(f"logprobs must be an int or None, not {type(logprobs).__name__}")
+            if logprobs < 0:
+                raise InvalidArgumentError(f"logprobs must be >= 0, not {logprobs}")
+        sampling = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "min_p": min_p,
+            "typical_p": typical_p,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+            "repeat_penalty": repeat_penalty,
+            "top_k": top_k,
+            "repeat_last_n": repeat_last_n,
+            "seed": seed,
+            "logit_bias": logit_bias,
+        }
+        if params is None:
+            params_ = SamplingParams(**sampling)
+        else:
+            params_ = _params(_COMPLETION_DEFAULTS, params, {})
+        ids, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, None, logprobs)
+        prompt_text = prompt if isinstance(prompt, str) else self.detokenize(ids)
+        meta = {
+            "id": f"cmpl-{uuid.uuid4()}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model if model is not None else str(self.path),
+        }
+        prompt_lp = self._prompt_logprobs(ids, logprobs) if (echo and logprobs is not None) else None
+        chunks = self._completion_chunks(gen, meta, prompt_text, echo, logprobs, prompt_lp, ids)
+        if stream:
+            return chunks
+        text, finish, lp = "", None, _Logprobs() if logprobs is not None else None
+        for chunk in chunks:
+            choice = chunk["choices"][0]
+            text += choice["text"]
+            finish = choice["finish_reason"] or finish
+            if lp is not None and choice["logprobs"] is not None:
+                lp.extend(choice["logprobs"])
+        n_gen = sum(1 for t in gen.tokens if not self.tokenizer.is_eog(t))
+        return {
+            **meta,
+            "choices": [
+                {
+                    "text": text,
+                    "index": 0,
+                    "logprobs": lp.as_dict() if lp is not None else None,
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(ids),
+                "completion_tokens": n_gen,
+                "total_tokens": len(ids) + n_gen,
+            },
+        }
+
+    def _piece(self, token: int) -> str:
+        return self.tokenizer.token_to_piece(token, special=False).decode("utf-8", errors="ignore")
+
+    def _prompt_logprobs(self, ids: list[int], n: int) -> list[tuple[float | None, list[tuple[int, float]]]]:
+        rows = self.engine.prompt_logprobs(ids, n)
+        out: list[tuple[float | None, list[tuple[int, float]]]] = [(None, [])]
+        out.extend(rows)
+        return out
+
+    def _completion_chunks(
+        self,
+        gen: _core.Generation,
+        meta: dict[str, Any],
+        prompt_text: str,
+        echo: bool,
+        logprobs: int | None,
+        prompt_lp: list[tuple[float | None, list[tuple[int, float]]]] | None,
+        ids: list[int],
+    ) -> Iterator[dict[str, Any]]:
+        offset = 0 if echo else len(prompt_text)
+
+        def chunk(text: str, lp: _Logprobs | None, finish: str | None) -> dict[str, Any]:
+            return {
+                **meta,
+                "choices": [
+                    {
+                        "text": text,
+                        "index": 0,
+                        "logprobs": lp.as_dict() if lp is not None else None,
+                        "finish_reason": finish,
+                    }
+                ],
+            }
+
+        try:
+            if echo:
+                lp0 = None
+                if prompt_lp is not None:
+                    lp0 = _Logprobs()
+                    for tok, (tlp, top) in zip(ids, prompt_lp):
+                        piece = self._piece(tok)
+                        lp0.add(piece, offset, tlp, {self._piece(t): v for t, v in top} if tlp is not None else None)
+                        offset += len(piece)
+                else:
+                    offset = len(prompt_text)
+                yield chunk(prompt_text, lp0, None)
+            emitted_len = 0
+            for token, emitted, text, finish, tok_lp in gen:
+                lp = None
+                if logprobs is not None and tok_lp is not None and emitted:
+                    piece = self._piece(token)
+                    lp = _Logprobs()
+                    lp.add(piece, offset + emitted_len, tok_lp[0], {self._piece(t): v for t, v in tok_lp[1]})
+                emitted_len += len(text)
+                if text or finish is not None or lp is not None:
+                    yield chunk(text, lp, finish)
+        finally:
+            gen.close()
+
+
+class _Logprobs:
+    """OpenAI's completion ``logprobs`` object, built token by token."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.text_offset: list[int] = []
+        self.token_logprobs: list[float | None] = []
+        self.top_logprobs: list[dict[str, float] | None] = []
+
+    def add(self, piece: str, offset: int, logprob: float | None, top: dict[str, float] | None) -> None:
+        self.tokens.append(piece)
+        self.text_offset.append(offset)
+        self.token_logprobs.append(logprob)
+        self.top_logprobs.append(top)
+
+    def extend(self, d: dict[str, Any]) -> None:
+        self.tokens += d["tokens"]
+        self.text_offset += d["text_offset"]
+        self.token_logprobs += d["token_logprobs"]
+        self.top_logprobs += d["top_logprobs"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "text_offset": self.text_offset,
+            "token_logprobs": self.token_logprobs,
+            "top_logprobs": self.top_logprobs,
+        }
+
+
+def _sampling_args(scope: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The sampling arguments among a method's ``locals()``."""
+    for name in SAMPLING_FIELDS:
+        if name in scope:
+            yield name, scope[name]

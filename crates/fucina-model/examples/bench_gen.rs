@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fucina_model::{argmax, KvDtype, Model, ModelOptions, Session};
+use fucina_engine::{argmax, Session};
+use fucina_model::{KvDtype, Model, ModelOptions};
 
 fn arg(args: &[String], i: usize, default: usize) -> usize {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
@@ -27,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n_decode = arg(&args, 4, 64);
     let reps = arg(&args, 5, 3).max(1);
     let t = Instant::now();
-    let model = Arc::new(Model::load(&path, ModelOptions { n_threads: threads })?);
+    let model = Arc::new(Model::load(&path, ModelOptions::with_threads(threads))?);
     println!("load {:.3} s", t.elapsed().as_secs_f64());
     // Steady-state speed: the background repacking finished first.
     let t = Instant::now();

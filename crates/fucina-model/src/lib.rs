@@ -2,12 +2,14 @@
 //! from metadata (§13.3), the KV cache (§13.4), tensor ops, the Gemma 3 / Qwen3 /
 //! Qwen2 / Llama families and a batched forward over several sequences.
 //!
+//! Sequences, sessions and the generation loop live in `fucina-engine`.
+//!
 //! ```no_run
-//! use std::sync::Arc;
-//! use fucina_model::{KvDtype, Model, ModelOptions, Session};
-//! let model = Arc::new(Model::load("model.gguf", ModelOptions { n_threads: 2 })?);
-//! let mut s = Session::new(model, 2048, KvDtype::F16)?;
-//! let continuation = s.generate_greedy(&[2, 651, 6037], 16, |_| false)?;
+//! use fucina_model::{BatchRow, KvDtype, Model, ModelOptions, Scratch};
+//! let model = Model::load("model.gguf", ModelOptions::with_threads(2))?;
+//! let mut caches = vec![model.new_cache(2048, KvDtype::F16)?];
+//! let rows = BatchRow::sequence(0, 0, &[2, 651, 6037], false);
+//! let logits = model.forward(&rows, &mut caches, &mut Scratch::default())?;
 //! # Ok::<(), fucina_model::ModelError>(())
 //! ```
 
@@ -20,7 +22,6 @@ pub mod matmul;
 pub mod model;
 pub mod ops;
 pub mod parallel;
-pub mod session;
 pub mod weights;
 
 pub use config::{Activation, Config, Family, LayerConfig, RopeConfig, RopeKind};
@@ -28,5 +29,5 @@ pub use error::{ModelError, Result};
 pub use forward::{BatchRow, Scratch};
 pub use kv_cache::{KvCache, KvDtype, KvGeometry};
 pub use model::{Model, ModelOptions};
-pub use session::{argmax, Session};
+pub use parallel::ThreadPool;
 pub use weights::Linear;

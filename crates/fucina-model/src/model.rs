@@ -25,10 +25,25 @@ use crate::{ModelError, Result};
 pub const REPACK_ENV: &str = "FUCINA_REPACK";
 
 /// Load-time options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ModelOptions {
-    /// Threads for the forward (0: the machine's available parallelism).
+    /// Threads for the forward (0: the machine's available parallelism). Ignored when
+    /// `pool` is given.
     pub n_threads: usize,
+    /// The thread pool to compute on. `None`: the process-wide pool of `n_threads`
+    /// threads ([`ThreadPool::shared`]), so every model of the process (a draft model,
+    /// a server's models) takes turns on the same cores instead of oversubscribing them.
+    pub pool: Option<Arc<ThreadPool>>,
+}
+
+impl ModelOptions {
+    /// Options computing on the shared pool of `n_threads` threads (0: all cores).
+    pub fn with_threads(n_threads: usize) -> ModelOptions {
+        ModelOptions {
+            n_threads,
+            pool: None,
+        }
+    }
 }
 
 /// A model ready to run.
@@ -40,7 +55,7 @@ pub struct Model {
     pub(crate) output_norm: Vec<f32>,
     pub(crate) output_bias: Option<Vec<f32>>,
     pub(crate) layers: Vec<LayerWeights>,
-    pub(crate) pool: ThreadPool,
+    pub(crate) pool: Arc<ThreadPool>,
     /// The background repacking thread, until [`Model::wait_repacked`] joins it.
     repack: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -105,7 +120,10 @@ impl Model {
         let layers = (0..config.n_layer)
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        let pool = ThreadPool::new(options.n_threads)?;
+        let pool = match options.pool {
+            Some(pool) => pool,
+            None => ThreadPool::shared(options.n_threads)?,
+        };
         let mut jobs: Vec<RepackJob> = matmul_weights(&layers, &output)
             .filter_map(Linear::repack_job)
             .collect();
@@ -177,6 +195,11 @@ impl Model {
     /// Threads the forward runs on.
     pub fn n_threads(&self) -> usize {
         self.pool.n_threads()
+    }
+
+    /// The thread pool the forward runs on (shared with the process's other models).
+    pub fn pool(&self) -> &Arc<ThreadPool> {
+        &self.pool
     }
 
     /// A KV cache for one sequence of up to `capacity` positions.

@@ -8,6 +8,7 @@
 //! thread runs it, so results are identical for any thread count.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::Result;
 
@@ -21,14 +22,30 @@ impl ThreadPool {
     /// A pool computing on `n_threads` threads in total (0: the machine's available
     /// parallelism).
     pub fn new(n_threads: usize) -> Result<ThreadPool> {
-        let n = if n_threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            n_threads
-        };
         Ok(ThreadPool {
-            inner: fucina_quant::ThreadPool::new(n)?,
+            inner: fucina_quant::ThreadPool::new(resolve_threads(n_threads))?,
         })
+    }
+
+    /// The process-wide pool of `n_threads` threads (0: the machine's available
+    /// parallelism): models loaded with the same thread count share one pool, whose
+    /// `run` calls are serialised, so two models never oversubscribe the cores. The
+    /// pool lives while any model holds it.
+    pub fn shared(n_threads: usize) -> Result<Arc<ThreadPool>> {
+        static POOLS: Mutex<Vec<Weak<ThreadPool>>> = Mutex::new(Vec::new());
+        let n = resolve_threads(n_threads);
+        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        pools.retain(|w| w.strong_count() > 0);
+        if let Some(pool) = pools
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|p| p.n_threads() == n)
+        {
+            return Ok(pool);
+        }
+        let pool = Arc::new(ThreadPool::new(n)?);
+        pools.push(Arc::downgrade(&pool));
+        Ok(pool)
     }
 
     /// Threads that compute (workers + caller).
@@ -51,6 +68,15 @@ impl ThreadPool {
             }
             f(i);
         });
+    }
+}
+
+/// `n_threads`, or the machine's available parallelism for 0.
+fn resolve_threads(n_threads: usize) -> usize {
+    if n_threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        n_threads
     }
 }
 

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use fucina_model::{argmax, KvDtype, Model, ModelOptions, Session};
+use fucina_engine::{argmax, Session};
+use fucina_model::{KvDtype, Model, ModelOptions};
 use serde_json::Value;
 
 // Issue 5 asks for >= 99% argmax agreement, >= 18/20 identical greedy-64
@@ -61,7 +62,7 @@ fn logits_and_greedy_match_llama_cpp() {
     let model = Arc::new(
         Model::load(
             fucina_testdata::gemma3_270m(),
-            ModelOptions { n_threads: 2 },
+            ModelOptions::with_threads(2),
         )
         .expect("load"),
     );

@@ -4,14 +4,15 @@
 
 use std::sync::{Arc, OnceLock};
 
-use fucina_model::{argmax, BatchRow, KvDtype, Model, ModelOptions, Scratch, Session};
+use fucina_engine::{argmax, Session};
+use fucina_model::{BatchRow, KvDtype, Model, ModelOptions, Scratch};
 use fucina_tokenizer::Tokenizer;
 
 fn model() -> Arc<Model> {
     static M: OnceLock<Arc<Model>> = OnceLock::new();
     M.get_or_init(|| {
         let path = fucina_testdata::gemma3_270m();
-        Arc::new(Model::load(path, ModelOptions { n_threads: 2 }).expect("load gemma"))
+        Arc::new(Model::load(path, ModelOptions::with_threads(2)).expect("load gemma"))
     })
     .clone()
 }
@@ -362,7 +363,7 @@ fn repacking_changes_no_logit() {
     let path = fucina_testdata::gemma3_270m();
     let load = |mode: &str| {
         std::env::set_var("FUCINA_REPACK", mode);
-        let m = Arc::new(Model::load(&path, ModelOptions { n_threads: 2 }).expect("load gemma"));
+        let m = Arc::new(Model::load(&path, ModelOptions::with_threads(2)).expect("load gemma"));
         std::env::remove_var("FUCINA_REPACK");
         m
     };

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use fucina_model::{argmax, KvDtype, Model, ModelOptions, Session};
+use fucina_engine::{argmax, Session};
+use fucina_model::{KvDtype, Model, ModelOptions};
 use serde_json::Value;
 
 const FAMILIES: [&str; 4] = ["qwen3", "qwen2", "llama", "gemma3"];
@@ -33,7 +34,7 @@ fn compare(family: &str, variant: &str, kv: KvDtype) -> (f64, bool) {
     let model = Arc::new(
         Model::load(
             dir().join(format!("{family}-{variant}.gguf")),
-            ModelOptions { n_threads: 2 },
+            ModelOptions::with_threads(2),
         )
         .expect("load"),
     );
@@ -137,7 +138,7 @@ fn multi_sequence_batch_equals_single_rows() {
     for f in FAMILIES {
         let model = Model::load(
             dir().join(format!("{f}-q8_0.gguf")),
-            ModelOptions { n_threads: 2 },
+            ModelOptions::with_threads(2),
         )
         .expect("load");
         let vocab = model.config().n_vocab;
@@ -205,7 +206,7 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
     }
 
     let model =
-        Model::load(dir().join("qwen3-q8_0.gguf"), ModelOptions { n_threads: 1 }).expect("load");
+        Model::load(dir().join("qwen3-q8_0.gguf"), ModelOptions::with_threads(1)).expect("load");
     let mut caches = vec![model.new_cache(4, KvDtype::F16).expect("cache")];
     let mut sc = Scratch::default();
     let row = |pos, token| BatchRow {
@@ -237,7 +238,7 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
     ));
     let other = Model::load(
         dir().join("gemma3-q8_0.gguf"),
-        ModelOptions { n_threads: 1 },
+        ModelOptions::with_threads(1),
     )
     .expect("load");
     let mut wrong = vec![other.new_cache(4, KvDtype::F16).expect("cache")];
@@ -254,14 +255,14 @@ fn final_logit_softcap_from_metadata() {
     use fucina_gguf::{GgufFile, GgufWriter, OpenOptions, Value};
     let path = dir().join("gemma3-f32.gguf");
     let toks = [2u32, 9, 77, 180];
-    let plain = Arc::new(Model::load(&path, ModelOptions { n_threads: 1 }).expect("load"));
+    let plain = Arc::new(Model::load(&path, ModelOptions::with_threads(1)).expect("load"));
     let file = GgufFile::open(&path).expect("open");
     let mut w = GgufWriter::from_part(&file, 0).expect("writer");
     w.set("gemma3.final_logit_softcapping", Value::F32(2.0));
     let capped =
         GgufFile::from_bytes(w.to_bytes().expect("bytes"), OpenOptions::default()).expect("reopen");
     let capped =
-        Arc::new(Model::from_file(Arc::new(capped), ModelOptions { n_threads: 1 }).expect("bind"));
+        Arc::new(Model::from_file(Arc::new(capped), ModelOptions::with_threads(1)).expect("bind"));
     assert_eq!(capped.config().final_softcap, Some(2.0));
     let run = |m: &Arc<Model>| {
         let mut s = Session::new(Arc::clone(m), 8, KvDtype::F32).expect("session");

@@ -1,11 +1,13 @@
 //! The Python exception hierarchy, created once per interpreter.
 //!
-//! `FucinaError` is the root; `GGUFError` and `UnsupportedModelError` also derive
-//! from `ValueError` so existing `except ValueError` code keeps working. OS
+//! `FucinaError` is the root; `GGUFError`, `UnsupportedModelError` and
+//! `InvalidArgumentError` also derive from `ValueError`, and `ArgumentTypeError`
+//! from `TypeError`, so existing `except ValueError` code keeps working and every
+//! bad argument is both a `FucinaError` and the builtin a Python user expects. OS
 //! failures surface as the builtin `OSError` subclasses (`FileNotFoundError`, ...).
 
 use fucina_gguf::GgufError;
-use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::exceptions::{PyException, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -13,6 +15,8 @@ use pyo3::types::{PyDict, PyTuple, PyType};
 static FUCINA_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GGUF_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static INVALID_ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ARGUMENT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type(
     py: Python<'_>,
@@ -47,14 +51,61 @@ fn value_error_subclass<'py>(
     name: &str,
     doc: &str,
 ) -> PyResult<&'py Bound<'py, PyType>> {
+    builtin_subclass(py, cell, py.get_type::<PyValueError>(), name, doc)
+}
+
+fn builtin_subclass<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    builtin: Bound<'py, PyType>,
+    name: &str,
+    doc: &str,
+) -> PyResult<&'py Bound<'py, PyType>> {
     cell.get_or_try_init(py, || {
-        let bases = PyTuple::new(
-            py,
-            [fucina_error(py)?.clone(), py.get_type::<PyValueError>()],
-        )?;
+        let bases = PyTuple::new(py, [fucina_error(py)?.clone(), builtin])?;
         make_type(py, name, &bases, doc)
     })
     .map(|t| t.bind(py))
+}
+
+/// `fucina.InvalidArgumentError`: an argument with a bad value (out of range, NaN,
+/// empty, too long for the context).
+pub fn invalid_argument_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    value_error_subclass(
+        py,
+        &INVALID_ARGUMENT_ERROR,
+        "InvalidArgumentError",
+        "An argument has a value fucina cannot use (the message names it).",
+    )
+}
+
+/// `fucina.ArgumentTypeError`: an argument of the wrong type.
+pub fn argument_type_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    builtin_subclass(
+        py,
+        &ARGUMENT_TYPE_ERROR,
+        py.get_type::<PyTypeError>(),
+        "ArgumentTypeError",
+        "An argument has a type fucina cannot use (the message names it).",
+    )
+}
+
+/// An `InvalidArgumentError` (a `FucinaError` and a `ValueError`) with `message`.
+pub fn value_err(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match invalid_argument_error(py) {
+        Ok(ty) => raise(ty, message),
+        Err(err) => err,
+    })
+}
+
+/// An `ArgumentTypeError` (a `FucinaError` and a `TypeError`) with `message`.
+pub fn type_err(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match argument_type_error(py) {
+        Ok(ty) => raise(ty, message),
+        Err(err) => err,
+    })
 }
 
 /// `fucina.GGUFError`: a malformed or unreadable GGUF file.
@@ -83,6 +134,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FucinaError", fucina_error(py)?)?;
     m.add("GGUFError", gguf_error(py)?)?;
     m.add("UnsupportedModelError", unsupported_model_error(py)?)?;
+    m.add("InvalidArgumentError", invalid_argument_error(py)?)?;
+    m.add("ArgumentTypeError", argument_type_error(py)?)?;
     Ok(())
 }
 

@@ -183,7 +183,7 @@ impl PyGgufFile {
 #[pymethods]
 impl PyGgufFile {
     #[new]
-    #[pyo3(signature = (path, tensors = true))]
+    #[pyo3(signature = (path, *, tensors = true))]
     fn new(py: Python<'_>, path: PathBuf, tensors: bool) -> PyResult<Self> {
         Self::open(py, path, tensors)
     }
@@ -269,7 +269,7 @@ impl PyGgufFile {
     /// blocks, `uint8` of shape `(*shape[:-1], bytes_per_row)` (gguf-py's convention).
     /// With `dequantize=True` every float or quantized type is decoded to a new
     /// float32 array (bit-identical to gguf-py's `gguf.quants.dequantize`).
-    #[pyo3(signature = (name, dequantize = false))]
+    #[pyo3(signature = (name, *, dequantize = false))]
     fn tensor<'py>(
         &self,
         py: Python<'py>,

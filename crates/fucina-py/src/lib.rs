@@ -1,6 +1,7 @@
 //! `fucina._core`: the Python extension module. Thin bindings only; all logic lives
 //! in the Rust crates, and every call that computes releases the GIL.
 
+mod engine;
 mod errors;
 mod gguf;
 mod llm;
@@ -36,6 +37,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     gguf::register(m)?;
     quant::register(m)?;
     llm::register(m)?;
+    engine::register(m)?;
     tokenizer::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())

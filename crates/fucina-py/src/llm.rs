@@ -1,17 +1,23 @@
-//! Python bindings for `fucina-model`: `Model` (weights, shared) and `Session`
-//! (one sequence's KV cache and position). `fucina.LLM` composes them in Python.
+//! Python bindings for `fucina-model` and the engine's `Session`: `Model` (weights,
+//! shared) and `Session` (one sequence's KV cache and position, for callers that
+//! manage tokens themselves). Generation lives in `engine.rs`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use fucina_model::{KvDtype, Model, ModelError, ModelOptions, Session};
+use fucina_engine::Session;
+use fucina_model::{KvDtype, Model, ModelError, ModelOptions};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
-use crate::errors::{raise, unsupported_model_error};
+use crate::engine::engine_err;
+use crate::errors::{raise, unsupported_model_error, value_err};
+use crate::tokenizer::PyTokenizer;
 
-/// Map a model error to the Python hierarchy.
-fn model_err(e: ModelError) -> PyErr {
+/// Map a model error to the Python hierarchy: bad files are `GGUFError`s,
+/// unsupported ones `UnsupportedModelError`s, bad arguments (a batch or context
+/// that cannot be run, an unknown cache type) `InvalidArgumentError`s.
+pub(crate) fn model_err(e: ModelError) -> PyErr {
     Python::attach(|py| match e {
         ModelError::Gguf(g) => crate::errors::gguf_err(g),
         ModelError::Quant(q) => crate::quant::quant_err(q),
@@ -20,6 +26,9 @@ fn model_err(e: ModelError) -> PyErr {
             Ok(ty) => raise(ty, e.to_string()),
             Err(err) => err,
         },
+        e @ (ModelError::InvalidBatch(_) | ModelError::KvCacheOverflow { .. }) => {
+            value_err(e.to_string())
+        }
         other => match crate::errors::fucina_error(py) {
             Ok(ty) => raise(ty, other.to_string()),
             Err(err) => err,
@@ -31,7 +40,7 @@ fn model_err(e: ModelError) -> PyErr {
 /// Shared by any number of sessions.
 #[pyclass(frozen, module = "fucina._core", name = "Model")]
 pub struct PyModel {
-    inner: Arc<Model>,
+    pub(crate) inner: Arc<Model>,
     path: PathBuf,
 }
 
@@ -40,9 +49,7 @@ impl PyModel {
     #[new]
     #[pyo3(signature = (path, n_threads = None))]
     fn new(py: Python<'_>, path: PathBuf, n_threads: Option<usize>) -> PyResult<Self> {
-        let options = ModelOptions {
-            n_threads: n_threads.unwrap_or(0),
-        };
+        let options = ModelOptions::with_threads(n_threads.unwrap_or(0));
         let model = py
             .detach(|| Model::load(&path, options))
             .map_err(model_err)?;
@@ -106,6 +113,15 @@ impl PyModel {
         self.inner.repacked_bytes()
     }
 
+    /// The model's tokenizer, built from the already-open file's metadata.
+    fn tokenizer(&self, py: Python<'_>) -> PyResult<PyTokenizer> {
+        let md = self.inner.file().metadata();
+        let tok = py
+            .detach(|| fucina_tokenizer::Tokenizer::from_metadata(md))
+            .map_err(crate::tokenizer::tok_err)?;
+        Ok(PyTokenizer::from_arc(Arc::new(tok)))
+    }
+
     /// The GGUF file the weights come from.
     #[getter]
     fn path(&self) -> PathBuf {
@@ -146,8 +162,8 @@ impl PySession {
     #[new]
     #[pyo3(signature = (model, n_ctx = 4096, kv_cache_type = "f16"))]
     fn new(model: &PyModel, n_ctx: usize, kv_cache_type: &str) -> PyResult<Self> {
-        let dtype = KvDtype::parse(kv_cache_type).map_err(model_err)?;
-        let session = Session::new(model.inner.clone(), n_ctx, dtype).map_err(model_err)?;
+        let dtype = KvDtype::parse(kv_cache_type).map_err(|e| value_err(e.to_string()))?;
+        let session = Session::new(model.inner.clone(), n_ctx, dtype).map_err(engine_err)?;
         Ok(Self {
             inner: Mutex::new(session),
             n_vocab: model.inner.config().n_vocab,
@@ -156,7 +172,7 @@ impl PySession {
 
     /// Append `tokens`; return float32 logits of the last token (`[n_vocab]`) or, with
     /// `all`, of every appended token (`[len(tokens), n_vocab]`).
-    #[pyo3(signature = (tokens, all = false))]
+    #[pyo3(signature = (tokens, *, all = false))]
     fn eval<'py>(
         &self,
         py: Python<'py>,
@@ -165,7 +181,7 @@ impl PySession {
     ) -> PyResult<Bound<'py, PyAny>> {
         let logits = py
             .detach(|| self.with(|s| s.eval(&tokens, all).map(<[f32]>::to_vec)))?
-            .map_err(model_err)?;
+            .map_err(engine_err)?;
         let rows = logits.len() / self.n_vocab.max(1);
         let arr = PyArray1::from_vec(py, logits).into_any();
         if all {
@@ -177,8 +193,8 @@ impl PySession {
 
     /// Append `tokens` and return the argmax of the last token's logits (no array copy).
     fn eval_argmax(&self, py: Python<'_>, tokens: Vec<u32>) -> PyResult<u32> {
-        py.detach(|| self.with(|s| s.eval(&tokens, false).map(fucina_model::argmax)))?
-            .map_err(model_err)
+        py.detach(|| self.with(|s| s.eval(&tokens, false).map(fucina_engine::argmax)))?
+            .map_err(engine_err)
     }
 
     /// Greedy continuation of `prompt` (appended to what is already evaluated): up to
@@ -194,7 +210,7 @@ impl PySession {
         py.detach(|| {
             self.with(|s| s.generate_greedy(&prompt, max_tokens, |t| stop_ids.contains(&t)))
         })?
-        .map_err(model_err)
+        .map_err(engine_err)
     }
 
     /// Forget everything (the cache keeps its memory).

@@ -7,7 +7,6 @@
 use fucina_gguf::GgmlType;
 use fucina_quant::QuantError;
 use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -19,7 +18,7 @@ pub(crate) fn quant_err(e: QuantError) -> PyErr {
             Ok(ty) => raise(ty, e.to_string()),
             Err(err) => err,
         }),
-        other => PyValueError::new_err(other.to_string()),
+        other => crate::errors::value_err(other.to_string()),
     }
 }
 
@@ -30,7 +29,7 @@ fn ggml_type(obj: &Bound<'_, PyAny>) -> PyResult<GgmlType> {
     } else {
         GgmlType::from_name(&obj.extract::<String>()?)
     };
-    t.ok_or_else(|| PyValueError::new_err(format!("unknown ggml type {obj}")))
+    t.ok_or_else(|| crate::errors::value_err(format!("unknown ggml type {obj}")))
 }
 
 /// Dequantize raw block bytes of `ggml_type` to a float32 array of `shape` (numpy
@@ -47,17 +46,17 @@ fn dequantize<'py>(
     let n = shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| PyValueError::new_err(format!("shape {shape:?} overflows")))?;
+        .ok_or_else(|| crate::errors::value_err(format!("shape {shape:?} overflows")))?;
     let have = fucina_quant::elements_in(ty, raw.len()).map_err(quant_err)?;
     if have != n {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::value_err(format!(
             "{ty}: {} bytes hold {have} elements, shape {shape:?} needs {n}",
             raw.len()
         )));
     }
     if let Some(&last) = shape.last() {
         if last as u64 % ty.block_size() != 0 {
-            return Err(PyValueError::new_err(format!(
+            return Err(crate::errors::value_err(format!(
                 "{ty}: last dimension {last} is not a multiple of the block size {}",
                 ty.block_size()
             )));
@@ -84,7 +83,7 @@ fn quantize<'py>(
     let arr: PyReadonlyArrayDyn<'py, f32> = arr.extract()?;
     if let Some(&last) = arr.shape().last() {
         if last as u64 % ty.block_size() != 0 {
-            return Err(PyValueError::new_err(format!(
+            return Err(crate::errors::value_err(format!(
                 "{ty}: last dimension {last} is not a multiple of the block size {}",
                 ty.block_size()
             )));

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use fucina_tokenizer::{Kind, Tokenizer, TokenizerError, Utf8Stream};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -16,7 +15,7 @@ use crate::errors::{gguf_err, gguf_error, raise, unsupported_model_error};
 
 /// Map a tokenizer error to the Python hierarchy: bad metadata is a `GGUFError`, an
 /// unimplemented tokenizer an `UnsupportedModelError`, a bad call a `ValueError`.
-fn tok_err(e: TokenizerError) -> PyErr {
+pub(crate) fn tok_err(e: TokenizerError) -> PyErr {
     match e {
         TokenizerError::Gguf(g) => gguf_err(g),
         TokenizerError::UnsupportedModel { .. } | TokenizerError::UnknownPretokenizer { .. } => {
@@ -27,7 +26,7 @@ fn tok_err(e: TokenizerError) -> PyErr {
         }
         TokenizerError::InvalidTokenId { .. }
         | TokenizerError::MissingByteToken { .. }
-        | TokenizerError::MissingSpecialToken { .. } => PyValueError::new_err(e.to_string()),
+        | TokenizerError::MissingSpecialToken { .. } => crate::errors::value_err(e.to_string()),
         other => Python::attach(|py| match gguf_error(py) {
             Ok(ty) => raise(ty, other.to_string()),
             Err(err) => err,
@@ -43,7 +42,7 @@ fn text_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
-    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+    Err(crate::errors::type_err(format!(
         "expected str or bytes, got {}",
         obj.get_type().name()?
     )))
@@ -54,6 +53,18 @@ fn text_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 #[pyclass(module = "fucina._core", name = "Tokenizer", frozen)]
 pub struct PyTokenizer {
     inner: Arc<Tokenizer>,
+}
+
+impl PyTokenizer {
+    /// Wrap a tokenizer built elsewhere (the model's own).
+    pub(crate) fn from_arc(inner: Arc<Tokenizer>) -> Self {
+        Self { inner }
+    }
+
+    /// The shared tokenizer.
+    pub(crate) fn arc(&self) -> &Arc<Tokenizer> {
+        &self.inner
+    }
 }
 
 #[pymethods]
@@ -69,7 +80,7 @@ impl PyTokenizer {
 
     /// Token ids of `text` (`str` or `bytes`). `add_special` adds BOS/EOS as the model
     /// asks; `parse_special` turns control-token text such as `<|im_start|>` into ids.
-    #[pyo3(signature = (text, add_special = true, parse_special = false))]
+    #[pyo3(signature = (text, *, add_special = true, parse_special = false))]
     fn encode(
         &self,
         py: Python<'_>,
@@ -84,7 +95,7 @@ impl PyTokenizer {
     }
 
     /// `encode` over many texts, in parallel on all cores.
-    #[pyo3(signature = (texts, add_special = true, parse_special = false))]
+    #[pyo3(signature = (texts, *, add_special = true, parse_special = false))]
     fn encode_batch(
         &self,
         py: Python<'_>,
@@ -103,7 +114,7 @@ impl PyTokenizer {
 
     /// The text of `ids` (invalid UTF-8 replaced by U+FFFD). Control tokens (BOS,
     /// end-of-turn, ...) are rendered only when `special`.
-    #[pyo3(signature = (ids, special = false))]
+    #[pyo3(signature = (ids, *, special = false))]
     fn decode(&self, py: Python<'_>, ids: Vec<u32>, special: bool) -> PyResult<String> {
         let tok = &self.inner;
         py.detach(|| tok.decode_lossy(&ids, special))
@@ -111,7 +122,7 @@ impl PyTokenizer {
     }
 
     /// The raw bytes of `ids` (a token can end in the middle of a character).
-    #[pyo3(signature = (ids, special = false))]
+    #[pyo3(signature = (ids, *, special = false))]
     fn decode_bytes<'py>(
         &self,
         py: Python<'py>,
@@ -124,7 +135,7 @@ impl PyTokenizer {
     }
 
     /// The bytes token `id` renders to (llama.cpp `token_to_piece`).
-    #[pyo3(signature = (id, special = true))]
+    #[pyo3(signature = (id, *, special = true))]
     fn token_to_piece<'py>(
         &self,
         py: Python<'py>,
@@ -146,7 +157,7 @@ impl PyTokenizer {
     }
 
     /// A decoder for token-by-token output that only emits complete characters.
-    #[pyo3(signature = (special = false))]
+    #[pyo3(signature = (*, special = false))]
     fn stream_decoder(&self, special: bool) -> PyStreamDecoder {
         PyStreamDecoder {
             inner: self.inner.clone(),

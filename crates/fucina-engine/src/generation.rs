@@ -1,0 +1,348 @@
+//! One generation: a prompt continued token by token on its own sequence, with its
+//! sampler, processors, stop rules and streaming text decoder.
+//!
+//! Each [`Generation::step`] evaluates what is pending (the prompt on the first
+//! step, in chunks with progress reports; the last sampled token after that), runs
+//! the logit processors and the sampler on the logits row in place, commits the
+//! token and applies the stop rules, in this order:
+//! 1. an end-of-generation token (unless `ignore_eos`) or a `stop_ids` token ends
+//!    the generation with [`FinishReason::Stop`] and is not part of the text;
+//! 2. the token's text goes through the [`StopMatcher`]: a stop string ends the
+//!    generation before it (the text up to it is emitted, the string is not);
+//! 3. `max_tokens` or a full context ends it with [`FinishReason::Length`].
+//!
+//! The forward of a sampled token runs at the start of the next step, so a
+//! generation that stops (or is dropped, or cancelled between tokens) never pays for
+//! a forward whose logits nobody reads. The sampler draws once per committed token,
+//! so a seed fixes the tokens whatever the caller's pace.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use fucina_sample::{LogitProcessor, Sampler, SamplingParams};
+use fucina_tokenizer::{Tokenizer, Utf8Stream};
+
+use crate::error::{invalid, EngineError, Result};
+use crate::logprobs::MAX_TOP_LOGPROBS;
+use crate::logprobs::{log_probs, TokenLogprobs};
+use crate::pool::{SeqId, SeqPool};
+use crate::stop::StopMatcher;
+
+/// What a generation does besides sampling.
+#[derive(Clone, Debug)]
+pub struct GenerationOptions {
+    /// Tokens to generate at most (`None`: until the context is full).
+    pub max_tokens: Option<usize>,
+    /// The sampler's parameters (temperature ≤ 0 is greedy).
+    pub sampling: SamplingParams,
+    /// Stop strings (the earliest in the text wins; none is emitted).
+    pub stop: Vec<String>,
+    /// Extra token ids that end the generation like an end-of-generation token.
+    pub stop_ids: Vec<u32>,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// Report each token's log-probability and this many top alternatives, from
+    /// the model's own distribution (the raw logits' log-softmax).
+    pub logprobs: Option<usize>,
+    /// Render control tokens as text.
+    pub special: bool,
+}
+
+impl Default for GenerationOptions {
+    fn default() -> Self {
+        GenerationOptions {
+            max_tokens: Some(128),
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            stop_ids: Vec::new(),
+            ignore_eos: false,
+            logprobs: None,
+            special: false,
+        }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token, a stop id or a stop string.
+    Stop,
+    /// `max_tokens` or the context's capacity.
+    Length,
+}
+
+impl FinishReason {
+    /// OpenAI's name: `"stop"` or `"length"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// One step's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The token committed by this step.
+    pub token: u32,
+    /// Whether the token is part of the output (false for the end-of-generation or
+    /// stop-id token that ended it).
+    pub emitted: bool,
+    /// Text that became final with this step (may be empty: an incomplete UTF-8
+    /// sequence, or text held back as the possible start of a stop string).
+    pub text: String,
+    /// With [`GenerationOptions::logprobs`].
+    pub logprobs: Option<TokenLogprobs>,
+    /// Set on the last step.
+    pub finish: Option<FinishReason>,
+    /// The stop string that ended the generation (index into `stop`).
+    pub stop_index: Option<usize>,
+}
+
+/// A prompt being continued on its own sequence of a [`SeqPool`].
+pub struct Generation {
+    seq: SeqId,
+    released: bool,
+    tokenizer: Arc<Tokenizer>,
+    sampler: Sampler,
+    processors: Vec<Box<dyn LogitProcessor>>,
+    opts: GenerationOptions,
+    /// Prompt then generated tokens.
+    history: Vec<u32>,
+    prompt_len: usize,
+    /// `history[evaluated..]` is not in the sequence yet.
+    evaluated: usize,
+    max_new: usize,
+    utf8: Utf8Stream,
+    stop: StopMatcher,
+    finish: Option<FinishReason>,
+    cancel: Arc<AtomicBool>,
+    /// Raw logits kept for log-probabilities (only with `logprobs`).
+    raw: Vec<f32>,
+}
+
+impl std::fmt::Debug for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generation")
+            .field("seq", &self.seq)
+            .field("prompt_tokens", &self.prompt_len)
+            .field("generated", &self.generated().len())
+            .field("finish", &self.finish)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Generation {
+    /// Start continuing `prompt` on a new sequence of `pool`. Everything is checked
+    /// here, before any compute: the prompt (non-empty, ids in the vocabulary, fits
+    /// the context), the sampling parameters, the stop rules.
+    pub fn new(
+        pool: &mut SeqPool,
+        tokenizer: Arc<Tokenizer>,
+        prompt: &[u32],
+        opts: GenerationOptions,
+        processors: Vec<Box<dyn LogitProcessor>>,
+    ) -> Result<Generation> {
+        let n_vocab = pool.model().config().n_vocab;
+        if prompt.is_empty() {
+            return Err(invalid("prompt", "is empty"));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(invalid(
+                "prompt",
+                format!("token id {bad} is outside the vocabulary of {n_vocab}"),
+            ));
+        }
+        if prompt.len() >= pool.n_ctx() {
+            return Err(EngineError::PromptTooLong {
+                prompt: prompt.len(),
+                n_ctx: pool.n_ctx(),
+            });
+        }
+        if let Some(&bad) = opts.stop_ids.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(invalid(
+                "stop_ids",
+                format!("token id {bad} is outside the vocabulary of {n_vocab}"),
+            ));
+        }
+        if let Some(n) = opts.logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
+            return Err(invalid(
+                "logprobs",
+                format!("{n} alternatives requested; at most {MAX_TOP_LOGPROBS}"),
+            ));
+        }
+        let sampler = Sampler::new(opts.sampling.clone(), n_vocab)?;
+        let stop = StopMatcher::new(opts.stop.clone())?;
+        let room = pool.n_ctx() - prompt.len();
+        let max_new = opts.max_tokens.map_or(room, |m| m.min(room));
+        let seq = pool.alloc()?;
+        Ok(Generation {
+            seq,
+            released: false,
+            tokenizer,
+            sampler,
+            processors,
+            opts,
+            history: prompt.to_vec(),
+            prompt_len: prompt.len(),
+            evaluated: 0,
+            max_new,
+            utf8: Utf8Stream::new(),
+            stop,
+            finish: if max_new == 0 {
+                Some(FinishReason::Length)
+            } else {
+                None
+            },
+            cancel: Arc::new(AtomicBool::new(false)),
+            raw: Vec::new(),
+        })
+    }
+
+    /// The sequence this generation writes.
+    pub fn seq(&self) -> SeqId {
+        self.seq
+    }
+
+    /// Tokens of the prompt.
+    pub fn prompt_tokens(&self) -> &[u32] {
+        &self.history[..self.prompt_len]
+    }
+
+    /// Tokens committed so far (including a final end-of-generation token).
+    pub fn generated(&self) -> &[u32] {
+        &self.history[self.prompt_len..]
+    }
+
+    /// Why the generation ended (`None` while it runs).
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish
+    }
+
+    /// Whether [`Generation::step`] will return more steps.
+    pub fn is_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &GenerationOptions {
+        &self.opts
+    }
+
+    /// RNG draws consumed so far (one per sampled token; none when greedy).
+    pub fn draws(&self) -> u64 {
+        self.sampler.draws()
+    }
+
+    /// A flag that, once set (from any thread), ends the generation before its next
+    /// token.
+    pub fn cancel_handle(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancel)
+    }
+
+    /// Give the sequence back to the pool (idempotent; also ends the generation).
+    pub fn release(&mut self, pool: &mut SeqPool) {
+        if !self.released {
+            pool.remove(self.seq);
+            self.released = true;
+        }
+        self.finish.get_or_insert(FinishReason::Stop);
+    }
+
+    /// Produce the next token. `extra` processors run after the generation's own
+    /// (bindings pass per-call ones, such as Python callables); `progress(done, total)`
+    /// follows the prompt's evaluation. `Ok(None)` once finished or cancelled.
+    /// On error the generation ends (its sequence stays allocated until
+    /// [`Generation::release`]).
+    pub fn step(
+        &mut self,
+        pool: &mut SeqPool,
+        extra: &mut [&mut dyn LogitProcessor],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Step>> {
+        if self.finish.is_some() || self.released {
+            return Ok(None);
+        }
+        if self.cancel.load(Ordering::Relaxed) {
+            self.finish = Some(FinishReason::Stop);
+            return Ok(None);
+        }
+        let result = self.step_inner(pool, extra, progress);
+        if result.is_err() {
+            self.finish = Some(FinishReason::Stop);
+        }
+        result.map(Some)
+    }
+
+    fn step_inner(
+        &mut self,
+        pool: &mut SeqPool,
+        extra: &mut [&mut dyn LogitProcessor],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Step> {
+        let pending = &self.history[self.evaluated..];
+        let logits = pool.eval(self.seq, pending, progress)?;
+        self.evaluated = self.history.len();
+        let top = match self.opts.logprobs {
+            Some(n) => {
+                self.raw.clear();
+                self.raw.extend_from_slice(logits);
+                Some(n)
+            }
+            None => None,
+        };
+        let token = {
+            let mut procs: Vec<&mut dyn LogitProcessor> =
+                Vec::with_capacity(self.processors.len() + extra.len());
+            procs.extend(self.processors.iter_mut().map(|p| &mut **p as _));
+            procs.extend(extra.iter_mut().map(|p| &mut **p as _));
+            let token = self.sampler.sample(logits, &self.history, &mut procs)?;
+            for p in procs {
+                p.commit(token);
+            }
+            token
+        };
+        self.history.push(token);
+        let logprobs = top.map(|n| log_probs(&self.raw, token, n));
+        let mut step = Step {
+            token,
+            emitted: true,
+            text: String::new(),
+            logprobs,
+            finish: None,
+            stop_index: None,
+        };
+        let ends = (!self.opts.ignore_eos && self.tokenizer.is_eog(token))
+            || self.opts.stop_ids.contains(&token);
+        if ends {
+            step.emitted = false;
+            step.finish = Some(FinishReason::Stop);
+            step.text = self.flush_text();
+        } else {
+            let piece = self.tokenizer.token_to_piece(token, self.opts.special)?;
+            let text = self.utf8.push(piece);
+            let pushed = self.stop.push(&text);
+            step.text = pushed.emit;
+            if pushed.stopped.is_some() {
+                step.stop_index = pushed.stopped;
+                step.finish = Some(FinishReason::Stop);
+            } else if self.generated().len() >= self.max_new {
+                step.finish = Some(FinishReason::Length);
+                step.text.push_str(&self.flush_text());
+            }
+        }
+        self.finish = step.finish;
+        Ok(step)
+    }
+
+    /// The decoder's and the stop matcher's held text, now final.
+    fn flush_text(&mut self) -> String {
+        let tail = self.utf8.flush();
+        let mut out = self.stop.push(&tail);
+        if out.stopped.is_none() {
+            out.emit.push_str(&self.stop.flush());
+        }
+        out.emit
+    }
+}

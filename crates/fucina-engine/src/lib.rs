@@ -1,0 +1,35 @@
+//! The per-token loop and its state, over `fucina-model`, `fucina-sample` and
+//! `fucina-tokenizer`: the [`SeqPool`] of sequences (truncate, fork, copy-prefix),
+//! the single-sequence [`Session`], and [`Generation`], which prefills a prompt,
+//! samples, stops and stream-decodes — the seam Conversation, speculation, grammar
+//! and the server's scheduler drive.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use fucina_engine::{Generation, GenerationOptions, SeqPool};
+//! use fucina_model::{KvDtype, Model, ModelOptions};
+//! use fucina_tokenizer::Tokenizer;
+//! let model = Arc::new(Model::load("model.gguf", ModelOptions::with_threads(2))?);
+//! let tokenizer = Arc::new(Tokenizer::from_metadata(model.file().metadata())?);
+//! let mut pool = SeqPool::new(Arc::clone(&model), 2048, KvDtype::F16)?;
+//! let prompt = tokenizer.encode("The capital of France is", true, false)?;
+//! let mut g = Generation::new(&mut pool, tokenizer, &prompt, GenerationOptions::default(), vec![])?;
+//! while let Some(step) = g.step(&mut pool, &mut [], &mut |_, _| {})? {
+//!     print!("{}", step.text);
+//! }
+//! g.release(&mut pool);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+pub mod generation;
+pub mod logprobs;
+pub mod pool;
+pub mod session;
+pub mod stop;
+
+pub use error::{EngineError, Result};
+pub use generation::{FinishReason, Generation, GenerationOptions, Step};
+pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
+pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
+pub use session::{argmax, Session};

@@ -1,0 +1,291 @@
+//! The sequence pool: every live sequence's state (its per-layer KV cache and the
+//! tokens it holds) over one model, and the forward that appends to them.
+//!
+//! A generation, a session, a Conversation or a server slot owns one [`SeqId`].
+//! Sequences can be truncated (speculative rewind, prefix reuse), forked (the whole
+//! state copied into a new sequence) and seeded with another's prefix
+//! (cross-sequence prefix sharing). Removed sequences keep their buffers for the
+//! next [`SeqPool::alloc`], so a server cycling through requests allocates nothing
+//! in steady state. The pool's caches are one dense slice, the layout the batched
+//! forward takes (`BatchRow::seq` is a slot index), so a scheduler can later step
+//! many sequences in one forward.
+
+use std::sync::Arc;
+
+use fucina_model::{BatchRow, KvCache, KvDtype, Model, Scratch};
+
+use crate::error::{invalid, EngineError, Result};
+
+/// Rows per forward when evaluating a long input (bounds scratch memory, and is the
+/// granularity of prefill progress reports).
+pub const DEFAULT_N_BATCH: usize = 512;
+
+/// A sequence in a [`SeqPool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SeqId(usize);
+
+impl SeqId {
+    /// The slot index (the `seq` of the forward's batch rows).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Live sequences over one model.
+#[derive(Debug)]
+pub struct SeqPool {
+    model: Arc<Model>,
+    n_ctx: usize,
+    dtype: KvDtype,
+    caches: Vec<KvCache>,
+    tokens: Vec<Vec<u32>>,
+    live: Vec<bool>,
+    scratch: Scratch,
+    rows: Vec<BatchRow>,
+    /// Logits of the last evaluated row. Allocated once with `n_vocab` values and
+    /// never resized, so its address is stable for the pool's lifetime (bindings hand
+    /// out zero-copy views of it to logit processors).
+    row: Box<[f32]>,
+    /// Logits of every row, for [`SeqPool::eval_all`].
+    all: Vec<f32>,
+    n_batch: usize,
+}
+
+impl SeqPool {
+    /// An empty pool whose sequences hold up to `n_ctx` positions of `dtype` each.
+    pub fn new(model: Arc<Model>, n_ctx: usize, dtype: KvDtype) -> Result<SeqPool> {
+        if n_ctx == 0 {
+            return Err(invalid("n_ctx", "must be positive"));
+        }
+        let n_vocab = model.config().n_vocab;
+        Ok(SeqPool {
+            model,
+            n_ctx,
+            dtype,
+            caches: Vec::new(),
+            tokens: Vec::new(),
+            live: Vec::new(),
+            scratch: Scratch::default(),
+            rows: Vec::new(),
+            row: vec![0.0; n_vocab].into_boxed_slice(),
+            all: Vec::new(),
+            n_batch: DEFAULT_N_BATCH,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Positions each sequence holds.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// The KV cache element type.
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
+    }
+
+    /// Rows per forward for long inputs (≥ 1).
+    pub fn set_n_batch(&mut self, n_batch: usize) {
+        self.n_batch = n_batch.max(1);
+    }
+
+    /// Pinned numerics (`Scratch::set_pinned`): every row of a batched evaluation
+    /// gives bitwise the logits it would get alone.
+    pub fn set_pinned(&mut self, pinned: bool) {
+        self.scratch.set_pinned(pinned);
+    }
+
+    /// Whether pinned numerics are on.
+    pub fn pinned(&self) -> bool {
+        self.scratch.pinned()
+    }
+
+    /// Sequences currently allocated.
+    pub fn n_live(&self) -> usize {
+        self.live.iter().filter(|&&l| l).count()
+    }
+
+    /// Bytes of KV cache memory the pool holds (live and recycled sequences).
+    pub fn cache_bytes(&self) -> usize {
+        self.caches.iter().map(KvCache::byte_size).sum()
+    }
+
+    /// A new, empty sequence (a recycled slot when one is free).
+    pub fn alloc(&mut self) -> Result<SeqId> {
+        if let Some(i) = self.live.iter().position(|&l| !l) {
+            self.live[i] = true;
+            self.caches[i].reset();
+            self.tokens[i].clear();
+            return Ok(SeqId(i));
+        }
+        self.caches
+            .push(self.model.new_cache(self.n_ctx, self.dtype)?);
+        self.tokens.push(Vec::new());
+        self.live.push(true);
+        Ok(SeqId(self.live.len() - 1))
+    }
+
+    fn check(&self, id: SeqId) -> Result<usize> {
+        match self.live.get(id.0) {
+            Some(true) => Ok(id.0),
+            _ => Err(EngineError::UnknownSequence(id.0)),
+        }
+    }
+
+    /// Release `id` (its buffers are kept for reuse). Removing twice is a no-op.
+    pub fn remove(&mut self, id: SeqId) {
+        if let Some(l) = self.live.get_mut(id.0) {
+            *l = false;
+        }
+    }
+
+    /// Tokens `id` holds, in position order.
+    pub fn tokens(&self, id: SeqId) -> Result<&[u32]> {
+        Ok(&self.tokens[self.check(id)?])
+    }
+
+    /// Positions `id` holds.
+    pub fn len(&self, id: SeqId) -> Result<usize> {
+        Ok(self.tokens(id)?.len())
+    }
+
+    /// The KV cache of `id`.
+    pub fn cache(&self, id: SeqId) -> Result<&KvCache> {
+        Ok(&self.caches[self.check(id)?])
+    }
+
+    /// Keep the first `n` positions of `id` (no-op when it holds fewer).
+    pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<()> {
+        let i = self.check(id)?;
+        self.caches[i].truncate(n);
+        self.tokens[i].truncate(self.caches[i].len());
+        Ok(())
+    }
+
+    /// Forget every position of `id`.
+    pub fn clear(&mut self, id: SeqId) -> Result<()> {
+        self.truncate(id, 0)
+    }
+
+    /// A new sequence holding a copy of `id`'s whole state.
+    pub fn fork(&mut self, id: SeqId) -> Result<SeqId> {
+        let n = self.len(id)?;
+        let dst = self.alloc()?;
+        if let Err(e) = self.copy_prefix(id, dst, n) {
+            self.remove(dst);
+            return Err(e);
+        }
+        Ok(dst)
+    }
+
+    /// Make `dst` hold exactly the first `n` positions of `src` (its own state is
+    /// replaced): prefix sharing between sequences.
+    pub fn copy_prefix(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
+        let (s, d) = (self.check(src)?, self.check(dst)?);
+        if n > self.tokens[s].len() {
+            return Err(invalid(
+                "n",
+                format!(
+                    "prefix of {n} positions but the source holds {}",
+                    self.tokens[s].len()
+                ),
+            ));
+        }
+        if s == d {
+            return self.truncate(src, n);
+        }
+        let (src_cache, dst_cache) = if s < d {
+            let (a, b) = self.caches.split_at_mut(d);
+            (&a[s], &mut b[0])
+        } else {
+            let (a, b) = self.caches.split_at_mut(s);
+            (&b[0], &mut a[d])
+        };
+        dst_cache.reset();
+        dst_cache.copy_rows(src_cache, 0, n)?;
+        let prefix = self.tokens[s][..n].to_vec();
+        self.tokens[d] = prefix;
+        Ok(())
+    }
+
+    /// Append `tokens` to `id` and return the last one's logits (`n_vocab` values,
+    /// mutable: samplers and processors work on them in place). Long inputs run in
+    /// forwards of `n_batch` rows; `progress(done, total)` follows each one. On error
+    /// the sequence keeps the rows of the forwards that completed.
+    pub fn eval(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<&mut [f32]> {
+        self.eval_rows(id, tokens, false, progress)?;
+        Ok(&mut self.row)
+    }
+
+    /// Append `tokens` to `id` and return the logits of every one
+    /// (`tokens.len() × n_vocab`, row-major).
+    pub fn eval_all(&mut self, id: SeqId, tokens: &[u32]) -> Result<&[f32]> {
+        self.all.clear();
+        self.eval_rows(id, tokens, true, &mut |_, _| {})?;
+        Ok(&self.all)
+    }
+
+    /// The logits of the last row [`SeqPool::eval`] produced (zeros before any).
+    pub fn last_logits(&mut self) -> &mut [f32] {
+        &mut self.row
+    }
+
+    fn eval_rows(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        all: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
+        let i = self.check(id)?;
+        if tokens.is_empty() {
+            return Err(invalid("tokens", "nothing to evaluate"));
+        }
+        let start = self.caches[i].len();
+        if start + tokens.len() > self.n_ctx {
+            return Err(fucina_model::ModelError::KvCacheOverflow {
+                needed: start + tokens.len(),
+                capacity: self.n_ctx,
+            }
+            .into());
+        }
+        let vocab = self.row.len();
+        let total = tokens.len();
+        let mut done = 0;
+        for chunk in tokens.chunks(self.n_batch) {
+            let at = start + done;
+            let last_chunk = done + chunk.len() == total;
+            let n = chunk.len();
+            self.rows.clear();
+            self.rows
+                .extend(chunk.iter().enumerate().map(|(r, &token)| BatchRow {
+                    seq: i,
+                    pos: at + r,
+                    token,
+                    logits: all || (last_chunk && r + 1 == n),
+                }));
+            let out = self
+                .model
+                .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
+            if all {
+                self.all.extend_from_slice(out);
+            }
+            if last_chunk {
+                self.row.copy_from_slice(&out[out.len() - vocab..]);
+            }
+            self.tokens[i].extend_from_slice(chunk);
+            done += n;
+            progress(done, total);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,406 @@
+//! Python bindings for `fucina-engine`: `Engine` (a model, its tokenizer and a pool
+//! of sequences) and `Generation` (one prompt being continued, an iterator of
+//! steps). `fucina.LLM` composes them in Python.
+//!
+//! Each step runs with the GIL released. Python logit processors are the one
+//! exception: when a generation has any, the step takes the GIL to call them with a
+//! zero-copy, writable float32 view of the logits row (the pool's row buffer, whose
+//! address never changes; the view keeps the `Engine` alive), so their writes are
+//! what the sampler sees. Without processors the loop never touches Python.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool};
+use fucina_model::KvDtype;
+use fucina_sample::{LogitProcessor, SampleError, SamplingParams};
+use fucina_tokenizer::Tokenizer;
+use numpy::ndarray::ArrayView1;
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::errors::{fucina_error, raise, value_err};
+use crate::llm::{model_err, PyModel};
+use crate::tokenizer::PyTokenizer;
+
+/// Map an engine error to the Python hierarchy: bad arguments and sampling
+/// parameters are `InvalidArgumentError`s (`ValueError`), a processor that masks
+/// every token a `FucinaError` + `ValueError` too, model failures as `model_err`.
+pub(crate) fn engine_err(e: EngineError) -> PyErr {
+    match e {
+        EngineError::Model(m) => model_err(m),
+        EngineError::Tokenizer(t) => crate::tokenizer::tok_err(t),
+        e @ (EngineError::InvalidArgument { .. }
+        | EngineError::PromptTooLong { .. }
+        | EngineError::Sample(_)) => value_err(e.to_string()),
+        other => Python::attach(|py| match fucina_error(py) {
+            Ok(ty) => raise(ty, other.to_string()),
+            Err(err) => err,
+        }),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a step cannot leave the pool inconsistent (every mutation is a
+    // length update after the data is written), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A model with its tokenizer and a pool of sequences that generations run on.
+#[pyclass(frozen, module = "fucina._core", name = "Engine")]
+pub struct PyEngine {
+    pool: Mutex<SeqPool>,
+    tokenizer: Arc<Tokenizer>,
+    n_vocab: usize,
+}
+
+#[pymethods]
+impl PyEngine {
+    /// An engine over `model` whose sequences hold up to `n_ctx` positions each.
+    #[new]
+    #[pyo3(signature = (model, tokenizer, *, n_ctx = 4096, kv_cache_type = "f16"))]
+    fn new(
+        model: &PyModel,
+        tokenizer: &PyTokenizer,
+        n_ctx: usize,
+        kv_cache_type: &str,
+    ) -> PyResult<Self> {
+        let dtype = KvDtype::parse(kv_cache_type).map_err(|e| value_err(e.to_string()))?;
+        let pool = SeqPool::new(Arc::clone(&model.inner), n_ctx, dtype).map_err(engine_err)?;
+        Ok(Self {
+            pool: Mutex::new(pool),
+            tokenizer: Arc::clone(tokenizer.arc()),
+            n_vocab: model.inner.config().n_vocab,
+        })
+    }
+
+    /// Positions each sequence holds.
+    #[getter]
+    fn n_ctx(&self) -> usize {
+        lock(&self.pool).n_ctx()
+    }
+
+    /// Sequences currently allocated (live generations).
+    #[getter]
+    fn n_live(&self) -> usize {
+        lock(&self.pool).n_live()
+    }
+
+    /// Logits of `tokens` evaluated on a fresh sequence: `[n_vocab]` for the last
+    /// token, or `[len(tokens), n_vocab]` with `all`. No other sequence is touched.
+    #[pyo3(signature = (tokens, *, all = false))]
+    fn logits<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: Vec<u32>,
+        all: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let out = py
+            .detach(|| {
+                let mut pool = lock(&self.pool);
+                let seq = pool.alloc()?;
+                let r = if all {
+                    pool.eval_all(seq, &tokens).map(<[f32]>::to_vec)
+                } else {
+                    pool.eval(seq, &tokens, &mut |_, _| {}).map(|l| l.to_vec())
+                };
+                pool.remove(seq);
+                r
+            })
+            .map_err(engine_err)?;
+        let rows = out.len() / self.n_vocab.max(1);
+        let arr = PyArray1::from_vec(py, out).into_any();
+        if all {
+            arr.call_method1("reshape", ((rows, self.n_vocab),))
+        } else {
+            Ok(arr)
+        }
+    }
+
+    /// Start continuing `prompt` (token ids) on a new sequence. Every argument is
+    /// checked here, before any compute. `seed` is required (the Python layer draws
+    /// one when the user gives none); `processors` are callables
+    /// `(token_ids, logits) -> None` that edit the float32 logits row in place;
+    /// `on_prefill(done, total)` follows the prompt's evaluation.
+    #[pyo3(signature = (
+        prompt, *, max_tokens, seed, temperature = 0.0, top_k = 40, top_p = 0.95,
+        min_p = 0.05, typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0,
+        frequency_penalty = 0.0, repeat_last_n = 64, logit_bias = None, stop = Vec::new(),
+        stop_ids = Vec::new(), ignore_eos = false, logprobs = None, special = false,
+        processors = Vec::new(), on_prefill = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate(
+        slf: &Bound<'_, Self>,
+        prompt: Vec<u32>,
+        max_tokens: Option<usize>,
+        seed: u64,
+        temperature: f32,
+        top_k: i32,
+        top_p: f32,
+        min_p: f32,
+        typical_p: f32,
+        repeat_penalty: f32,
+        presence_penalty: f32,
+        frequency_penalty: f32,
+        repeat_last_n: i32,
+        logit_bias: Option<Vec<(u32, f32)>>,
+        stop: Vec<String>,
+        stop_ids: Vec<u32>,
+        ignore_eos: bool,
+        logprobs: Option<usize>,
+        special: bool,
+        processors: Vec<Py<PyAny>>,
+        on_prefill: Option<Py<PyAny>>,
+    ) -> PyResult<PyGeneration> {
+        let py = slf.py();
+        for p in processors.iter().chain(&on_prefill) {
+            if !p.bind(py).is_callable() {
+                return Err(crate::errors::type_err(format!(
+                    "logit processors and on_prefill must be callable, got {}",
+                    p.bind(py).get_type().name()?
+                )));
+            }
+        }
+        let opts = GenerationOptions {
+            max_tokens,
+            sampling: SamplingParams {
+                temperature,
+                top_k,
+                top_p,
+                min_p,
+                typical_p,
+                repeat_penalty,
+                presence_penalty,
+                frequency_penalty,
+                repeat_last_n,
+                seed,
+                logit_bias: logit_bias.unwrap_or_default(),
+            },
+            stop,
+            stop_ids,
+            ignore_eos,
+            logprobs,
+            special,
+        };
+        let this = slf.get();
+        let gen = {
+            let mut pool = lock(&this.pool);
+            Generation::new(
+                &mut pool,
+                Arc::clone(&this.tokenizer),
+                &prompt,
+                opts,
+                Vec::new(),
+            )
+            .map_err(engine_err)?
+        };
+        Ok(PyGeneration {
+            engine: slf.clone().unbind(),
+            gen: Mutex::new(gen),
+            processors: PyProcessors {
+                fns: processors,
+                err: None,
+            },
+            on_prefill,
+        })
+    }
+
+    /// For each token of `tokens` after the first: its log-probability given the
+    /// ones before and the `n` most likely alternatives, as `(logprob, [(id,
+    /// logprob), ...])` (evaluated on a temporary sequence).
+    fn prompt_logprobs(
+        &self,
+        py: Python<'_>,
+        tokens: Vec<u32>,
+        n: usize,
+    ) -> PyResult<Vec<PyLogprobs>> {
+        let rows = py
+            .detach(|| fucina_engine::prompt_logprobs(&mut lock(&self.pool), &tokens, n))
+            .map_err(engine_err)?;
+        Ok(rows.into_iter().map(|r| (r.logprob, r.top)).collect())
+    }
+
+    /// The tokenizer generations decode with.
+    #[getter]
+    fn tokenizer(&self) -> PyTokenizer {
+        PyTokenizer::from_arc(Arc::clone(&self.tokenizer))
+    }
+}
+
+/// Python callables run as one [`LogitProcessor`] (after the generation's own).
+struct PyProcessors {
+    fns: Vec<Py<PyAny>>,
+    /// The exception a callable raised, re-raised to the caller as it was.
+    err: Option<PyErr>,
+}
+
+/// A [`PyProcessors`] bound to the engine object its logits views keep alive.
+struct BoundProcessors<'a> {
+    inner: &'a mut PyProcessors,
+    engine: &'a Py<PyEngine>,
+}
+
+impl LogitProcessor for BoundProcessors<'_> {
+    fn process(&mut self, logits: &mut [f32], history: &[u32]) -> Result<(), SampleError> {
+        Python::attach(|py| {
+            // SAFETY: `logits` is the pool's row buffer (allocated once, never moved
+            // or freed while the pool lives); the view's base object is the engine
+            // that owns the pool, so the memory outlives every reference to the view.
+            // The callables run now, while this step holds the pool's lock.
+            let view = unsafe {
+                PyArray1::<f32>::borrow_from_array(
+                    &ArrayView1::from(&*logits),
+                    self.engine.bind(py).clone().into_any(),
+                )
+            };
+            let ids = PyList::new(py, history)?;
+            for f in &self.inner.fns {
+                f.bind(py).call1((ids.clone(), view.clone()))?;
+            }
+            Ok::<(), PyErr>(())
+        })
+        .map_err(|e| {
+            let msg = e.to_string();
+            self.inner.err = Some(e);
+            SampleError::Processor(msg)
+        })
+    }
+}
+
+/// A token's `(logprob, [(id, logprob), ...])`.
+type PyLogprobs = (f32, Vec<(u32, f32)>);
+
+/// One step as Python sees it: `(token, emitted, text, finish_reason, logprobs)`.
+type PyStep = (u32, bool, String, Option<&'static str>, Option<PyLogprobs>);
+
+/// A prompt being continued: iterate for steps `(token, emitted, text,
+/// finish_reason, logprobs)`; `close()` (or dropping it) ends it and frees its
+/// sequence.
+#[pyclass(module = "fucina._core", name = "Generation")]
+pub struct PyGeneration {
+    engine: Py<PyEngine>,
+    gen: Mutex<Generation>,
+    processors: PyProcessors,
+    on_prefill: Option<Py<PyAny>>,
+}
+
+impl PyGeneration {
+    fn release(&self) {
+        let engine = self.engine.get();
+        let mut pool = lock(&engine.pool);
+        lock(&self.gen).release(&mut pool);
+    }
+}
+
+#[pymethods]
+impl PyGeneration {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyStep>> {
+        let engine = self.engine.get();
+        let (procs, prefill, engine_obj) = (&mut self.processors, &self.on_prefill, &self.engine);
+        let gen = &self.gen;
+        let step = py.detach(|| {
+            let mut bound = BoundProcessors {
+                inner: procs,
+                engine: engine_obj,
+            };
+            let has_procs = !bound.inner.fns.is_empty();
+            let mut extra: Vec<&mut dyn LogitProcessor> = Vec::new();
+            if has_procs {
+                extra.push(&mut bound);
+            }
+            let mut progress_err = None;
+            let mut progress = |done: usize, total: usize| {
+                if let (Some(f), None) = (prefill, &progress_err) {
+                    if let Err(e) = Python::attach(|py| f.bind(py).call1((done, total)).map(drop)) {
+                        progress_err = Some(e);
+                    }
+                }
+            };
+            let mut pool = lock(&engine.pool);
+            let r = lock(gen).step(&mut pool, &mut extra, &mut progress);
+            (r, progress_err)
+        });
+        let step = match step {
+            (_, Some(e)) => {
+                self.release();
+                return Err(e);
+            }
+            (Err(e), None) => {
+                self.release();
+                return Err(self.processors.err.take().unwrap_or_else(|| engine_err(e)));
+            }
+            (Ok(None), None) => {
+                self.release();
+                return Ok(None);
+            }
+            (Ok(Some(step)), None) => step,
+        };
+        if step.finish.is_some() {
+            self.release();
+        }
+        Ok(Some((
+            step.token,
+            step.emitted,
+            step.text,
+            step.finish.map(|f| f.as_str()),
+            step.logprobs.map(|l| (l.logprob, l.top)),
+        )))
+    }
+
+    /// End the generation now and free its sequence (idempotent).
+    fn close(&self) {
+        lock(&self.gen)
+            .cancel_handle()
+            .store(true, Ordering::Relaxed);
+        self.release();
+    }
+
+    /// `"stop"`, `"length"`, or `None` while running.
+    #[getter]
+    fn finish_reason(&self) -> Option<&'static str> {
+        lock(&self.gen).finish_reason().map(|f| f.as_str())
+    }
+
+    /// Tokens of the prompt.
+    #[getter]
+    fn prompt_tokens(&self) -> Vec<u32> {
+        lock(&self.gen).prompt_tokens().to_vec()
+    }
+
+    /// Tokens committed so far (including a final end-of-generation token).
+    #[getter]
+    fn tokens(&self) -> Vec<u32> {
+        lock(&self.gen).generated().to_vec()
+    }
+
+    /// RNG draws consumed so far (one per sampled token; none when greedy).
+    #[getter]
+    fn draws(&self) -> u64 {
+        lock(&self.gen).draws()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", *lock(&self.gen))
+    }
+}
+
+impl Drop for PyGeneration {
+    fn drop(&mut self) {
+        // Without the GIL: a step on another thread may hold the pool while it waits
+        // for the GIL to call a processor.
+        Python::attach(|py| py.detach(|| self.release()));
+    }
+}
+
+/// Register `Engine` and `Generation`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEngine>()?;
+    m.add_class::<PyGeneration>()?;
+    Ok(())
+}
