@@ -15,6 +15,13 @@ KV cache and greedy argmax. Reported per model:
 - decode@128 / decode@2048: tokens/s of 32 single-token steps after a 128- or
   2048-token context;
 - peak RSS of the process;
+- the generation loop (GEN_STEPS tokens after a 128-token prompt, end-of-generation
+  ignored): fucina's `LLM.stream_tokens` (the loop `LLM.generate` joins) greedy,
+  sampled with llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p
+  0.05), as an exact full-vocabulary nucleus (top_k 0, top_p 0.95, min_p 0), and
+  sampled with a no-op Python logit processor; against the raw forward
+  (`Session.eval_argmax`, the same steps) inside fucina, and against llama-cpp-python's
+  `Llama.generate` with the same parameters;
 
 and ours/peer ratios (>1 is better for speeds, <1 for RSS and load time), plus the
 fraction of memory bandwidth decode reaches (weight bytes per token x tok/s, against
@@ -39,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
 SYNTHETIC = ROOT / "benches" / ".models" / "qwen3-4b-synthetic-q4_k_m.gguf"
 DECODE_STEPS = 32
+GEN_STEPS = 96
 
 CHILD = r"""
 import json, sys, time
@@ -58,6 +66,10 @@ if engine == "fucina":
     def reset(): sess.reset()
     def prefill(toks): sess.eval(toks)
     def step(tok): return sess.eval_argmax([tok])
+    llm = fucina.LLM(path, n_ctx=n_ctx, n_threads=threads)
+    def gen_tokens(prompt, n, params, procs=None):
+        return llm.stream_tokens(prompt, max_tokens=n, params=params, logit_processors=procs, ignore_eos=True)
+    def P(**kw): return fucina.SamplingParams(**kw)
 else:
     import llama_cpp
     from llama_cpp import Llama
@@ -70,6 +82,16 @@ else:
         llm.eval([tok])
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
         return int(np.argmax(logits))
+    def gen_tokens(prompt, n, params, procs=None):
+        llm.reset()
+        it = llm.generate(prompt, temp=params["temperature"], top_k=params.get("top_k", 40),
+                          top_p=params.get("top_p", 0.95), min_p=params.get("min_p", 0.05),
+                          repeat_penalty=1.0, reset=True)
+        for i, t in enumerate(it):
+            yield t
+            if i + 1 == n:
+                break
+    def P(**kw): return kw
 
 def decode_after(ctx):
     reset(); prefill(ids[:ctx])
@@ -80,6 +102,35 @@ def decode_after(ctx):
         tok = step(tok)
     return STEPS / (time.perf_counter() - t)
 
+def gen_tps(params, procs=None):
+    it = gen_tokens(ids[:128], GEN_STEPS + 1, params, procs)
+    next(it)  # prefill and the first token
+    t = time.perf_counter()
+    n = sum(1 for _ in it)
+    assert n == GEN_STEPS, n
+    return GEN_STEPS / (time.perf_counter() - t)
+
+def raw_tps():
+    reset(); prefill(ids[:128])
+    tok = ids[128]
+    step(tok)
+    t = time.perf_counter()
+    for _ in range(GEN_STEPS):
+        tok = step(tok)
+    return GEN_STEPS / (time.perf_counter() - t)
+
+GEN = {
+    "gen_greedy_tps": dict(temperature=0.0),
+    "gen_sampled_tps": dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=1),
+    "gen_nucleus_tps": dict(temperature=0.8, top_k=0, top_p=0.95, min_p=0.0, seed=1),
+}
+noop = lambda ids, logits: None
+for _ in range(3):  # interleaved rounds, best kept: the loop costs are a few percent
+    for k, v in [("raw_tps", raw_tps)] + [(k, (lambda p=p: gen_tps(P(**p)))) for k, p in GEN.items()] + (
+        [("gen_procs_tps", lambda: gen_tps(P(**GEN["gen_sampled_tps"]), [noop]))] if engine == "fucina" else []
+    ):
+        out[k] = max(out.get(k, 0.0), v())
+
 reset(); prefill(ids[:64])  # warm-up
 reset()
 t = time.perf_counter(); prefill(ids[:512]); out["prefill_tps"] = 512 / (time.perf_counter() - t)
@@ -88,7 +139,7 @@ out["decode2048_tps"] = decode_after(2048)
 # VmHWM, not ru_maxrss: a forked child inherits the parent's ru_maxrss across exec.
 out["peak_rss"] = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps(out))
-""".replace("STEPS", str(DECODE_STEPS))
+""".replace("GEN_STEPS", str(GEN_STEPS)).replace("STEPS", str(DECODE_STEPS))
 
 
 def run(engine: str, path: Path, threads: int) -> dict[str, float]:
@@ -150,7 +201,7 @@ def main() -> None:
             continue
         rounds = [(run("fucina", path, args.threads), run("llama.cpp", path, args.threads)) for _ in range(args.repeat)]
         keys = [k for k in rounds[0][0] if k in rounds[0][1]]
-        ours = {k: best([o for o, _ in rounds], k) for k in keys}
+        ours = {k: best([o for o, _ in rounds], k) for k in rounds[0][0]}
         ours["weight_bytes_per_token"] = rounds[0][0]["weight_bytes_per_token"]
         peer = {k: best([p for _, p in rounds], k) for k in keys}
         print(f"\n## {path.name} ({path.stat().st_size / 1e9:.2f} GB)")
@@ -168,6 +219,24 @@ def main() -> None:
             per_round = sorted(o[k] / p[k] for o, p in rounds)
             spread = f"  (rounds {per_round[0]:.3f}-{per_round[-1]:.3f})" if len(rounds) > 1 else ""
             print(f"{label:<16}{fmt.format(a):>12}{fmt.format(b):>12}{a / b:>11.3f}{spread}")
+        print(f"\ngeneration loop, {GEN_STEPS} tokens after 128 (tok/s; loop cost = 1 - loop/raw forward)")
+        print(f"{'path':<22}{'fucina':>10}{'loop cost':>11}{'llama-cpp-py':>14}{'ours/peer':>11}")
+        raw = ours["raw_tps"]
+        print(f"{'raw forward':<22}{raw:>10.2f}{'':>11}{peer['raw_tps']:>14.2f}{raw / peer['raw_tps']:>11.3f}")
+        for k, label in [
+            ("gen_greedy_tps", "greedy"),
+            ("gen_sampled_tps", "sampled (defaults)"),
+            ("gen_nucleus_tps", "nucleus top_p 0.95"),
+            ("gen_procs_tps", "sampled + no-op proc"),
+        ]:
+            a = ours[k]
+            ref = ours["gen_sampled_tps"] if k == "gen_procs_tps" else raw
+            cost = f"{1 - a / ref:>+11.3f}"
+            pk = "gen_sampled_tps" if k == "gen_procs_tps" else k
+            b = peer.get(pk)
+            peer_s = f"{b:>14.2f}{a / b:>11.3f}" if b else ""
+            print(f"{label:<22}{a:>10.2f}{cost}{peer_s}")
+        print("(no-op processor cost is against the sampled loop; peer column: llama-cpp-python's sampled loop)")
         frac = ours["weight_bytes_per_token"] * ours["decode128_tps"] / bw
         print(
             f"decode@128 reads {ours['weight_bytes_per_token'] / 1e6:.0f} MB of weights/token: {frac:.2f} of bandwidth"

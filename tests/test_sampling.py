@@ -50,14 +50,14 @@ def llm(gemma_path: Path) -> fucina.LLM:
         ("logit_bias", {5: math.nan}),
     ],
 )
-def test_bad_sampling_values_name_the_field(field: str, value: object) -> None:
+def test_bad_sampling_values_name_the_field(field: str, value: Any) -> None:
     with pytest.raises(fucina.InvalidArgumentError, match=field.split("_")[0]) as e:
         fucina.SamplingParams(**{field: value})
     assert isinstance(e.value, ValueError) and isinstance(e.value, fucina.FucinaError)
 
 
 @pytest.mark.parametrize(("field", "value"), [("top_k", 2.5), ("temperature", "hot"), ("seed", True)])
-def test_bad_sampling_types_are_type_errors(field: str, value: object) -> None:
+def test_bad_sampling_types_are_type_errors(field: str, value: Any) -> None:
     with pytest.raises(fucina.ArgumentTypeError, match=field) as e:
         fucina.SamplingParams(**{field: value})
     assert isinstance(e.value, TypeError) and isinstance(e.value, fucina.FucinaError)
@@ -124,7 +124,7 @@ def test_interleaved_generations_do_not_disturb_each_other(llm: fucina.LLM) -> N
     a_it = llm.stream_tokens(PROMPT, max_tokens=10, seed=5, **SAMPLED)
     b_it = llm.stream_tokens("The capital of France is", max_tokens=10)
     a, b = [], []
-    for x, y in zip(a_it, b_it):
+    for x, y in zip(a_it, b_it, strict=True):
         a.append(x)
         b.append(y)
     assert (a, b) == (a_alone, b_alone)
@@ -258,7 +258,7 @@ def test_completion_logprobs_match_the_model_distribution(llm: fucina.LLM) -> No
     assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) == 5
     assert "".join(lp["tokens"]) == c["choices"][0]["text"]
     assert lp["text_offset"][0] == len(PROMPT)
-    assert all(b - a == len(t) for a, b, t in zip(lp["text_offset"], lp["text_offset"][1:], lp["tokens"]))
+    assert all(b - a == len(t) for a, b, t in zip(lp["text_offset"], lp["text_offset"][1:], lp["tokens"], strict=False))
     ids = llm.tokenize(PROMPT)
     ref = log_softmax(llm.logits(ids))
     first = int(ref.argmax())

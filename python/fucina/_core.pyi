@@ -264,10 +264,10 @@ class Session:
     @pinned.setter
     def pinned(self, value: bool) -> None: ...
 
-Logprobs = tuple[float, list[tuple[int, float]]]
+_Logprobs = tuple[float, list[tuple[int, float]]]
 """A token's ``(logprob, [(id, logprob), ...])`` under the model's raw distribution."""
 
-Step = tuple[int, bool, str, str | None, Logprobs | None]
+_Step = tuple[int, bool, str, str | None, _Logprobs | None]
 """``(token, emitted, text, finish_reason, logprobs)``: the committed token, whether it is
 part of the output (not for the end-of-generation token that ended it), the text that
 became final, ``"stop"`` / ``"length"`` on the last step, and the logprobs when asked."""
@@ -288,7 +288,7 @@ class Engine:
     def tokenizer(self) -> Tokenizer: ...
     def logits(self, tokens: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
         """Logits of ``tokens`` on a fresh sequence (last token, or every token with ``all``)."""
-    def prompt_logprobs(self, tokens: Sequence[int], n: int) -> list[Logprobs]:
+    def prompt_logprobs(self, tokens: Sequence[int], n: int) -> list[_Logprobs]:
         """For each token after the first: its logprob given the ones before, and the top ``n``."""
     def generate(
         self,
@@ -318,10 +318,10 @@ class Engine:
 
 @final
 class Generation:
-    """A prompt being continued; iterate for :data:`Step` tuples."""
+    """A prompt being continued; iterate for ``(token, emitted, text, finish_reason, logprobs)`` tuples."""
 
-    def __iter__(self) -> Iterator[Step]: ...
-    def __next__(self) -> Step: ...
+    def __iter__(self) -> Iterator[_Step]: ...
+    def __next__(self) -> _Step: ...
     def close(self) -> None:
         """End the generation and free its sequence (idempotent)."""
     @property

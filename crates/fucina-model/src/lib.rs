@@ -27,7 +27,7 @@ pub mod weights;
 pub use config::{Activation, Config, Family, LayerConfig, RopeConfig, RopeKind};
 pub use error::{ModelError, Result};
 pub use forward::{BatchRow, Scratch};
-pub use kv_cache::{KvCache, KvDtype, KvGeometry};
+pub use kv_cache::{KvCache, KvDtype, KvGeometry, KvLayer, LayerState};
 pub use model::{Model, ModelOptions};
 pub use parallel::ThreadPool;
 pub use weights::Linear;

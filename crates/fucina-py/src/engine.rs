@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool};
 use fucina_model::KvDtype;
 use fucina_sample::{LogitProcessor, SampleError, SamplingParams};
-use fucina_tokenizer::Tokenizer;
 use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -51,7 +50,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[pyclass(frozen, module = "fucina._core", name = "Engine")]
 pub struct PyEngine {
     pool: Mutex<SeqPool>,
-    tokenizer: Arc<Tokenizer>,
+    tokenizer: PyTokenizer,
     n_vocab: usize,
 }
 
@@ -70,7 +69,7 @@ impl PyEngine {
         let pool = SeqPool::new(Arc::clone(&model.inner), n_ctx, dtype).map_err(engine_err)?;
         Ok(Self {
             pool: Mutex::new(pool),
-            tokenizer: Arc::clone(tokenizer.arc()),
+            tokenizer: tokenizer.clone(),
             n_vocab: model.inner.config().n_vocab,
         })
     }
@@ -189,7 +188,7 @@ impl PyEngine {
             let mut pool = lock(&this.pool);
             Generation::new(
                 &mut pool,
-                Arc::clone(&this.tokenizer),
+                Arc::clone(this.tokenizer.arc()),
                 &prompt,
                 opts,
                 Vec::new(),
@@ -225,7 +224,7 @@ impl PyEngine {
     /// The tokenizer generations decode with.
     #[getter]
     fn tokenizer(&self) -> PyTokenizer {
-        PyTokenizer::from_arc(Arc::clone(&self.tokenizer))
+        self.tokenizer.clone()
     }
 }
 

@@ -119,7 +119,10 @@ impl PyModel {
         let tok = py
             .detach(|| fucina_tokenizer::Tokenizer::from_metadata(md))
             .map_err(crate::tokenizer::tok_err)?;
-        Ok(PyTokenizer::from_arc(Arc::new(tok)))
+        Ok(PyTokenizer::from_arc(
+            Arc::new(tok),
+            Arc::clone(self.inner.pool()),
+        ))
     }
 
     /// The GGUF file the weights come from.

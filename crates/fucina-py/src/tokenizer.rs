@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use fucina_model::ThreadPool;
 use fucina_tokenizer::{Kind, Tokenizer, TokenizerError, Utf8Stream};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -51,14 +52,18 @@ fn text_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 /// A tokenizer read from a GGUF file's metadata (byte-level BPE or SentencePiece),
 /// token-ID exact against llama.cpp.
 #[pyclass(module = "fucina._core", name = "Tokenizer", frozen)]
+#[derive(Clone)]
 pub struct PyTokenizer {
     inner: Arc<Tokenizer>,
+    /// The process's shared pool `encode_batch` runs on (the model's, for a model's
+    /// tokenizer), so tokenizing never oversubscribes the cores a forward uses.
+    pool: Arc<ThreadPool>,
 }
 
 impl PyTokenizer {
-    /// Wrap a tokenizer built elsewhere (the model's own).
-    pub(crate) fn from_arc(inner: Arc<Tokenizer>) -> Self {
-        Self { inner }
+    /// Wrap a tokenizer built elsewhere (the model's own) with the pool it batches on.
+    pub(crate) fn from_arc(inner: Arc<Tokenizer>, pool: Arc<ThreadPool>) -> Self {
+        Self { inner, pool }
     }
 
     /// The shared tokenizer.
@@ -73,8 +78,10 @@ impl PyTokenizer {
     #[staticmethod]
     fn from_gguf(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let tok = py.detach(|| Tokenizer::from_gguf(&path)).map_err(tok_err)?;
+        let pool = ThreadPool::shared(0).map_err(crate::llm::model_err)?;
         Ok(Self {
             inner: Arc::new(tok),
+            pool,
         })
     }
 
@@ -107,9 +114,11 @@ impl PyTokenizer {
             .iter()
             .map(text_bytes)
             .collect::<PyResult<Vec<&[u8]>>>()?;
-        let tok = &self.inner;
-        py.detach(|| tok.encode_batch(&slices, add_special, parse_special))
-            .map_err(tok_err)
+        let (tok, pool) = (&self.inner, &self.pool);
+        py.detach(|| {
+            tok.encode_batch_on(&slices, add_special, parse_special, &|n, f| pool.run(n, f))
+        })
+        .map_err(tok_err)
     }
 
     /// The text of `ids` (invalid UTF-8 replaced by U+FFFD). Control tokens (BOS,

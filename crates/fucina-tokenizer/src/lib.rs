@@ -33,5 +33,5 @@ mod vocab;
 pub use error::{Result, TokenizerError};
 pub use pretokenize::Pre;
 pub use stream::{StreamDecoder, Utf8Stream};
-pub use tokenizer::{SpecialOverrides, Tokenizer};
+pub use tokenizer::{ParallelRunner, SpecialOverrides, Tokenizer};
 pub use vocab::{attr, Kind};

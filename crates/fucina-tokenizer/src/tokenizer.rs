@@ -76,6 +76,10 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
+/// A parallel-for supplied by the caller: `run(n, f)` calls `f(i)` for every
+/// `i < n` and returns when all have returned (e.g. a model's thread pool).
+pub type ParallelRunner<'a> = dyn Fn(usize, &(dyn Fn(usize) + Sync)) + 'a;
+
 impl Tokenizer {
     /// Read the tokenizer from a GGUF file's metadata (tensor data is not touched, so a
     /// truncated file whose header is complete works).
@@ -285,6 +289,34 @@ impl Tokenizer {
     ) -> Result<Vec<Vec<u32>>> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         self.encode_batch_threads(texts, add_special, parse_special, threads)
+    }
+
+    /// Encode many texts on a caller's parallel runner: `run(n, f)` must call `f(i)`
+    /// once for every `i < n` (on any threads) and return when all calls have
+    /// returned. Pass the model's shared thread pool so batch tokenizing takes turns
+    /// with the forward on the same cores instead of oversubscribing them.
+    pub fn encode_batch_on<T: AsRef<[u8]> + Sync>(
+        &self,
+        texts: &[T],
+        add_special: bool,
+        parse_special: bool,
+        run: &ParallelRunner<'_>,
+    ) -> Result<Vec<Vec<u32>>> {
+        let slots: Vec<std::sync::OnceLock<Result<Vec<u32>>>> =
+            texts.iter().map(|_| std::sync::OnceLock::new()).collect();
+        run(texts.len(), &|i| {
+            let _ = slots[i].set(self.encode(&texts[i], add_special, parse_special));
+        });
+        slots
+            .into_iter()
+            .enumerate()
+            // A runner that skipped an index (it must not) costs a serial encode, not a
+            // wrong result.
+            .map(|(i, slot)| {
+                slot.into_inner()
+                    .unwrap_or_else(|| self.encode(&texts[i], add_special, parse_special))
+            })
+            .collect()
     }
 
     /// [`encode_batch`](Self::encode_batch) with an explicit worker count.

@@ -206,3 +206,33 @@ fn batch_equals_sequential() {
         }
     }
 }
+
+/// `encode_batch_on` runs on the caller's parallel runner (a model's thread pool);
+/// here a scoped-thread runner, and one that skips indices, which must still give
+/// every text's ids.
+#[test]
+fn batch_on_a_callers_runner_equals_sequential() {
+    let texts: Vec<&[u8]> = corpus().iter().map(Vec::as_slice).collect();
+    let threads = |n: usize, f: &(dyn Fn(usize) + Sync)| {
+        std::thread::scope(|s| {
+            for part in 0..3 {
+                s.spawn(move || (part..n).step_by(3).for_each(f));
+            }
+        })
+    };
+    let skipping = |n: usize, f: &(dyn Fn(usize) + Sync)| (0..n).step_by(2).for_each(f);
+    for tok in [qwen(), gemma()] {
+        let want: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| tok.encode(t, true, false).expect("encode"))
+            .collect();
+        assert_eq!(
+            tok.encode_batch_on(&texts, true, false, &threads).unwrap(),
+            want
+        );
+        assert_eq!(
+            tok.encode_batch_on(&texts, true, false, &skipping).unwrap(),
+            want
+        );
+    }
+}

@@ -181,7 +181,7 @@ pub fn attend_head(
             s.kf.clear();
             s.kf.resize(c1 - c0, 0.0);
             for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
-                let span = layer.vt_span(kvh, d, start, pos + 1, 2, cache.capacity());
+                let span = layer.vt_span(kvh, d, start, pos + 1);
                 fucina_quant::half::widen_f16_into(span, &mut s.kf[start - c0..]);
                 *o = if p.decode_order {
                     vec_dot1(&s.qf, &s.kf, c1 - c0)
@@ -194,10 +194,7 @@ pub fn attend_head(
             s.pa.clear();
             dot.act.quantize_row(&s.scores, &mut s.pa)?;
             for (d, o) in out.iter_mut().enumerate().take(p.head_dim_v) {
-                *o = dot.dot(
-                    layer.vt_span(kvh, d, start, pos + 1, 4, cache.capacity()),
-                    &s.pa,
-                );
+                *o = dot.dot(layer.vt_span(kvh, d, start, pos + 1), &s.pa);
             }
         }
         KvDtype::Q8_0 => {
@@ -401,10 +398,7 @@ pub fn attend_group(
                     )?;
                     let o = &mut out[(r * g + h) * hdv..(r * g + h + 1) * hdv];
                     for (d, o) in o.iter_mut().enumerate() {
-                        *o = dot.dot(
-                            layer.vt_span(kvh, d, st, row.pos + 1, 4, cache.capacity()),
-                            &s.pa,
-                        );
+                        *o = dot.dot(layer.vt_span(kvh, d, st, row.pos + 1), &s.pa);
                     }
                 }
             }
@@ -520,7 +514,7 @@ fn pv_f16(
                 valid: v0 - fc..v1 - fc,
                 out_stride: hdv,
             };
-            let vs = layer.vt_dims(kvh, 0, geom.head_dim_v, fc, v1, 2, cap);
+            let vs = layer.vt_dims(kvh, 0, geom.head_dim_v, fc, v1);
             let x = &s.qf[r * g * np + fc - cb..];
             if !dots_vec_f16(g, x, vs, &sh, &mut out[r * g * hdv..]) {
                 done = false;
@@ -536,7 +530,7 @@ fn pv_f16(
     for d0 in (0..hdv).step_by(DIM_BLOCK) {
         let nd = DIM_BLOCK.min(hdv - d0);
         for dd in 0..nd {
-            let span = layer.vt_span(kvh, d0 + dd, jmin, jmax + 1, 2, cache.capacity());
+            let span = layer.vt_span(kvh, d0 + dd, jmin, jmax + 1);
             fucina_quant::half::widen_f16_into(span, &mut s.kf[dd * np + jmin - cb..]);
         }
         for (r, row) in rows.iter().enumerate() {
