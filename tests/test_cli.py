@@ -91,3 +91,48 @@ def test_run_streams_the_greedy_continuation(gemma_path: Path) -> None:
 def test_run_reports_missing_model_cleanly(tmp_path: Path) -> None:
     r = fucina("run", "hi", "--model", str(tmp_path / "missing.gguf"))
     assert r.returncode == 1 and "missing.gguf" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_samples_by_default_and_a_seed_fixes_it(gemma_path: Path) -> None:
+    prompt = "Once upon a time"
+    a = fucina("run", prompt, "-n", "16", "-c", "64", "--seed", "11")
+    b = fucina("run", prompt, "-n", "16", "-c", "64", "--seed", "11")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    outs = {fucina("run", prompt, "-n", "16", "-c", "64", "--seed", str(s)).stdout for s in range(4)}
+    assert len(outs) >= 2, "sampling with different seeds gave one continuation"
+
+
+def test_run_rejects_bad_values_without_a_traceback() -> None:
+    for args, field in [
+        (["--temp", "-1"], "temperature"),
+        (["--top-p", "2"], "top_p"),
+        (["--min-p", "nan"], "min_p"),
+        (["--repeat-penalty", "0"], "repeat_penalty"),
+        (["-n", "-3"], "max_tokens"),
+        (["--stop", ""], "stop"),
+    ]:
+        r = fucina("run", "hi", *args)
+        assert r.returncode == 1, (args, r.stderr)
+        assert field in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = fucina("run", "hi", "--temp", "warm")
+    assert r.returncode == 2 and "invalid float value" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_ctrl_c_exits_cleanly(gemma_path: Path) -> None:
+    import signal
+    import time
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "fucina", "run", "Once upon a time", "-n", "4000", "-c", "4096", "--temp", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout is not None
+    p.stdout.read(1)  # generation has started
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
