@@ -123,3 +123,31 @@ def test_background_repacking_is_waitable_and_changes_no_logit(gemma_path: Path)
         assert model.repacked_bytes > 0
     after = fucina.Session(model, n_ctx=32).eval([2, 818, 5279, 529], all=True)
     assert np.array_equal(before.view(np.uint32), after.view(np.uint32))
+
+
+def test_bad_arguments_raised_from_rust_are_fucina_errors(llm: fucina.LLM, gemma_path: Path) -> None:
+    """Every bad argument the extension module rejects is a FucinaError and the builtin
+    a Python user expects (ValueError for a bad value, TypeError for a bad type)."""
+    tok = llm.tokenizer
+    cases: list[tuple[object, type[Exception]]] = [
+        (lambda: tok.decode([-1]), ValueError),
+        (lambda: tok.decode(["a"]), TypeError),
+        (lambda: tok.decode("abc"), TypeError),
+        (lambda: tok.token_to_piece(1 << 40), ValueError),
+        (lambda: tok.is_eog(True), TypeError),
+        (lambda: tok.encode(5), TypeError),
+        (lambda: fucina.Session(llm.model, n_ctx=-5), ValueError),
+        (lambda: fucina.Session(llm.model, n_ctx=0), ValueError),
+        (lambda: fucina.Session(llm.model, kv_cache_type="q4"), ValueError),
+        (lambda: llm.engine.logits([llm.n_vocab]), ValueError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=-1, seed=0), ValueError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, top_p=7.0), ValueError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, processors=[1]), TypeError),
+        (lambda: fucina.Model(gemma_path, n_threads=-1), ValueError),
+    ]
+    for i, (call, builtin) in enumerate(cases):
+        assert callable(call)
+        with pytest.raises(builtin) as e:
+            call()
+            pytest.fail(f"case {i} did not raise")
+        assert isinstance(e.value, fucina.FucinaError), (e.value, type(e.value).__mro__)

@@ -281,9 +281,49 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Step> {
-        let pending = &self.history[self.evaluated..];
-        let logits = pool.eval(self.seq, pending, progress)?;
+        let logits = pool.eval(self.seq, &self.history[self.evaluated..], progress)?;
         self.evaluated = self.history.len();
+        self.decide_inner(logits, extra)
+    }
+
+    /// Tokens that must be appended to this generation's sequence before its next
+    /// decision (the prompt at first, then the last committed token). The seam for
+    /// a scheduler that evaluates many generations' pending rows in one batched
+    /// forward and then calls [`Generation::decide`] on each with its row.
+    pub fn pending(&self) -> &[u32] {
+        if self.finish.is_some() {
+            &[]
+        } else {
+            &self.history[self.evaluated..]
+        }
+    }
+
+    /// Decide the next token from `logits`, the row of the last [`pending`] token
+    /// that the caller has appended to this generation's sequence (edited in place
+    /// by the processors and the sampler).
+    ///
+    /// [`pending`]: Generation::pending
+    pub fn decide(
+        &mut self,
+        logits: &mut [f32],
+        extra: &mut [&mut dyn LogitProcessor],
+    ) -> Result<Option<Step>> {
+        if self.finish.is_some() || self.released {
+            return Ok(None);
+        }
+        self.evaluated = self.history.len();
+        let result = self.decide_inner(logits, extra);
+        if result.is_err() {
+            self.finish = Some(FinishReason::Stop);
+        }
+        result.map(Some)
+    }
+
+    fn decide_inner(
+        &mut self,
+        logits: &mut [f32],
+        extra: &mut [&mut dyn LogitProcessor],
+    ) -> Result<Step> {
         let top = match self.opts.logprobs {
             Some(n) => {
                 self.raw.clear();

@@ -315,3 +315,29 @@ fn processors_and_bad_arguments() {
     }
     assert_eq!(pool.n_live(), 0, "failed starts allocate no sequence");
 }
+
+#[test]
+fn pending_and_decide_drive_a_generation_like_step() {
+    let tok = tokenizer();
+    let ids = prompt(&tok, "The capital of France is");
+    let mut pool = SeqPool::new(model(), 64, KvDtype::F16).unwrap();
+    let mut g = Generation::new(&mut pool, tok.clone(), &ids, greedy(10), vec![]).unwrap();
+    let want: Vec<u32> = run(&mut pool, &mut g).iter().map(|s| s.token).collect();
+
+    let mut g = Generation::new(&mut pool, tok.clone(), &ids, greedy(10), vec![]).unwrap();
+    assert_eq!(g.pending(), &ids[..]);
+    let mut got = Vec::new();
+    loop {
+        let pending = g.pending().to_vec();
+        if pending.is_empty() {
+            break;
+        }
+        let logits = pool.eval(g.seq(), &pending, &mut |_, _| {}).unwrap();
+        match g.decide(logits, &mut []).unwrap() {
+            Some(step) => got.push(step.token),
+            None => break,
+        }
+    }
+    g.release(&mut pool);
+    assert_eq!(got, want);
+}

@@ -62,7 +62,7 @@ impl PyEngine {
     fn new(
         model: &PyModel,
         tokenizer: &PyTokenizer,
-        n_ctx: usize,
+        #[pyo3(from_py_with = crate::args::count)] n_ctx: usize,
         kv_cache_type: &str,
     ) -> PyResult<Self> {
         let dtype = KvDtype::parse(kv_cache_type).map_err(|e| value_err(e.to_string()))?;
@@ -92,7 +92,7 @@ impl PyEngine {
     fn logits<'py>(
         &self,
         py: Python<'py>,
-        tokens: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
         all: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let out = py
@@ -132,8 +132,8 @@ impl PyEngine {
     #[allow(clippy::too_many_arguments)]
     fn generate(
         slf: &Bound<'_, Self>,
-        prompt: Vec<u32>,
-        max_tokens: Option<usize>,
+        #[pyo3(from_py_with = crate::args::token_ids)] prompt: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::opt_count)] max_tokens: Option<usize>,
         seed: u64,
         temperature: f32,
         top_k: i32,
@@ -146,9 +146,9 @@ impl PyEngine {
         repeat_last_n: i32,
         logit_bias: Option<Vec<(u32, f32)>>,
         stop: Vec<String>,
-        stop_ids: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::token_ids)] stop_ids: Vec<u32>,
         ignore_eos: bool,
-        logprobs: Option<usize>,
+        #[pyo3(from_py_with = crate::args::opt_count)] logprobs: Option<usize>,
         special: bool,
         processors: Vec<Py<PyAny>>,
         on_prefill: Option<Py<PyAny>>,
@@ -212,8 +212,8 @@ impl PyEngine {
     fn prompt_logprobs(
         &self,
         py: Python<'_>,
-        tokens: Vec<u32>,
-        n: usize,
+        #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::count)] n: usize,
     ) -> PyResult<Vec<PyLogprobs>> {
         let rows = py
             .detach(|| fucina_engine::prompt_logprobs(&mut lock(&self.pool), &tokens, n))

@@ -1,6 +1,7 @@
 //! `fucina._core`: the Python extension module. Thin bindings only; all logic lives
 //! in the Rust crates, and every call that computes releases the GIL.
 
+mod args;
 mod engine;
 mod errors;
 mod gguf;

@@ -48,7 +48,11 @@ pub struct PyModel {
 impl PyModel {
     #[new]
     #[pyo3(signature = (path, n_threads = None))]
-    fn new(py: Python<'_>, path: PathBuf, n_threads: Option<usize>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        #[pyo3(from_py_with = crate::args::opt_count)] n_threads: Option<usize>,
+    ) -> PyResult<Self> {
         let options = ModelOptions::with_threads(n_threads.unwrap_or(0));
         let model = py
             .detach(|| Model::load(&path, options))
@@ -164,7 +168,11 @@ impl PySession {
 impl PySession {
     #[new]
     #[pyo3(signature = (model, n_ctx = 4096, kv_cache_type = "f16"))]
-    fn new(model: &PyModel, n_ctx: usize, kv_cache_type: &str) -> PyResult<Self> {
+    fn new(
+        model: &PyModel,
+        #[pyo3(from_py_with = crate::args::count)] n_ctx: usize,
+        kv_cache_type: &str,
+    ) -> PyResult<Self> {
         let dtype = KvDtype::parse(kv_cache_type).map_err(|e| value_err(e.to_string()))?;
         let session = Session::new(model.inner.clone(), n_ctx, dtype).map_err(engine_err)?;
         Ok(Self {
@@ -179,7 +187,7 @@ impl PySession {
     fn eval<'py>(
         &self,
         py: Python<'py>,
-        tokens: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
         all: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let logits = py
@@ -195,7 +203,11 @@ impl PySession {
     }
 
     /// Append `tokens` and return the argmax of the last token's logits (no array copy).
-    fn eval_argmax(&self, py: Python<'_>, tokens: Vec<u32>) -> PyResult<u32> {
+    fn eval_argmax(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
+    ) -> PyResult<u32> {
         py.detach(|| self.with(|s| s.eval(&tokens, false).map(fucina_engine::argmax)))?
             .map_err(engine_err)
     }
@@ -206,9 +218,9 @@ impl PySession {
     fn generate_greedy(
         &self,
         py: Python<'_>,
-        prompt: Vec<u32>,
-        max_tokens: usize,
-        stop_ids: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::token_ids)] prompt: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::count)] max_tokens: usize,
+        #[pyo3(from_py_with = crate::args::token_ids)] stop_ids: Vec<u32>,
     ) -> PyResult<Vec<u32>> {
         py.detach(|| {
             self.with(|s| s.generate_greedy(&prompt, max_tokens, |t| stop_ids.contains(&t)))
@@ -222,7 +234,7 @@ impl PySession {
     }
 
     /// Keep only the first `n` tokens.
-    fn truncate(&self, n: usize) -> PyResult<()> {
+    fn truncate(&self, #[pyo3(from_py_with = crate::args::count)] n: usize) -> PyResult<()> {
         self.with(|s| s.truncate(n))
     }
 

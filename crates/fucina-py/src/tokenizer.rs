@@ -124,7 +124,12 @@ impl PyTokenizer {
     /// The text of `ids` (invalid UTF-8 replaced by U+FFFD). Control tokens (BOS,
     /// end-of-turn, ...) are rendered only when `special`.
     #[pyo3(signature = (ids, *, special = false))]
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>, special: bool) -> PyResult<String> {
+    fn decode(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::token_ids)] ids: Vec<u32>,
+        special: bool,
+    ) -> PyResult<String> {
         let tok = &self.inner;
         py.detach(|| tok.decode_lossy(&ids, special))
             .map_err(tok_err)
@@ -135,7 +140,7 @@ impl PyTokenizer {
     fn decode_bytes<'py>(
         &self,
         py: Python<'py>,
-        ids: Vec<u32>,
+        #[pyo3(from_py_with = crate::args::token_ids)] ids: Vec<u32>,
         special: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let tok = &self.inner;
@@ -148,7 +153,7 @@ impl PyTokenizer {
     fn token_to_piece<'py>(
         &self,
         py: Python<'py>,
-        id: u32,
+        #[pyo3(from_py_with = crate::args::token_id)] id: u32,
         special: bool,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let piece = self.inner.token_to_piece(id, special).map_err(tok_err)?;
@@ -161,7 +166,7 @@ impl PyTokenizer {
     }
 
     /// Whether `id` ends generation (EOS, end-of-turn, ...).
-    fn is_eog(&self, id: u32) -> bool {
+    fn is_eog(&self, #[pyo3(from_py_with = crate::args::token_id)] id: u32) -> bool {
         self.inner.is_eog(id)
     }
 
@@ -248,7 +253,7 @@ pub struct PyStreamDecoder {
 #[pymethods]
 impl PyStreamDecoder {
     /// Add one token; return the newly complete text (possibly "").
-    fn push(&mut self, id: u32) -> PyResult<String> {
+    fn push(&mut self, #[pyo3(from_py_with = crate::args::token_id)] id: u32) -> PyResult<String> {
         let piece = self
             .inner
             .token_to_piece(id, self.special)
