@@ -297,11 +297,11 @@ impl Chain {
             toks[0].p = 1.0;
             return Ok(());
         }
-        let max_l = if self.sorted {
-            toks[0].logit
-        } else {
-            fold_max(toks)
-        };
+        // llama.cpp takes data[0] when its array is flagged sorted. That is the
+        // max except after a bucket sort of logits beyond ~3e8 (filed in bucket
+        // 0, after smaller ones), where llama.cpp's probabilities come out NaN;
+        // the true max gives the same bits whenever the flag is truthful.
+        let max_l = fold_max(toks);
         if max_l == f32::NEG_INFINITY {
             return Err(SampleError::AllTokensMasked);
         }
