@@ -1,0 +1,202 @@
+//! [`Sampler`]: owns parameters, RNG and buffers, runs processors → bias →
+//! penalties → (greedy argmax | the llama.cpp filter chain) → one draw.
+
+use crate::chain::Chain;
+use crate::penalty::{self, Penalties};
+use crate::row;
+use crate::{Candidate, LogitProcessor, Rng, SampleError, SamplingParams};
+
+/// A configured sampler for one vocabulary. `Send`; reuse it across tokens of
+/// a generation (its buffers are kept, so steady-state calls do not allocate).
+pub struct Sampler {
+    params: SamplingParams,
+    n_vocab: usize,
+    rng: Rng,
+    draws: u64,
+    penalty_start: usize,
+    chain: Chain,
+    window: Vec<u32>,
+}
+
+impl Sampler {
+    /// A sampler for rows of `n_vocab` logits; fails on invalid parameters.
+    pub fn new(params: SamplingParams, n_vocab: usize) -> Result<Sampler, SampleError> {
+        params.validate(n_vocab)?;
+        Ok(Sampler {
+            rng: Rng::new(params.seed),
+            params,
+            n_vocab,
+            draws: 0,
+            penalty_start: 0,
+            chain: Chain::default(),
+            window: Vec::new(),
+        })
+    }
+
+    /// The parameters in force (`seed` follows [`Sampler::reseed`]).
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Count penalties only from `history[start..]`.
+    ///
+    /// llama-cpp-python feeds its penalty sampler only the tokens it sampled
+    /// itself (it builds a fresh sampler per `generate` call and never accepts
+    /// the prompt), so for parity with it pass the prompt length here. The
+    /// default, 0, counts the whole history, as llama.cpp's own CLI does when
+    /// it accepts the prompt into its sampler.
+    pub fn set_penalty_start(&mut self, start: usize) {
+        self.penalty_start = start;
+    }
+
+    /// The index set by [`Sampler::set_penalty_start`].
+    pub fn penalty_start(&self) -> usize {
+        self.penalty_start
+    }
+
+    /// The full pipeline on `logits` (mutated in place: processors, bias and
+    /// penalties are applied to it, NaN becomes -inf and +inf becomes f32::MAX
+    /// on the sampling path), then the draw. Greedy (temperature <= 0): argmax
+    /// after processors, bias and penalties, RNG untouched. Otherwise exactly
+    /// one RNG draw, inverse CDF over [`Sampler::candidates`]' order.
+    pub fn sample(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        processors: &mut [&mut dyn LogitProcessor],
+    ) -> Result<u32, SampleError> {
+        if self.params.is_greedy() {
+            self.prepare(logits, history, processors)?;
+            return row::argmax(logits)
+                .map(|i| i as u32)
+                .ok_or(SampleError::AllTokensMasked);
+        }
+        self.run(logits, history, processors)?;
+        let u = self.rng.next_f64();
+        self.draws += 1;
+        Ok(pick(&self.chain.toks, u))
+    }
+
+    /// The kept candidates and the probabilities the draw uses: after
+    /// processors, bias, penalties, top-k, typical, top-p, min-p and
+    /// temperature. Sorted by logit (= probability) descending; equal logits
+    /// keep llama.cpp's order when its chain leaves the set sorted (any active
+    /// top-k or top-p), else go by id. `logit` is the post-temperature logit.
+    /// Greedy: the argmax alone with p = 1. Never touches the RNG.
+    pub fn candidates(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        processors: &mut [&mut dyn LogitProcessor],
+    ) -> Result<&[Candidate], SampleError> {
+        if self.params.is_greedy() {
+            self.prepare(logits, history, processors)?;
+            let i = row::argmax(logits).ok_or(SampleError::AllTokensMasked)?;
+            self.chain.toks.clear();
+            self.chain.toks.push(Candidate {
+                id: i as u32,
+                logit: logits[i],
+                p: 1.0,
+            });
+            return Ok(&self.chain.toks);
+        }
+        self.run(logits, history, processors)?;
+        Ok(&self.chain.toks)
+    }
+
+    /// Draws consumed since construction or the last [`Sampler::reseed`]
+    /// (one per sampled non-greedy token).
+    pub fn draws(&self) -> u64 {
+        self.draws
+    }
+
+    /// Restart the draw stream from `seed` (a new generation with the same
+    /// sampler); resets [`Sampler::draws`].
+    pub fn reseed(&mut self, seed: u64) {
+        self.params.seed = seed;
+        self.rng = Rng::new(seed);
+        self.draws = 0;
+    }
+
+    fn prepare(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        processors: &mut [&mut dyn LogitProcessor],
+    ) -> Result<(), SampleError> {
+        if logits.len() != self.n_vocab {
+            return Err(SampleError::LogitsLength {
+                expected: self.n_vocab,
+                got: logits.len(),
+            });
+        }
+        for p in processors.iter_mut() {
+            p.process(logits, history)?;
+        }
+        penalty::apply_bias(logits, &self.params.logit_bias);
+        let pen = Penalties {
+            repeat: self.params.repeat_penalty,
+            frequency: self.params.frequency_penalty,
+            presence: self.params.presence_penalty,
+        };
+        if self.params.repeat_last_n != 0 && !pen.is_off() {
+            let counted = &history[self.penalty_start.min(history.len())..];
+            pen.apply(
+                logits,
+                penalty::window(counted, self.params.repeat_last_n),
+                &mut self.window,
+            );
+        }
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        processors: &mut [&mut dyn LogitProcessor],
+    ) -> Result<(), SampleError> {
+        self.prepare(logits, history, processors)?;
+        let stats = row::sanitize(logits);
+        if stats.max == f32::NEG_INFINITY {
+            return Err(SampleError::AllTokensMasked);
+        }
+        self.chain.run(logits, &stats, &self.params)
+    }
+}
+
+/// Inverse CDF: the first candidate whose running f64 sum of p exceeds
+/// `u * total`. Strict `>` never picks a zero-probability candidate; rounding
+/// that runs off the end falls back to the last candidate with p > 0.
+fn pick(cands: &[Candidate], u: f64) -> u32 {
+    let total: f64 = cands.iter().map(|c| c.p as f64).sum();
+    let target = u * total;
+    let mut cum = 0.0f64;
+    for c in cands {
+        cum += c.p as f64;
+        if cum > target {
+            return c.id;
+        }
+    }
+    cands
+        .iter()
+        .rev()
+        .find(|c| c.p > 0.0)
+        .or(cands.last())
+        .map_or(0, |c| c.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pick_skips_zero_probability_and_covers_the_range() {
+        let c = |id, p| Candidate { id, logit: 0.0, p };
+        let cands = [c(5, 0.0), c(1, 0.25), c(2, 0.75), c(9, 0.0)];
+        assert_eq!(pick(&cands, 0.0), 1);
+        assert_eq!(pick(&cands, 0.2499), 1);
+        assert_eq!(pick(&cands, 0.25), 2);
+        assert_eq!(pick(&cands, 0.999_999), 2);
+    }
+}
