@@ -16,7 +16,7 @@ KV cache and greedy argmax. Reported per model:
   2048-token context;
 - peak RSS of the process;
 - the generation loop (GEN_STEPS tokens after a 128-token prompt, end-of-generation
-  ignored): fucina's `LLM.stream_tokens` (the loop `LLM.generate` joins) greedy,
+  ignored): fucina's `LLM.generate` (time of GEN_STEPS + 1 tokens minus that of 1) greedy,
   sampled with llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p
   0.05), as an exact full-vocabulary nucleus (top_k 0, top_p 0.95, min_p 0), and
   sampled with a no-op Python logit processor; against the raw forward
@@ -59,16 +59,21 @@ out = {}
 t0 = time.perf_counter()
 if engine == "fucina":
     import fucina
-    model = fucina.Model(path, n_threads=threads)
+    llm = fucina.LLM(path, n_ctx=n_ctx, n_threads=threads)  # model + tokenizer + engine
+    model = llm.model
     sess = fucina.Session(model, n_ctx=n_ctx)
     out["load_s"] = time.perf_counter() - t0
     out["weight_bytes_per_token"] = model.weight_bytes_per_token
     def reset(): sess.reset()
     def prefill(toks): sess.eval(toks)
     def step(tok): return sess.eval_argmax([tok])
-    llm = fucina.LLM(path, n_ctx=n_ctx, n_threads=threads)
-    def gen_tokens(prompt, n, params, procs=None):
-        return llm.stream_tokens(prompt, max_tokens=n, params=params, logit_processors=procs, ignore_eos=True)
+    def gen_tps(params, procs=None):
+        # LLM.generate itself: the time of N + 1 tokens minus that of 1 (prefill + first).
+        def timed(n):
+            t = time.perf_counter()
+            llm.generate(ids[:128], max_tokens=n, params=params, logit_processors=procs, ignore_eos=True)
+            return time.perf_counter() - t
+        return GEN_STEPS / (timed(GEN_STEPS + 1) - timed(1))
     def P(**kw): return fucina.SamplingParams(**kw)
 else:
     import llama_cpp
@@ -82,15 +87,17 @@ else:
         llm.eval([tok])
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
         return int(np.argmax(logits))
-    def gen_tokens(prompt, n, params, procs=None):
+    def gen_tps(params, procs=None):
+        # Llama.generate's token iterator (it never stops by itself), first token untimed.
         llm.reset()
-        it = llm.generate(prompt, temp=params["temperature"], top_k=params.get("top_k", 40),
+        it = llm.generate(ids[:128], temp=params["temperature"], top_k=params.get("top_k", 40),
                           top_p=params.get("top_p", 0.95), min_p=params.get("min_p", 0.05),
                           repeat_penalty=1.0, reset=True)
-        for i, t in enumerate(it):
-            yield t
-            if i + 1 == n:
-                break
+        next(it)
+        t = time.perf_counter()
+        for _ in range(GEN_STEPS):
+            next(it)
+        return GEN_STEPS / (time.perf_counter() - t)
     def P(**kw): return kw
 
 def decode_after(ctx):
@@ -101,14 +108,6 @@ def decode_after(ctx):
     for _ in range(STEPS):
         tok = step(tok)
     return STEPS / (time.perf_counter() - t)
-
-def gen_tps(params, procs=None):
-    it = gen_tokens(ids[:128], GEN_STEPS + 1, params, procs)
-    next(it)  # prefill and the first token
-    t = time.perf_counter()
-    n = sum(1 for _ in it)
-    assert n == GEN_STEPS, n
-    return GEN_STEPS / (time.perf_counter() - t)
 
 def raw_tps():
     reset(); prefill(ids[:128])

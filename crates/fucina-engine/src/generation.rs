@@ -172,7 +172,10 @@ impl Generation {
                 format!("{n} alternatives requested; at most {MAX_TOP_LOGPROBS}"),
             ));
         }
-        let sampler = Sampler::new(opts.sampling.clone(), n_vocab)?;
+        let mut sampler = Sampler::new(opts.sampling.clone(), n_vocab)?;
+        // Penalties count the generated tokens only, as llama-cpp-python does (its
+        // sampler accepts what it samples, never the prompt).
+        sampler.set_penalty_start(prompt.len());
         let stop = StopMatcher::new(opts.stop.clone())?;
         let room = pool.n_ctx() - prompt.len();
         let max_new = opts.max_tokens.map_or(room, |m| m.min(room));
