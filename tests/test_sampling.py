@@ -274,3 +274,17 @@ def test_completion_logprobs_match_the_model_distribution(llm: fucina.LLM) -> No
     all_rows = llm.logits(ids, all=True)
     assert elp["token_logprobs"][1] == pytest.approx(log_softmax(all_rows[0])[ids[1]], abs=1e-4)
     assert e["choices"][0]["text"].startswith(PROMPT)
+
+
+def test_penalties_count_generated_tokens_only(llm: fucina.LLM) -> None:
+    prompt = "one two one two one two one two one"
+    plain = list(llm.stream_tokens(prompt, max_tokens=20))
+    assert plain[0] in llm.tokenize(prompt), "the greedy continuation repeats the prompt"
+    # The prompt is not counted (llama-cpp-python): the first token is unchanged even
+    # under a huge penalty, and no generated token is ever repeated.
+    pen = list(llm.stream_tokens(prompt, max_tokens=20, presence_penalty=1e4))
+    assert pen[0] == plain[0]
+    assert len(set(pen)) == len(pen)
+    # A window of 1 only forbids immediate repeats.
+    win = list(llm.stream_tokens(prompt, max_tokens=20, presence_penalty=1e4, repeat_last_n=1))
+    assert all(a != b for a, b in zip(win, win[1:], strict=False))

@@ -3,9 +3,9 @@
 The sampler runs in Rust (crate ``fucina-sample``) with llama.cpp's semantics, in
 llama-cpp-python's default chain order for these parameters::
 
-    logit processors -> penalties (repeat, frequency, presence over the last
-    repeat_last_n tokens) -> logit_bias -> top_k -> typical_p -> top_p (an exact
-    nucleus) -> min_p -> temperature -> one categorical draw
+    logit processors -> logit_bias -> penalties (repeat, frequency, presence over
+    the last repeat_last_n generated tokens) -> top_k -> typical_p -> top_p (an
+    exact nucleus) -> min_p -> temperature -> one categorical draw
 
 ``temperature <= 0`` is greedy: the argmax after processors, penalties and bias,
 and the random generator is not touched. Otherwise every committed token consumes
@@ -67,7 +67,8 @@ class SamplingParams:
         repeat_penalty: Divide positive (multiply negative) logits of recent tokens (``1``: off).
         presence_penalty: Subtracted once from every recent token's logit.
         frequency_penalty: Subtracted per occurrence of a recent token.
-        repeat_last_n: How many recent tokens the penalties look at (``-1``: all, ``0``: none).
+        repeat_last_n: How many recent generated tokens the penalties look at (``-1``: all,
+            ``0``: none); as in llama-cpp-python, prompt tokens are not counted.
         seed: Random seed; ``None`` draws a fresh one per generation.
         logit_bias: ``{token_id: bias}`` added to the logits (``-inf`` bans a token).
     """
