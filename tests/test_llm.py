@@ -131,18 +131,18 @@ def test_bad_arguments_raised_from_rust_are_fucina_errors(llm: fucina.LLM, gemma
     tok = llm.tokenizer
     cases: list[tuple[object, type[Exception]]] = [
         (lambda: tok.decode([-1]), ValueError),
-        (lambda: tok.decode(["a"]), TypeError),
-        (lambda: tok.decode("abc"), TypeError),
+        (lambda: tok.decode(["a"]), TypeError),  # type: ignore[list-item]
+        (lambda: tok.decode("abc"), TypeError),  # type: ignore[arg-type]
         (lambda: tok.token_to_piece(1 << 40), ValueError),
         (lambda: tok.is_eog(True), TypeError),
-        (lambda: tok.encode(5), TypeError),
+        (lambda: tok.encode(5), TypeError),  # type: ignore[arg-type]
         (lambda: fucina.Session(llm.model, n_ctx=-5), ValueError),
         (lambda: fucina.Session(llm.model, n_ctx=0), ValueError),
         (lambda: fucina.Session(llm.model, kv_cache_type="q4"), ValueError),
         (lambda: llm.engine.logits([llm.n_vocab]), ValueError),
         (lambda: llm.engine.generate([2, 3], max_tokens=-1, seed=0), ValueError),
         (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, top_p=7.0), ValueError),
-        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, processors=[1]), TypeError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, processors=[1]), TypeError),  # type: ignore[list-item]
         (lambda: fucina.Model(gemma_path, n_threads=-1), ValueError),
     ]
     for i, (call, builtin) in enumerate(cases):
