@@ -64,6 +64,7 @@
 mod bucket;
 mod chain;
 mod error;
+mod lanes;
 mod params;
 mod penalty;
 mod processor;
