@@ -15,6 +15,8 @@ use crate::row::Hits;
 use crate::stdsort;
 use crate::Candidate;
 
+/// A collection pass that gathers more elements than this shrinks the next step.
+const DENSE_PASS: usize = 2048;
 /// Number of buckets (llama.cpp's `nbuckets`).
 const NBUCKETS: usize = 128;
 /// llama.cpp's `bucket_scale = nbuckets / (bucket_high - bucket_low)`, in f32.
@@ -123,8 +125,7 @@ pub struct Buckets {
     bounds: Bounds,
     /// Every source element whose bucket is >= `floor` has been collected.
     floor: usize,
-    /// How far the next lowering of the floor reaches (grows geometrically,
-    /// so a deep walk costs O(log buckets) passes over the source).
+    /// How many buckets the next lowering of the floor reaches down.
     step: usize,
     /// Collected elements per bucket, each in source order.
     per: Vec<Vec<Candidate>>,
@@ -248,11 +249,18 @@ impl Buckets {
         self.floor = lo;
     }
 
-    /// Lower the floor by the next (growing) step.
+    /// Lower the floor by the next step: doubled after a sparse pass (few
+    /// passes to reach far), halved after a dense one (each collected element
+    /// costs more than a pass's scan of sixteen).
     fn lower(&mut self, src: Src<'_>) {
         let f = self.floor.saturating_sub(self.step);
-        self.step *= 2;
+        let before = self.collected;
         self.collect(src, f);
+        self.step = if self.collected - before > DENSE_PASS {
+            (self.step / 2).max(1)
+        } else {
+            self.step * 2
+        };
     }
 
     /// The first `npartial` elements of llama.cpp's

@@ -136,3 +136,10 @@ fn sampled_tokens_are_candidates() {
         assert!(kept.contains(&t), "step {step}: {t} not in {kept:?}");
     }
 }
+
+#[test]
+fn sampler_and_processors_are_send() {
+    fn send<T: Send>() {}
+    send::<Sampler>();
+    send::<Box<dyn fucina_sample::LogitProcessor>>();
+}
