@@ -10,9 +10,13 @@
 //! collects elements from the top buckets down, only as far as a caller needs
 //! (a 256-token top-p window, a top-k of 1000, or the head of a full sort).
 
+use crate::lanes::{self, LANES};
+use crate::row::Hits;
 use crate::stdsort;
 use crate::Candidate;
 
+/// A collection pass that gathers more elements than this shrinks the next step.
+const DENSE_PASS: usize = 2048;
 /// Number of buckets (llama.cpp's `nbuckets`).
 const NBUCKETS: usize = 128;
 /// llama.cpp's `bucket_scale = nbuckets / (bucket_high - bucket_low)`, in f32.
@@ -33,14 +37,60 @@ pub fn bucket_of(v: f32) -> usize {
     ib.clamp(0, NBUCKETS as i32 - 1) as usize
 }
 
-/// The lowest non-empty bucket of a set whose smallest and largest logits are
-/// `min` and `max`: the bucket map is monotone except that overflowing values
-/// drop to bucket 0.
-pub fn lowest_bucket(min: f32, max: f32) -> usize {
-    if BUCKET_SCALE * max + BUCKET_INTER >= I32_OVERFLOW {
-        0
+/// An order-preserving integer key of a finite or infinite f32 (not NaN).
+fn key(v: f32) -> i64 {
+    let b = v.to_bits();
+    if b >> 31 == 0 {
+        b as i64
     } else {
-        bucket_of(min)
+        -((b & 0x7FFF_FFFF) as i64)
+    }
+}
+
+fn from_key(k: i64) -> f32 {
+    if k >= 0 {
+        f32::from_bits(k as u32)
+    } else {
+        f32::from_bits(0x8000_0000 | (-k) as u32)
+    }
+}
+
+/// The least f32 in `(lo, hi]` for which `pred` holds, given `pred` is false
+/// at `lo`, true at `hi` and monotone between.
+fn least_true(lo: f32, hi: f32, pred: impl Fn(f32) -> bool) -> f32 {
+    let (mut lo, mut hi) = (key(lo), key(hi));
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if pred(from_key(mid)) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    from_key(hi)
+}
+
+/// Bucket boundaries as logits, so a collection pass compares values (16
+/// lanes at a time) instead of computing every bucket index: `lower[b]` is
+/// the least logit filed in bucket >= b (the map is monotone up to the
+/// overflow point), with `lower[0] = -inf` and `lower[128]` = the overflow
+/// point, from where logits drop back to bucket 0.
+struct Bounds {
+    lower: [f32; NBUCKETS + 1],
+    overflow: f32,
+}
+
+impl Bounds {
+    fn new() -> Bounds {
+        let overflow = least_true(1.0e8, 1.0e9, |v| {
+            BUCKET_SCALE * v + BUCKET_INTER >= I32_OVERFLOW
+        });
+        let mut lower = [f32::NEG_INFINITY; NBUCKETS + 1];
+        for (b, l) in lower.iter_mut().enumerate().take(NBUCKETS).skip(1) {
+            *l = least_true(-20.0, 20.0, |v| bucket_of(v) >= b);
+        }
+        lower[NBUCKETS] = overflow;
+        Bounds { lower, overflow }
     }
 }
 
@@ -72,25 +122,32 @@ impl Src<'_> {
 
 /// Reusable state of a lazy bucket sort over one source.
 pub struct Buckets {
+    bounds: Bounds,
     /// Every source element whose bucket is >= `floor` has been collected.
     floor: usize,
-    /// Collected elements; each collection pass covers a disjoint bucket range
-    /// in source order, so within one bucket they keep source order.
-    coll: Vec<Candidate>,
-    coll_b: Vec<u8>,
-    counts: [usize; NBUCKETS],
+    /// How many buckets the next lowering of the floor reaches down.
+    step: usize,
+    /// Collected elements per bucket, each in source order.
+    per: Vec<Vec<Candidate>>,
+    collected: usize,
     /// The partial-sort result (`partial`) or one bucket's sorted contents (`bucket`).
     out: Vec<Candidate>,
+    /// A row subset holding every element of buckets >= `hits_cover`.
+    pub hits: Hits,
+    hits_cover: usize,
 }
 
 impl Default for Buckets {
     fn default() -> Self {
         Buckets {
+            bounds: Bounds::new(),
             floor: NBUCKETS,
-            coll: Vec::new(),
-            coll_b: Vec::new(),
-            counts: [0; NBUCKETS],
+            step: 1,
+            per: vec![Vec::new(); NBUCKETS],
+            collected: 0,
             out: Vec::new(),
+            hits: Hits::default(),
+            hits_cover: usize::MAX,
         }
     }
 }
@@ -98,10 +155,25 @@ impl Default for Buckets {
 impl Buckets {
     /// Forget the previous source.
     pub fn reset(&mut self) {
+        self.hits_cover = usize::MAX;
         self.floor = NBUCKETS;
-        self.coll.clear();
-        self.coll_b.clear();
-        self.counts = [0; NBUCKETS];
+        self.step = 1;
+        self.collected = 0;
+        for b in &mut self.per {
+            b.clear();
+        }
+    }
+
+    /// The row's top-p denominator replay saw every token with
+    /// `fl(l - max) >= bound` (`self.hits`): from the lowest bucket that this
+    /// covers completely upward, collect from the hits instead of the row.
+    pub fn cover_with_hits(&mut self, max: f32, bound: f32) {
+        // fl(l - max) is monotone in l, so a bucket is covered when its least logit is.
+        let mut floor = NBUCKETS;
+        while floor > 1 && self.bounds.lower[floor - 1] - max >= bound {
+            floor -= 1;
+        }
+        self.hits_cover = floor;
     }
 
     /// Collect the elements of buckets [`new_floor`, `floor`).
@@ -110,47 +182,66 @@ impl Buckets {
         if lo >= hi {
             return;
         }
-        let take = |c: Candidate, b: usize, s: &mut Self| {
-            s.coll.push(c);
-            s.coll_b.push(b as u8);
-            s.counts[b] += 1;
+        let (vlo, vhi) = (self.bounds.lower[lo], self.bounds.lower[hi]);
+        let above = if lo == 0 {
+            self.bounds.overflow
+        } else {
+            f32::INFINITY
         };
-        match src {
-            Src::Row(row) => {
-                const CH: usize = 16;
-                for (ci, chunk) in row.chunks(CH).enumerate() {
-                    // Bucket indices for a whole chunk first: the test vectorises, and
-                    // most chunks of a large vocabulary hold no wanted element.
-                    let mut hit = false;
-                    for &v in chunk {
-                        let b = bucket_of(v);
-                        hit |= b >= lo && b < hi;
-                    }
-                    if !hit {
-                        continue;
-                    }
-                    for (j, &v) in chunk.iter().enumerate() {
-                        let b = bucket_of(v);
-                        if b >= lo && b < hi {
-                            let id = (ci * CH + j) as u32;
-                            take(
-                                Candidate {
-                                    id,
-                                    logit: v,
-                                    p: 0.0,
-                                },
-                                b,
-                                self,
-                            );
-                        }
-                    }
-                }
+        let wanted = |v: f32| (v >= vlo && v < vhi) || v >= above;
+        let (per, collected, hits, cover) = (
+            &mut self.per,
+            &mut self.collected,
+            &self.hits,
+            self.hits_cover,
+        );
+        let mut take = |c: Candidate| {
+            let b = bucket_of(c.logit);
+            debug_assert!(
+                b >= lo && b < hi,
+                "logit {} in bucket {b}, not [{lo}, {hi})",
+                c.logit
+            );
+            per[b].push(c);
+            *collected += 1;
+        };
+        // Row ids are indices; from the hits they are looked up.
+        let (logits, ids): (&[f32], Option<&[u32]>) = match src {
+            Src::Row(_) if lo >= cover => (&hits.logits, Some(&hits.ids)),
+            Src::Row(row) => (row, None),
+            Src::Toks(_) => (&[], None),
+        };
+        let id_of = |i: usize| ids.map_or(i as u32, |ids| ids[i]);
+        for (ci, c) in logits.chunks_exact(LANES).enumerate() {
+            let Ok(c) = <&[f32; LANES]>::try_from(c) else {
+                continue;
+            };
+            let mut m = lanes::range_or_above(c, vlo, vhi, above);
+            while m != 0 {
+                let i = ci * LANES + m.trailing_zeros() as usize;
+                take(Candidate {
+                    id: id_of(i),
+                    logit: logits[i],
+                    p: 0.0,
+                });
+                m &= m - 1;
             }
+        }
+        for (i, &v) in logits.iter().enumerate().skip(logits.len() / LANES * LANES) {
+            if wanted(v) {
+                take(Candidate {
+                    id: id_of(i),
+                    logit: v,
+                    p: 0.0,
+                });
+            }
+        }
+        match src {
+            Src::Row(_) => {}
             Src::Toks(toks) => {
                 for &c in toks {
-                    let b = bucket_of(c.logit);
-                    if b >= lo && b < hi {
-                        take(c, b, self);
+                    if wanted(c.logit) {
+                        take(c);
                     }
                 }
             }
@@ -158,86 +249,67 @@ impl Buckets {
         self.floor = lo;
     }
 
-    /// Lower the floor until at least `need` elements are collected (or all are).
-    fn ensure_count(&mut self, src: Src<'_>, need: usize) {
-        let mut step = 1;
-        while self.coll.len() < need && self.floor > 0 {
-            let f = self.floor.saturating_sub(step);
-            self.collect(src, f);
-            step *= 4;
-        }
-    }
-
-    /// Lower the floor to at least `b`.
-    fn ensure_floor(&mut self, src: Src<'_>, b: usize) {
-        if self.floor > b {
-            self.collect(src, b);
-        }
+    /// Lower the floor by the next step: doubled after a sparse pass (few
+    /// passes to reach far), halved after a dense one (each collected element
+    /// costs more than a pass's scan of sixteen).
+    fn lower(&mut self, src: Src<'_>) {
+        let f = self.floor.saturating_sub(self.step);
+        let before = self.collected;
+        self.collect(src, f);
+        self.step = if self.collected - before > DENSE_PASS {
+            (self.step / 2).max(1)
+        } else {
+            self.step * 2
+        };
     }
 
     /// The first `npartial` elements of llama.cpp's
     /// `llama_token_data_array_partial_sort(src, npartial)`, sorted by logit
     /// descending with llama.cpp's tie order. Requires 1 <= npartial <= len.
     pub fn partial(&mut self, src: Src<'_>, npartial: usize) -> &[Candidate] {
-        self.ensure_count(src, npartial);
+        while self.collected < npartial && self.floor > 0 {
+            self.lower(src);
+        }
         // The boundary bucket: the highest whose cumulative count reaches npartial.
         let mut nhave = 0;
         let mut ib = NBUCKETS;
         while ib > self.floor {
             ib -= 1;
-            nhave += self.counts[ib];
+            nhave += self.per[ib].len();
             if nhave >= npartial {
                 break;
             }
         }
-        let nhave = nhave.min(self.coll.len());
-        let mut start = [0usize; NBUCKETS];
-        let mut off = 0;
-        for j in (ib..NBUCKETS).rev() {
-            start[j] = off;
-            off += self.counts[j];
-        }
         self.out.clear();
-        self.out.resize(nhave, Candidate::default());
-        let mut next = start;
-        for (c, &b) in self.coll.iter().zip(&self.coll_b) {
-            let b = b as usize;
-            if b >= ib {
-                self.out[next[b]] = *c;
-                next[b] += 1;
+        let mut ndone = 0;
+        for j in (ib..NBUCKETS).rev() {
+            let start = self.out.len();
+            self.out.extend_from_slice(&self.per[j]);
+            let bucket = &mut self.out[start..];
+            if j > ib {
+                stdsort::sort(bucket, &mut by_logit);
+                ndone += bucket.len();
+            } else {
+                stdsort::partial_sort(bucket, npartial.saturating_sub(ndone), &mut by_logit);
             }
         }
-        let mut ndone = 0;
-        for j in ((ib + 1)..NBUCKETS).rev() {
-            let n = self.counts[j];
-            stdsort::sort(&mut self.out[start[j]..start[j] + n], &mut by_logit);
-            ndone += n;
-        }
-        if ib < NBUCKETS {
-            let s = start[ib];
-            let e = s + self.counts[ib];
-            stdsort::partial_sort(
-                &mut self.out[s..e],
-                npartial.saturating_sub(ndone),
-                &mut by_logit,
-            );
-        }
-        &self.out[..npartial.min(nhave)]
+        let n = npartial.min(self.out.len());
+        &self.out[..n]
     }
 
     /// Bucket `j` of llama.cpp's full sort of the source: `std::sort`ed, or
     /// heap-sorted when it is the source's lowest non-empty bucket (there the
     /// full sort's final `partial_sort` covers the whole bucket).
-    pub fn bucket(&mut self, src: Src<'_>, j: usize, lowest: usize) -> &[Candidate] {
-        self.ensure_floor(src, j);
-        self.out.clear();
-        for (c, &b) in self.coll.iter().zip(&self.coll_b) {
-            if b as usize == j {
-                self.out.push(*c);
-            }
+    pub fn bucket(&mut self, src: Src<'_>, j: usize) -> &[Candidate] {
+        while self.floor > j {
+            self.lower(src);
         }
+        let at_or_above: usize = self.per[j..].iter().map(Vec::len).sum();
+        let lowest = at_or_above == src.len();
+        self.out.clear();
+        self.out.extend_from_slice(&self.per[j]);
         let n = self.out.len();
-        if j == lowest {
+        if lowest {
             stdsort::partial_sort(&mut self.out, n, &mut by_logit);
         } else {
             stdsort::sort(&mut self.out, &mut by_logit);
@@ -338,7 +410,15 @@ mod tests {
         assert_eq!(bucket_of(f32::NAN), 0);
         assert_eq!(bucket_of(9.9), 127);
         assert_eq!(bucket_of(0.0), 64);
-        assert_eq!(lowest_bucket(1.0, 1e10), 0);
-        assert_eq!(lowest_bucket(1.0, 2.0), bucket_of(1.0));
+        let b = Bounds::new();
+        for k in 1..NBUCKETS {
+            let t = b.lower[k];
+            assert!(
+                bucket_of(t) >= k && bucket_of(from_key(key(t) - 1)) < k,
+                "bucket {k} starts at {t}"
+            );
+        }
+        assert_eq!(bucket_of(b.overflow), 0);
+        assert_eq!(bucket_of(from_key(key(b.overflow) - 1)), NBUCKETS - 1);
     }
 }

@@ -36,6 +36,8 @@ pub struct Chain {
     full: Vec<Candidate>,
     idx: Vec<usize>,
     shifted: Vec<f32>,
+    /// The top-p denominator replay's final skip bound.
+    hit_bound: f32,
 }
 
 /// Which buffer holds top-p's result after the window search.
@@ -191,20 +193,23 @@ impl Chain {
             }
             (max_l, s)
         } else {
-            (stats.max, row::serial_sum_exp(row, stats.max))
+            let (s, bound) = row::serial_sum_exp(row, stats.max, &mut self.buckets.hits);
+            self.hit_bound = bound;
+            (stats.max, s)
         };
         let prob = |l: f32| (l - max_l).exp() / denom;
         let size = self.size(row);
         if !self.sorted && size > TOP_P_INPLACE_MAX {
-            let (src, lowest) = if self.materialized {
-                let (mn, mx) = min_max(&self.toks);
-                (Src::Toks(&self.toks), bucket::lowest_bucket(mn, mx))
+            let src = if self.materialized {
+                self.buckets.reset();
+                Src::Toks(&self.toks)
             } else {
-                (Src::Row(row), bucket::lowest_bucket(stats.min, stats.max))
+                self.buckets.reset();
+                self.buckets.cover_with_hits(max_l, self.hit_bound);
+                Src::Row(row)
             };
             let kept = window_search(
                 src,
-                lowest,
                 p,
                 &prob,
                 &mut self.buckets,
@@ -351,20 +356,13 @@ fn fold_max(toks: &[Candidate]) -> f32 {
     m
 }
 
-fn min_max(toks: &[Candidate]) -> (f32, f32) {
-    toks.iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(mn, mx), t| {
-            (mn.min(t.logit), mx.max(t.logit))
-        })
-}
-
-/// top-p on more than 1024 unsorted candidates, as llama.cpp does it: walk the
+/// top-p on more than 1024 unsorted candidates (`buckets` freshly reset or
+/// seeded for `src`), as llama.cpp does it: walk the
 /// 256 best (bucket partial sort) accumulating f32 probabilities; if they do
 /// not reach `p`, continue along llama.cpp's *full* sort of the set, whose
 /// head this builds bucket by bucket, only as deep as the running sum needs.
 fn window_search(
     src: Src<'_>,
-    lowest: usize,
     p: f32,
     prob: &dyn Fn(f32) -> f32,
     buckets: &mut Buckets,
@@ -373,33 +371,32 @@ fn window_search(
 ) -> Kept {
     let size = src.len();
     let k = TOP_P_WINDOW.min(size);
-    buckets.reset();
     window.clear();
     window.extend_from_slice(buckets.partial(src, k));
     full.clear();
-    let mut next_bucket = 127usize;
-    let grow =
-        |full: &mut Vec<Candidate>, want: usize, buckets: &mut Buckets, next_bucket: &mut usize| {
-            while full.len() < want && *next_bucket >= lowest {
-                full.extend_from_slice(buckets.bucket(src, *next_bucket, lowest));
-                if *next_bucket == 0 {
-                    break;
-                }
-                *next_bucket -= 1;
-            }
-        };
+    // Buckets of the full sort not yet appended to `full`: 0..next.
+    let mut next = 128usize;
+    let grow = |full: &mut Vec<Candidate>, want: usize, buckets: &mut Buckets, next: &mut usize| {
+        while full.len() < want && *next > 0 {
+            *next -= 1;
+            full.extend_from_slice(buckets.bucket(src, *next));
+        }
+    };
     let mut in_full = false;
     let mut cum = 0.0f32;
     let mut last = size;
     for i in 0..size {
         let logit = if in_full {
-            grow(full, i + 1, buckets, &mut next_bucket);
+            grow(full, i + 1, buckets, &mut next);
             match full.get(i) {
                 Some(c) => c.logit,
                 None => break,
             }
         } else {
-            window[i].logit
+            match window.get(i) {
+                Some(c) => c.logit,
+                None => break,
+            }
         };
         cum += prob(logit);
         if cum >= p && i + 1 >= MIN_KEEP {
@@ -411,7 +408,7 @@ fn window_search(
         }
     }
     if in_full {
-        grow(full, last, buckets, &mut next_bucket);
+        grow(full, last, buckets, &mut next);
         full.truncate(last);
         Kept::Full
     } else {

@@ -1,97 +1,78 @@
 //! Passes over the whole logits row (the vocabulary, up to 262,144 entries):
-//! the only places where per-token cost scales with the vocabulary, written
-//! as fixed-width lane loops the compiler vectorises.
+//! the only places where per-token cost scales with the vocabulary. Each
+//! tests 16 logits at a time ([`crate::lanes`]) and does scalar work only for
+//! the lanes that pass.
 
 use crate::bucket::by_logit;
+use crate::lanes;
 use crate::stdsort;
 use crate::Candidate;
-
-/// Lane count of the vectorised loops (four SSE registers of f32).
-const LANES: usize = 16;
 
 /// Extremes of a row after [`sanitize`].
 pub struct RowStats {
     /// Largest logit (-inf when every token is masked).
     pub max: f32,
-    /// Smallest logit.
-    pub min: f32,
 }
 
 /// NaN becomes -inf (a NaN logit bans its token) and +inf becomes f32::MAX (so
-/// the softmax never meets inf - inf), in place; returns the row's extremes.
+/// the softmax never meets inf - inf), in place; returns the row's max.
 pub fn sanitize(row: &mut [f32]) -> RowStats {
-    let mut mx = [f32::NEG_INFINITY; LANES];
-    let mut mn = [f32::INFINITY; LANES];
-    let mut bad = [false; LANES];
-    let mut chunks = row.chunks_exact(LANES);
-    for c in &mut chunks {
-        for j in 0..LANES {
-            let v = c[j];
-            bad[j] |= v.is_nan() | (v == f32::INFINITY);
-            mx[j] = if v > mx[j] { v } else { mx[j] };
-            mn[j] = if v < mn[j] { v } else { mn[j] };
+    let (max, bad) = lanes::max_and_bad(row);
+    if !bad {
+        return RowStats { max };
+    }
+    for v in row.iter_mut() {
+        if v.is_nan() {
+            *v = f32::NEG_INFINITY;
+        } else if *v == f32::INFINITY {
+            *v = f32::MAX;
         }
     }
-    let any_bad = bad.iter().any(|&b| b)
-        || chunks
-            .remainder()
-            .iter()
-            .any(|v| v.is_nan() || *v == f32::INFINITY);
-    if any_bad {
-        for v in row.iter_mut() {
-            if v.is_nan() {
-                *v = f32::NEG_INFINITY;
-            } else if *v == f32::INFINITY {
-                *v = f32::MAX;
-            }
-        }
-        return sanitize(row);
+    RowStats {
+        max: lanes::max_and_bad(row).0,
     }
-    let mut stats = RowStats {
-        max: f32::NEG_INFINITY,
-        min: f32::INFINITY,
-    };
-    for &v in mx.iter().chain(chunks.remainder()) {
-        if v > stats.max {
-            stats.max = v;
-        }
-    }
-    for &v in mn.iter().chain(chunks.remainder()) {
-        if v < stats.min {
-            stats.min = v;
-        }
-    }
-    stats
 }
 
 /// The first index holding the row's largest logit (NaN never wins), as
 /// llama.cpp's greedy sampler scans; None when nothing beats -inf.
 pub fn argmax(row: &[f32]) -> Option<usize> {
-    let mut mx = [f32::NEG_INFINITY; LANES];
-    let mut chunks = row.chunks_exact(LANES);
-    for c in &mut chunks {
-        for j in 0..LANES {
-            mx[j] = if c[j] > mx[j] { c[j] } else { mx[j] };
-        }
-    }
-    let mut best = f32::NEG_INFINITY;
-    for &v in mx.iter().chain(chunks.remainder()) {
-        if v > best {
-            best = v;
-        }
-    }
+    let (best, _) = lanes::max_and_bad(row);
     if best == f32::NEG_INFINITY {
         return None;
     }
-    row.iter().position(|&v| v == best)
+    // Nothing exceeds `best`, so ">= best" lanes are exactly the maxima.
+    for (ci, c) in row.chunks_exact(lanes::LANES).enumerate() {
+        let Ok(c) = <&[f32; lanes::LANES]>::try_from(c) else {
+            continue;
+        };
+        let m = lanes::ge(c, best);
+        if m != 0 {
+            return Some(ci * lanes::LANES + m.trailing_zeros() as usize);
+        }
+    }
+    let start = row.len() / lanes::LANES * lanes::LANES;
+    row[start..]
+        .iter()
+        .position(|&v| v == best)
+        .map(|i| start + i)
+}
+
+/// Call `f(index)` for each set bit of a chunk mask, lowest first.
+#[inline(always)]
+fn each_bit(mut mask: u32, base: usize, mut f: impl FnMut(usize)) {
+    while mask != 0 {
+        f(base + mask.trailing_zeros() as usize);
+        mask &= mask - 1;
+    }
 }
 
 /// `std::partial_sort(row, k)` as llama.cpp runs it for top-k <= 128 on the
 /// id-ordered row, without materialising the row: heap-select keeps a k-heap
 /// of the first k tokens and admits a later token only when it beats the
 /// heap's root, so a lane test of each 16-token chunk against the root skips
-/// almost every chunk. Requires 1 <= k <= row.len(); writes k candidates,
-/// sorted by logit descending with libstdc++'s tie order.
+/// almost every chunk (the root only rises, so testing against the chunk's
+/// starting root never misses a token). Requires 1 <= k <= row.len(); writes
+/// k candidates, sorted by logit descending with libstdc++'s tie order.
 pub fn top_k_heap(row: &[f32], k: usize, out: &mut Vec<Candidate>) {
     out.clear();
     out.extend(row[..k].iter().enumerate().map(|(i, &l)| Candidate {
@@ -101,9 +82,8 @@ pub fn top_k_heap(row: &[f32], k: usize, out: &mut Vec<Candidate>) {
     }));
     stdsort::make_heap(out, &mut by_logit);
     let tail = &row[k..];
-    let mut chunks = tail.chunks_exact(LANES);
-    let mut base = k;
-    let admit = |i: usize, l: f32, heap: &mut Vec<Candidate>| {
+    let admit = |i: usize, heap: &mut Vec<Candidate>| {
+        let l = row[i];
         if l > heap[0].logit {
             let len = heap.len();
             stdsort::adjust_heap(
@@ -119,23 +99,19 @@ pub fn top_k_heap(row: &[f32], k: usize, out: &mut Vec<Candidate>) {
             );
         }
     };
-    for c in &mut chunks {
-        let root = out[0].logit;
-        let mut hit = false;
-        for &v in c {
-            hit |= v > root;
-        }
-        if hit {
-            for (j, &v) in c.iter().enumerate() {
-                admit(base + j, v, out);
-            }
-        }
-        base += LANES;
+    let mut heap = std::mem::take(out);
+    for (ci, c) in tail.chunks_exact(lanes::LANES).enumerate() {
+        let Ok(c) = <&[f32; lanes::LANES]>::try_from(c) else {
+            continue;
+        };
+        let m = lanes::gt(c, heap[0].logit);
+        each_bit(m, k + ci * lanes::LANES, |i| admit(i, &mut heap));
     }
-    for (j, &v) in chunks.remainder().iter().enumerate() {
-        admit(base + j, v, out);
+    for i in k + tail.len() / lanes::LANES * lanes::LANES..row.len() {
+        admit(i, &mut heap);
     }
-    stdsort::sort_heap(out, &mut by_logit);
+    stdsort::sort_heap(&mut heap, &mut by_logit);
+    *out = heap;
 }
 
 /// `max(-FLT_MAX, max(row))`: min-p's unsorted path starts from -FLT_MAX.
@@ -146,23 +122,35 @@ pub fn min_p_max(stats: &RowStats) -> f32 {
 /// Every token with `logit >= bound`, in id order (min-p's unsorted path).
 pub fn collect_at_least(row: &[f32], bound: f32, out: &mut Vec<Candidate>) {
     out.clear();
-    for (ci, c) in row.chunks(LANES).enumerate() {
-        let mut hit = false;
-        for &v in c {
-            hit |= v >= bound;
-        }
-        if hit {
-            for (j, &v) in c.iter().enumerate() {
-                if v >= bound {
-                    out.push(Candidate {
-                        id: (ci * LANES + j) as u32,
-                        logit: v,
-                        p: 0.0,
-                    });
-                }
-            }
+    let mut push = |i: usize| {
+        out.push(Candidate {
+            id: i as u32,
+            logit: row[i],
+            p: 0.0,
+        })
+    };
+    for (ci, c) in row.chunks_exact(lanes::LANES).enumerate() {
+        let Ok(c) = <&[f32; lanes::LANES]>::try_from(c) else {
+            continue;
+        };
+        each_bit(lanes::ge(c, bound), ci * lanes::LANES, &mut push);
+    }
+    let start = row.len() / lanes::LANES * lanes::LANES;
+    for (i, &v) in row.iter().enumerate().skip(start) {
+        if v >= bound {
+            push(i);
         }
     }
+}
+
+/// A subset of the row (ids ascending, with their logits) that contains
+/// every token above some logit.
+#[derive(Default)]
+pub struct Hits {
+    /// Token ids, ascending.
+    pub ids: Vec<u32>,
+    /// Their logits.
+    pub logits: Vec<f32>,
 }
 
 /// The smallest f32 strictly above `s` (s finite and >= 0).
@@ -170,7 +158,6 @@ fn next_up(s: f32) -> f32 {
     f32::from_bits(s.to_bits() + 1)
 }
 
-/// Terms below the threshold are provably absorbed; above it they are added exactly.
 /// Below this running sum the threshold is not worth deriving (only reached
 /// when every earlier term underflowed); every non-zero term is added.
 const TINY_SUM: f32 = 1e-30;
@@ -191,32 +178,47 @@ const LOG_SLACK: f64 = 2e-4;
 /// whenever `x < ln(ulp/2) - slack`. Real rows absorb ~93% of their terms, so
 /// the serial adds (and libm `expf` calls) touch only the rest, and the skip
 /// test runs 16 lanes at a time.
-pub fn serial_sum_exp(row: &[f32], max: f32) -> f32 {
+///
+/// Every token it adds (a "hit") is appended to `hits` in id order; the
+/// returned bound is the final skip threshold on `l - max`: every token at or
+/// above it was a hit, which lets top-p's bucket sort scan the hits instead
+/// of the row.
+pub fn serial_sum_exp(row: &[f32], max: f32, hits: &mut Hits) -> (f32, f32) {
+    hits.ids.clear();
+    hits.logits.clear();
     let mut s = 0.0f32;
     let mut bound = EXP_UNDERFLOW;
     // The sum's binade top: while s stays below it, its ulp (and the bound) hold.
     let mut binade_top = TINY_SUM;
-    for c in row.chunks(LANES) {
-        let mut hit = false;
-        for &v in c {
-            hit |= v - max >= bound;
-        }
-        if !hit {
-            continue;
-        }
-        for &v in c {
-            let x = v - max;
-            if x >= bound {
-                s += x.exp();
-                if s >= binade_top {
-                    let half_ulp = (next_up(s) - s) as f64 * 0.5;
-                    bound = ((half_ulp.ln() - LOG_SLACK) as f32).max(EXP_UNDERFLOW);
-                    binade_top = f32::from_bits((s.to_bits() & 0xFF80_0000) + 0x0080_0000);
-                }
+    let mut add = |i: usize, s: &mut f32, bound: &mut f32| {
+        let l = row[i];
+        let x = l - max;
+        if x >= *bound {
+            *s += x.exp();
+            hits.ids.push(i as u32);
+            hits.logits.push(l);
+            if *s >= binade_top {
+                let half_ulp = (next_up(*s) - *s) as f64 * 0.5;
+                *bound = ((half_ulp.ln() - LOG_SLACK) as f32).max(EXP_UNDERFLOW);
+                binade_top = f32::from_bits((s.to_bits() & 0xFF80_0000) + 0x0080_0000);
             }
         }
+    };
+    let chunks = row.len() / lanes::LANES;
+    for (ci, c) in row.chunks_exact(lanes::LANES).enumerate() {
+        let Ok(c) = <&[f32; lanes::LANES]>::try_from(c) else {
+            continue;
+        };
+        // A mask taken with the chunk's starting bound may admit a term the
+        // updated bound would skip; `add` re-tests, and the bound only rises.
+        each_bit(lanes::sub_ge(c, max, bound), ci * lanes::LANES, |i| {
+            add(i, &mut s, &mut bound)
+        });
     }
-    s
+    for i in chunks * lanes::LANES..row.len() {
+        add(i, &mut s, &mut bound);
+    }
+    (s, bound)
 }
 
 #[cfg(test)]
@@ -250,9 +252,15 @@ mod tests {
             for &v in &row {
                 plain += (v - max).exp();
             }
-            assert_eq!(
-                serial_sum_exp(&row, max).to_bits(),
-                plain.to_bits(),
+            let mut hits = Hits::default();
+            let (s, bound) = serial_sum_exp(&row, max, &mut hits);
+            assert_eq!(s.to_bits(), plain.to_bits(), "n={n}");
+            // Every token at or above the final bound was added (and recorded).
+            let above = (0..n as u32).filter(|&i| row[i as usize] - max >= bound);
+            assert!(
+                above
+                    .into_iter()
+                    .all(|i| hits.ids.binary_search(&i).is_ok()),
                 "n={n}"
             );
         }
@@ -268,7 +276,10 @@ mod tests {
         for &v in &row {
             plain += (v - 1.0f32).exp();
         }
-        assert_eq!(serial_sum_exp(&row, 1.0).to_bits(), plain.to_bits());
+        assert_eq!(
+            serial_sum_exp(&row, 1.0, &mut Hits::default()).0.to_bits(),
+            plain.to_bits()
+        );
     }
 
     #[test]
@@ -312,7 +323,6 @@ mod tests {
         assert_eq!(row[3], f32::NEG_INFINITY);
         assert_eq!(row[39], f32::MAX);
         assert_eq!(st.max, f32::MAX);
-        assert_eq!(st.min, f32::NEG_INFINITY);
         assert_eq!(argmax(&[f32::NAN, 2.0, 3.0, 3.0]), Some(2));
         assert_eq!(argmax(&[f32::NAN, f32::NEG_INFINITY]), None);
     }

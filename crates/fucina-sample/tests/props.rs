@@ -1,0 +1,140 @@
+//! Property tests: arbitrary rows and parameters never panic, and whatever
+//! comes back is a valid token or a named error.
+
+use fucina_sample::{Sampler, SamplingParams};
+use proptest::prelude::*;
+
+fn logit() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        6 => -30.0f32..30.0,
+        1 => Just(f32::NAN),
+        1 => Just(f32::NEG_INFINITY),
+        1 => Just(f32::INFINITY),
+        1 => prop::num::f32::ANY,
+        1 => (0i32..4).prop_map(|v| v as f32),
+        1 => prop_oneof![Just(1e9f32), Just(-1e9f32), Just(f32::MAX), Just(-f32::MAX)],
+    ]
+}
+
+fn unit() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        0.0f32..=1.0,
+        Just(0.0f32),
+        Just(1.0f32),
+        prop::num::f32::ANY
+    ]
+}
+
+fn params(n: usize) -> impl Strategy<Value = SamplingParams> {
+    (
+        prop_oneof![
+            -1.0f32..5.0,
+            Just(0.0f32),
+            Just(1e-3f32),
+            Just(100.0f32),
+            prop::num::f32::ANY
+        ],
+        prop_oneof![-5i32..300, Just(i32::MAX), Just(i32::MIN)],
+        (unit(), unit(), unit()),
+        (
+            prop_oneof![0.1f32..3.0, Just(1.0f32), prop::num::f32::ANY],
+            -2.0f32..2.0,
+            -2.0f32..2.0,
+        ),
+        -3i32..80,
+        any::<u64>(),
+        prop::collection::vec(
+            (
+                0u32..(n as u32 + 2),
+                prop_oneof![-5.0f32..5.0, Just(f32::NEG_INFINITY)],
+            ),
+            0..6,
+        ),
+    )
+        .prop_map(
+            |(
+                temperature,
+                top_k,
+                (top_p, min_p, typical_p),
+                (repeat_penalty, presence_penalty, frequency_penalty),
+                repeat_last_n,
+                seed,
+                logit_bias,
+            )| {
+                SamplingParams {
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    typical_p,
+                    repeat_penalty,
+                    presence_penalty,
+                    frequency_penalty,
+                    repeat_last_n,
+                    seed,
+                    logit_bias,
+                }
+            },
+        )
+}
+
+fn case() -> impl Strategy<Value = (Vec<f32>, SamplingParams, Vec<u32>, usize)> {
+    (1usize..1500).prop_flat_map(|n| {
+        (
+            prop::collection::vec(logit(), n),
+            params(n),
+            prop::collection::vec(0u32..(n as u32 + 3), 0..40),
+            0usize..50,
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn never_panics_and_returns_valid_tokens((row, p, history, start) in case()) {
+        let n = row.len();
+        let Ok(mut s) = Sampler::new(p.clone(), n) else {
+            prop_assert!(p.validate(n).is_err());
+            return Ok(());
+        };
+        s.set_penalty_start(start);
+        let mut a = row.clone();
+        match s.candidates(&mut a, &history, &mut []).map(<[_]>::to_vec) {
+            Ok(c) => {
+                prop_assert!(!c.is_empty());
+                prop_assert!(c.iter().all(|c| (c.id as usize) < n && c.p.is_finite() && c.p >= 0.0));
+                let total: f32 = c.iter().map(|c| c.p).sum();
+                prop_assert!((total - 1.0).abs() < 1e-3, "probabilities sum to {}", total);
+                prop_assert!(c.windows(2).all(|w| w[0].logit >= w[1].logit), "not sorted");
+                let ids: Vec<u32> = c.iter().filter(|c| c.p > 0.0).map(|c| c.id).collect();
+                let mut b = row.clone();
+                let t = s.sample(&mut b, &history, &mut []).unwrap();
+                prop_assert!(ids.contains(&t) || (p.temperature <= 0.0 && c[0].id == t));
+            }
+            Err(e) => {
+                let mut b = row.clone();
+                prop_assert_eq!(s.sample(&mut b, &history, &mut []), Err(e));
+            }
+        }
+    }
+
+    #[test]
+    fn large_tied_rows_are_consistent(levels in 1u32..40, n in 1100usize..6000, top_k in -1i32..300, top_p in 0.0f32..=1.0, seed in any::<u64>()) {
+        let row: Vec<f32> = (0..n as u32).map(|i| ((i.wrapping_mul(2_654_435_761) >> 7) % levels) as f32 * 0.5).collect();
+        let p = SamplingParams { top_k, top_p, min_p: 0.0, seed, ..Default::default() };
+        let mut s = Sampler::new(p, n).unwrap();
+        let c = s.candidates(&mut row.clone(), &[], &mut []).unwrap().to_vec();
+        // Everything kept is at least as likely as everything dropped.
+        let kept_min = c.iter().map(|c| row[c.id as usize]).fold(f32::INFINITY, f32::min);
+        let mut is_kept = vec![false; n];
+        for k in &c {
+            is_kept[k.id as usize] = true;
+        }
+        prop_assert!(row.iter().zip(&is_kept).all(|(&l, &k)| k || l <= kept_min));
+        if top_k > 0 {
+            prop_assert!(c.len() <= top_k as usize);
+        }
+    }
+}
