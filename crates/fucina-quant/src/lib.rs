@@ -20,6 +20,7 @@ mod error;
 pub mod formats;
 pub mod gemm;
 pub mod half;
+pub mod lanes;
 pub mod matmul;
 pub mod pool;
 pub mod repack;

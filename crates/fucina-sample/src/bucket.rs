@@ -10,10 +10,10 @@
 //! collects elements from the top buckets down, only as far as a caller needs
 //! (a 256-token top-p window, a top-k of 1000, or the head of a full sort).
 
-use crate::lanes::{self, LANES};
 use crate::row::Hits;
 use crate::stdsort;
 use crate::Candidate;
+use fucina_quant::lanes::{self, LANES};
 
 /// A collection pass that gathers more elements than this shrinks the next step.
 const DENSE_PASS: usize = 2048;

@@ -87,7 +87,6 @@
 mod bucket;
 mod chain;
 mod error;
-mod lanes;
 mod params;
 mod penalty;
 mod processor;

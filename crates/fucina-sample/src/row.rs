@@ -1,12 +1,12 @@
 //! Passes over the whole logits row (the vocabulary, up to 262,144 entries):
 //! the only places where per-token cost scales with the vocabulary. Each
-//! tests 16 logits at a time ([`crate::lanes`]) and does scalar work only for
+//! tests 16 logits at a time ([`fucina_quant::lanes`]) and does scalar work only for
 //! the lanes that pass.
 
 use crate::bucket::by_logit;
-use crate::lanes;
 use crate::stdsort;
 use crate::Candidate;
+use fucina_quant::lanes;
 
 /// Extremes of a row after [`sanitize`].
 pub struct RowStats {

@@ -1,5 +1,7 @@
-//! 16-lane tests over logits chunks that return a bitmask of the lanes that
-//! pass, and the row's max/NaN scan.
+//! 16-lane tests over f32 chunks that return a bitmask of the lanes that pass,
+//! and a row's max/NaN scan: the full-vocabulary passes of `fucina-sample`'s
+//! filters (kept here with the other kernels, so the aarch64 CI step tests the
+//! portable bodies too).
 //!
 //! Full-vocabulary passes spend their time asking "does any of these 16
 //! logits matter?"; the compiler's auto-vectoriser turns such bit-gathering
@@ -39,6 +41,7 @@ mod imp {
         }
     }
 
+    /// Bit `j` set where `c[j] - sub >= bound`.
     #[inline(always)]
     pub fn sub_ge(c: &[f32; LANES], sub: f32, bound: f32) -> u32 {
         // SAFETY: SSE2 is enabled on every x86-64 target (baseline feature).
@@ -49,6 +52,7 @@ mod imp {
         }
     }
 
+    /// Bit `j` set where `c[j] > bound`.
     #[inline(always)]
     pub fn gt(c: &[f32; LANES], bound: f32) -> u32 {
         // SAFETY: SSE2 is enabled on every x86-64 target (baseline feature).
@@ -59,6 +63,7 @@ mod imp {
         }
     }
 
+    /// Bit `j` set where `c[j] >= bound`.
     #[inline(always)]
     pub fn ge(c: &[f32; LANES], bound: f32) -> u32 {
         // SAFETY: SSE2 is enabled on every x86-64 target (baseline feature).
@@ -69,6 +74,7 @@ mod imp {
         }
     }
 
+    /// Bit `j` set where `lo <= c[j] < hi` or `c[j] >= above`.
     #[inline(always)]
     pub fn range_or_above(c: &[f32; LANES], lo: f32, hi: f32, above: f32) -> u32 {
         // SAFETY: SSE2 is enabled on every x86-64 target (baseline feature).
@@ -86,6 +92,7 @@ mod imp {
     }
 
     /// (max, any NaN or +inf) of a row; NaN never becomes the max.
+    /// The row's maximum (NaN ignored) and whether it holds a NaN or +inf.
     #[inline(always)]
     pub fn max_and_bad(row: &[f32]) -> (f32, bool) {
         let chunks = row.chunks_exact(LANES);
@@ -143,22 +150,27 @@ mod portable {
             .fold(0, |m, (j, &v)| m | (u32::from(f(v)) << j))
     }
 
+    /// Bit `j` set where `c[j] - sub >= bound`.
     pub fn sub_ge(c: &[f32; LANES], sub: f32, bound: f32) -> u32 {
         mask(c, |v| v - sub >= bound)
     }
 
+    /// Bit `j` set where `c[j] > bound`.
     pub fn gt(c: &[f32; LANES], bound: f32) -> u32 {
         mask(c, |v| v > bound)
     }
 
+    /// Bit `j` set where `c[j] >= bound`.
     pub fn ge(c: &[f32; LANES], bound: f32) -> u32 {
         mask(c, |v| v >= bound)
     }
 
+    /// Bit `j` set where `lo <= c[j] < hi` or `c[j] >= above`.
     pub fn range_or_above(c: &[f32; LANES], lo: f32, hi: f32, above: f32) -> u32 {
         mask(c, |v| (v >= lo && v < hi) || v >= above)
     }
 
+    /// The row's maximum (NaN ignored) and whether it holds a NaN or +inf.
     pub fn max_and_bad(row: &[f32]) -> (f32, bool) {
         let mut max = f32::NEG_INFINITY;
         let mut bad = false;
