@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,3 +153,22 @@ def test_bad_arguments_raised_from_rust_are_fucina_errors(llm: fucina.LLM, gemma
             call()
             pytest.fail(f"case {i} did not raise")
         assert isinstance(e.value, fucina.FucinaError), (e.value, type(e.value).__mro__)
+
+
+def test_boolean_options_are_keyword_only(llm: fucina.LLM, gemma_path: Path) -> None:
+    # Untyped handles: the point is the runtime refusal (mypy already rejects these calls).
+    untyped: Any = llm
+    gguf_file: Any = fucina.GGUFFile
+    calls: list[Callable[[], object]] = [
+        lambda: untyped.tokenize("x", False),
+        lambda: untyped.detokenize([2], True),
+        lambda: untyped.logits([2], True),
+        lambda: untyped.tokenizer.encode("x", False),
+        lambda: untyped.tokenizer.decode([2], True),
+        lambda: untyped.create_completion("x", 4, 0.5),
+        lambda: gguf_file(gemma_path, False),
+        lambda: untyped.session.eval([2], True),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match="positional"):
+            call()
