@@ -294,7 +294,7 @@ fn processors_and_bad_arguments() {
             ids.clone(),
             GenerationOptions {
                 sampling: SamplingParams {
-                    top_p: 0.0,
+                    top_p: 1.5,
                     ..SamplingParams::default()
                 },
                 ..greedy(4)
