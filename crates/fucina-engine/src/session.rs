@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use fucina_model::{KvCache, KvDtype, Model};
+use fucina_quant::lanes;
 
 use crate::error::{invalid, Result};
 use crate::pool::{SeqId, SeqPool};
@@ -109,13 +110,28 @@ impl Session {
     }
 }
 
-/// Index of the largest value (first on ties; NaN never wins).
+/// Index of the largest value (first on ties; NaN never wins; 0 for a row with no
+/// number). One vectorised max pass and one scan for its first occurrence: on a
+/// 262k vocabulary a branchy compare-and-track loop costs about a millisecond a
+/// token, a tenth of a 270M model's decode step.
 pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0usize;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] || logits[best].is_nan() {
-            best = i;
-        }
+    let (max, _) = lanes::max_and_bad(logits);
+    logits.iter().position(|&v| v == max).unwrap_or(0) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argmax;
+
+    #[test]
+    fn argmax_first_on_ties_and_never_nan() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(argmax(&[f32::NAN, 0.5, f32::NAN, 0.7]), 3);
+        assert_eq!(argmax(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), 0);
+        assert_eq!(argmax(&[f32::NAN]), 0);
+        let mut row = vec![0.0f32; 262_144];
+        row[200_001] = 1.0;
+        row[250_000] = 1.0;
+        assert_eq!(argmax(&row), 200_001);
     }
-    best as u32
 }
