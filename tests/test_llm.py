@@ -146,6 +146,12 @@ def test_bad_arguments_raised_from_rust_are_fucina_errors(llm: fucina.LLM, gemma
         (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, top_p=7.0), ValueError),
         (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, processors=[1]), TypeError),  # type: ignore[list-item]
         (lambda: fucina.Model(gemma_path, n_threads=-1), ValueError),
+        (lambda: fucina.Model(123), TypeError),  # type: ignore[arg-type]
+        (lambda: fucina.Tokenizer.from_gguf(None), TypeError),  # type: ignore[arg-type]
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, temperature="hot"), TypeError),  # type: ignore[arg-type]
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=-1), ValueError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, top_k=1 << 40), ValueError),
+        (lambda: llm.engine.generate([2, 3], max_tokens=4, seed=0, logit_bias=[(1, "a")]), TypeError),  # type: ignore[list-item]
     ]
     for i, (call, builtin) in enumerate(cases):
         assert callable(call)

@@ -65,3 +65,84 @@ pub fn opt_count(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         count(obj).map(Some)
     }
 }
+
+/// A number (int or float, not bool) as f32; NaN and range checks are the
+/// sampler's, which names the parameter.
+pub fn number(obj: &Bound<'_, PyAny>) -> PyResult<f32> {
+    if obj.is_instance_of::<PyBool>()
+        || !(obj.is_instance_of::<PyInt>() || obj.is_instance_of::<pyo3::types::PyFloat>())
+    {
+        return Err(type_err(format!(
+            "expected a number, not {}",
+            obj.get_type().name()?
+        )));
+    }
+    Ok(obj.extract::<f64>()? as f32)
+}
+
+/// A signed int that fits i32 (`top_k`, `repeat_last_n`: negative values mean
+/// "off" / "all" there).
+pub fn small_int(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_err(format!(
+            "expected an int, not {}",
+            obj.get_type().name()?
+        )));
+    }
+    obj.extract::<i32>()
+        .map_err(|_| value_err(format!("{obj} is out of range for a 32-bit int")))
+}
+
+/// A 64-bit seed (`0 <= seed < 2**64`).
+pub fn seed(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_err(format!(
+            "seed must be an int, not {}",
+            obj.get_type().name()?
+        )));
+    }
+    obj.extract::<u64>()
+        .map_err(|_| value_err(format!("seed {obj} is out of range (0 to 2**64 - 1)")))
+}
+
+/// `{token_id: bias}` pairs: a sequence of `(int, number)`.
+pub fn logit_bias(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(u32, f32)>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let iter = obj
+        .try_iter()
+        .map_err(|_| type_err("logit_bias must be a sequence of (token id, bias) pairs"))?;
+    let mut out = Vec::new();
+    for item in iter {
+        let item = item?;
+        let pair = item
+            .cast::<pyo3::types::PyTuple>()
+            .map_err(|_| type_err("logit_bias must be a sequence of (token id, bias) pairs"))?;
+        if pair.len() != 2 {
+            return Err(type_err("logit_bias pairs must be (token id, bias)"));
+        }
+        out.push((token_id(&pair.get_item(0)?)?, number(&pair.get_item(1)?)?));
+    }
+    Ok(Some(out))
+}
+
+/// A filesystem path: `str` or an `os.PathLike` (as `os.fspath` accepts).
+pub fn path(obj: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+    let os = obj.py().import("os")?;
+    let fs = os.call_method1("fspath", (obj,)).map_err(|_| {
+        let ty = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        type_err(format!("expected a path (str or os.PathLike), not {ty}"))
+    })?;
+    if fs.is_instance_of::<PyString>() {
+        Ok(std::path::PathBuf::from(fs.extract::<String>()?))
+    } else {
+        Err(type_err(
+            "expected a str path (bytes paths are not supported)",
+        ))
+    }
+}

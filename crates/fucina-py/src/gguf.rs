@@ -184,7 +184,11 @@ impl PyGgufFile {
 impl PyGgufFile {
     #[new]
     #[pyo3(signature = (path, *, tensors = true))]
-    fn new(py: Python<'_>, path: PathBuf, tensors: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
+        tensors: bool,
+    ) -> PyResult<Self> {
         Self::open(py, path, tensors)
     }
 
@@ -404,7 +408,10 @@ impl PyGgufFile {
 
 /// Parse only the header and key/value section of a GGUF file (tensor data may be absent).
 #[pyfunction]
-fn read_gguf_header(py: Python<'_>, path: PathBuf) -> PyResult<PyGgufFile> {
+fn read_gguf_header(
+    py: Python<'_>,
+    #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
+) -> PyResult<PyGgufFile> {
     PyGgufFile::open(py, path, false)
 }
 
@@ -648,7 +655,11 @@ impl PyGgufWriter {
     }
 
     /// Write the file atomically (temporary file, then rename).
-    fn write(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    fn write(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
+    ) -> PyResult<()> {
         py.detach(|| self.inner.write_file(&path)).map_err(gguf_err)
     }
 

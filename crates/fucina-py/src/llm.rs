@@ -50,7 +50,7 @@ impl PyModel {
     #[pyo3(signature = (path, n_threads = None))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
         #[pyo3(from_py_with = crate::args::opt_count)] n_threads: Option<usize>,
     ) -> PyResult<Self> {
         let options = ModelOptions::with_threads(n_threads.unwrap_or(0));

@@ -76,7 +76,10 @@ impl PyTokenizer {
 impl PyTokenizer {
     /// Read the tokenizer from `path` (only the metadata is read).
     #[staticmethod]
-    fn from_gguf(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    fn from_gguf(
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
+    ) -> PyResult<Self> {
         let tok = py.detach(|| Tokenizer::from_gguf(&path)).map_err(tok_err)?;
         let pool = ThreadPool::shared(0).map_err(crate::llm::model_err)?;
         Ok(Self {
