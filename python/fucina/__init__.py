@@ -30,6 +30,7 @@ from ._core import (
     build_info,
     read_gguf_header,
 )
+from .chat import ChatTemplate, ChatTemplateError, render_chat_template
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
@@ -40,6 +41,8 @@ __all__ = [
     "Engine",
     "Generation",
     "ArgumentTypeError",
+    "ChatTemplate",
+    "ChatTemplateError",
     "InvalidArgumentError",
     "Model",
     "Session",
@@ -56,4 +59,5 @@ __all__ = [
     "build_info",
     "quant",
     "read_gguf_header",
+    "render_chat_template",
 ]
