@@ -233,7 +233,8 @@ def main() -> None:
     print(f"{OUT.relative_to(ROOT)}: {len(templates)} templates x {len(CONVERSATIONS)} conversations, {n_err} raise")
     for c in cases:
         if "error" in c:
-            print(f"  raises: {c['template']} / {c['conversation']}: {c['error']['type']}: {c['error']['message'][:100]}")
+            err = c["error"]
+            print(f"  raises: {c['template']} / {c['conversation']}: {err['type']}: {err['message'][:100]}")
 
 
 if __name__ == "__main__":
