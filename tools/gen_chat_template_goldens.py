@@ -19,9 +19,11 @@ The clock behind ``strftime_now`` is frozen at CLOCK (transformers' module-level
 is replaced for the run; the test freezes ``fucina.chat._now`` the same way), so templates that
 print today's date (Llama 3.2, granite 3.3, Mistral Small 3.2, gpt-oss) are reproducible.
 
-Special tokens per template family (the ``bos_token`` / ``eos_token`` strings of each model's
-tokenizer_config.json, as published; "" where the model has none). They only need to be the
-same on both sides, but realistic values exercise the templates' BOS handling:
+Special tokens per template family (SPECIAL_TOKENS): the ``bos_token`` / ``eos_token`` strings
+of each family's tokenizer (written from the families' known token texts, not fetched from the
+hub, which is out of reach here; "" where the family has no BOS). They only need to be the same
+on both sides, which the golden file records, but realistic values exercise the templates' BOS
+and EOS handling.
 """
 
 from __future__ import annotations
