@@ -40,6 +40,8 @@ import jinja2.parser
 import jinja2.sandbox
 import jinja2.utils
 
+from ._core import FucinaError
+
 __all__ = ["ChatTemplate", "ChatTemplateError", "render_chat_template"]
 
 # jinja2 releases before 3.1.6 have known sandbox escapes; chat templates inside model files are untrusted code.
@@ -49,7 +51,7 @@ _MIN_JINJA2 = (3, 1, 6)
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(FucinaError, ValueError):
     """A chat template that does not compile, or that fails while rendering.
 
     A template's own ``raise_exception(message)`` surfaces as this error with exactly ``message``;
