@@ -136,3 +136,34 @@ def test_run_ctrl_c_exits_cleanly(gemma_path: Path) -> None:
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
+
+
+def test_tokenize_prints_ids_and_pieces(gemma_path: Path) -> None:
+    from fucina import Tokenizer
+
+    tok = Tokenizer.from_gguf(gemma_path)
+    text = "Hello, world! ünïcödé"
+    r = fucina("tokenize", text)
+    assert r.returncode == 0, r.stderr
+    ids = tok.encode(text)
+    lines = r.stdout.splitlines()
+    assert [int(line.split("->")[0]) for line in lines[:-1]] == ids
+    assert lines[-1] == f"{len(ids)} tokens"
+    r = fucina("tokenize", text, "--ids", "--no-bos")
+    assert r.stdout.strip() == str(tok.encode(text, add_special=False))
+    r = subprocess.run(
+        [sys.executable, "-m", "fucina", "tokenize", "-", "--ids"], input=text, capture_output=True, text=True
+    )
+    assert r.stdout.strip() == str(ids)
+
+
+def test_bench_prints_llama_bench_rows(gemma_path: Path) -> None:
+    r = fucina("bench", "-p", "32", "-n", "8", "-r", "2")
+    assert r.returncode == 0, r.stderr
+    rows = {line.split("|")[4].strip(): line.split("|")[5].strip() for line in r.stdout.splitlines()[2:]}
+    assert set(rows) == {"pp32", "tg8"}
+    for rate in rows.values():
+        mean, sd = (float(x) for x in rate.split("±"))
+        assert mean > 0 and sd >= 0
+    r = fucina("bench", "-n", "0")
+    assert r.returncode == 1 and "n-gen" in r.stderr and "Traceback" not in r.stderr

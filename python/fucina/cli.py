@@ -3,9 +3,13 @@
     fucina run PROMPT [--model PATH] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]
                [--min-p P] [--repeat-penalty R] [--seed S]   continue PROMPT, streaming
     fucina info [PATH] [--header-only] [--json]          describe a GGUF model
+    fucina tokenize TEXT [--model PATH] [--ids] [--no-bos] [--parse-special]
+                                                         token ids and pieces of TEXT ("-": stdin)
+    fucina bench [--model PATH] [-p 512] [-n 128] [-r 3] [-t THREADS]
+                                                         prefill / decode tok/s, llama-bench's pp/tg shape
 
 PATH / --model default to the embedded model (Gemma 3 270M). More subcommands
-(chat, serve, tokenize, bench) arrive with the engine.
+(chat, serve) arrive with the chat and server layers.
 """
 
 from __future__ import annotations
@@ -174,6 +178,70 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tokenize(args: argparse.Namespace) -> int:
+    path = args.model if args.model is not None else assets.default_model_path()
+    tok = _core.Tokenizer.from_gguf(path)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    ids = tok.encode(text, add_special=not args.no_bos, parse_special=args.parse_special)
+    if args.ids:
+        sys.stdout.write(f"{ids}\n")
+        return 0
+    for i in ids:
+        piece = tok.token_to_piece(i, special=True)
+        shown = piece.decode("utf-8", errors="backslashreplace")
+        sys.stdout.write(f"{i:>8} -> {shown!r}\n")
+    sys.stdout.write(f"{len(ids)} tokens\n")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """llama-bench's two tests on the user's model: ``pp{N}`` (prefill N tokens into an
+    empty context, one batch) and ``tg{N}`` (N tokens generated greedily through the
+    Rust generation loop), each as mean ± standard deviation over ``-r`` repetitions
+    after one warm-up."""
+    import random
+    import statistics
+
+    from .llm import LLM
+
+    for name in ("n_prompt", "n_gen", "repetitions"):
+        if getattr(args, name) <= 0:
+            raise _core.InvalidArgumentError(f"--{name.replace('_', '-')} must be positive")
+    llm = LLM(args.model, n_ctx=args.n_prompt + args.n_gen + 8, n_threads=args.threads)
+    llm.model.wait_repacked()  # time the settled kernels, as llama-bench times its repacked ones
+    rng = random.Random(0)
+    n_vocab = llm.n_vocab
+    prompt = [rng.randrange(min(1000, n_vocab - 1), n_vocab) for _ in range(args.n_prompt)]
+    start = llm.tokenize("", add_special=True) or prompt[:1]
+
+    n_prompt: int = args.n_prompt
+    n_gen: int = args.n_gen
+
+    def pp() -> float:
+        t = time.perf_counter()
+        llm.logits(prompt)
+        return n_prompt / (time.perf_counter() - t)
+
+    def tg() -> float:
+        t = time.perf_counter()
+        llm.generate(start, max_tokens=n_gen, ignore_eos=True)
+        return n_gen / (time.perf_counter() - t)
+
+    size = llm.path.stat().st_size
+    out = sys.stdout
+    out.write(f"| {'model':<28} | {'size':>10} | {'threads':>7} | {'test':>8} | {'t/s':>18} |\n")
+    out.write(f"| {'-' * 28} | {'-' * 10} | {'-' * 7} | {'-' * 8} | {'-' * 18} |\n")
+    for test, fn in ((f"pp{args.n_prompt}", pp), (f"tg{args.n_gen}", tg)):
+        fn()  # warm-up
+        runs = [fn() for _ in range(args.repetitions)]
+        sd = statistics.stdev(runs) if len(runs) > 1 else 0.0
+        rate = f"{statistics.mean(runs):.2f} ± {sd:.2f}"
+        name = f"{llm.model.architecture} {_fmt_count(llm.model.n_layer)}L"
+        out.write(f"| {name:<28} | {_fmt_bytes(size):>10} | {llm.model.n_threads:>7} | {test:>8} | {rate:>18} |\n")
+        out.flush()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fucina", description="Run LLMs from GGUF files on your own machine.")
     parser.add_argument("--version", action="version", version=f"fucina {_core.__version__}")
@@ -209,6 +277,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     info.add_argument("--json", action="store_true", help="print the facts as JSON")
     info.set_defaults(func=_cmd_info)
+    tokenize = sub.add_parser("tokenize", help="show the tokens of a text", description="Tokenize a text.")
+    tokenize.add_argument("text", help='the text ("-" reads standard input)')
+    tokenize.add_argument("-m", "--model", type=Path, default=None, help="GGUF file (default: the embedded model)")
+    tokenize.add_argument("--ids", action="store_true", help="print only the list of ids")
+    tokenize.add_argument("--no-bos", action="store_true", help="do not add BOS/EOS as the model would")
+    tokenize.add_argument("--parse-special", action="store_true", help="map control-token text to its ids")
+    tokenize.set_defaults(func=_cmd_tokenize)
+    bench = sub.add_parser(
+        "bench",
+        help="measure prefill and decode speed",
+        description="Prefill (ppN) and decode (tgN) tokens/s on a model, in llama-bench's shape.",
+    )
+    bench.add_argument("-m", "--model", type=Path, default=None, help="GGUF file (default: the embedded model)")
+    bench.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens for the pp test (default 512)")
+    bench.add_argument("-n", "--n-gen", type=int, default=128, help="tokens for the tg test (default 128)")
+    bench.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per test (default 3)")
+    bench.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    bench.set_defaults(func=_cmd_bench)
     return parser
 
 
