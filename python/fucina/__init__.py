@@ -30,7 +30,16 @@ from ._core import (
     build_info,
     read_gguf_header,
 )
-from .chat import ChatTemplate, ChatTemplateError, render_chat_template
+from .chat import (
+    BuiltinTemplate,
+    ChatFormat,
+    ChatTemplate,
+    ChatTemplateError,
+    EmptyMessages,
+    SystemMidConversation,
+    TrailingAssistantMessage,
+    render_chat_template,
+)
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
@@ -41,8 +50,13 @@ __all__ = [
     "Engine",
     "Generation",
     "ArgumentTypeError",
+    "BuiltinTemplate",
+    "ChatFormat",
     "ChatTemplate",
     "ChatTemplateError",
+    "EmptyMessages",
+    "SystemMidConversation",
+    "TrailingAssistantMessage",
     "InvalidArgumentError",
     "Model",
     "Session",

@@ -391,3 +391,339 @@ def render_chat_template(
     return _compiled(template, bos_token, eos_token).render(
         messages, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt, **kwargs
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in chat formats (spec §13.8.1): the four turn formats rendered without Jinja
+#
+# The Jinja path above renders whatever template a model ships; the built-in formats are the
+# small fixed scaffolds a runtime drives turn by turn (render_turn) or from a full message
+# history (render_messages), sniffed from a GGUF's tokenizer.chat_template.
+
+__all__ += [
+    "BuiltinTemplate",
+    "ChatFormat",
+    "EmptyMessages",
+    "SystemMidConversation",
+    "TrailingAssistantMessage",
+]
+
+import enum  # noqa: E402 - this section is self-contained and appended after the Jinja renderer
+
+_ROLES = ("system", "user", "assistant")
+
+
+class ChatFormat(enum.Enum):
+    """The chat turn formats fucina renders natively (:class:`BuiltinTemplate`)."""
+
+    CHATML = "chatml"
+    """``<|im_start|>role\\n…<|im_end|>\\n`` (Qwen, SmolLM, Hermes, …), with Qwen3's ``<think>`` handling."""
+    LLAMA3 = "llama3"
+    """``<|start_header_id|>role<|end_header_id|>\\n\\n…<|eot_id|>`` (Llama 3.x)."""
+    GEMMA = "gemma"
+    """``<start_of_turn>user\\n…<end_of_turn>\\n`` (Gemma 1–3; no system role)."""
+    GEMMA4 = "gemma4"
+    """``<|turn>role\\n…<turn|>\\n`` (Gemma 4), with its ``<|think|>`` switch and thought channel."""
+
+
+class SystemMidConversation(ChatTemplateError):
+    """A system message after the first non-system message, in a format (Gemma 1–3, Gemma 4) whose
+    only system slot is at the start of the conversation."""
+
+
+class EmptyMessages(ChatTemplateError):
+    """:meth:`BuiltinTemplate.render_messages` was given no messages."""
+
+
+class TrailingAssistantMessage(ChatTemplateError):
+    """The history ends with an assistant message: rendering ends with the assistant-turn opener, so it
+    would open a second assistant turn after that message instead of continuing it."""
+
+
+# Detection order matters: the first marker found wins (spec §13.8.1).
+_DETECT_MARKERS: tuple[tuple[str, ChatFormat], ...] = (
+    ("<|im_start|>", ChatFormat.CHATML),
+    ("<|start_header_id|>", ChatFormat.LLAMA3),
+    ("<|turn>", ChatFormat.GEMMA4),
+    ("<start_of_turn>", ChatFormat.GEMMA),
+)
+
+_STOP_MARKERS: dict[ChatFormat, str] = {
+    ChatFormat.CHATML: "<|im_end|>",
+    ChatFormat.LLAMA3: "<|eot_id|>",
+    ChatFormat.GEMMA: "<end_of_turn>",
+    ChatFormat.GEMMA4: "<turn|>",
+}
+
+# The BOS text each model's own template starts with ({{ bos_token }}); ChatML templates emit none.
+_DEFAULT_BOS: dict[ChatFormat, str] = {
+    ChatFormat.CHATML: "",
+    ChatFormat.LLAMA3: "<|begin_of_text|>",
+    ChatFormat.GEMMA: "<bos>",
+    ChatFormat.GEMMA4: "<bos>",
+}
+
+# The reasoning block a format's assistant turns open with, stripped from replayed history.
+_REASONING_BLOCKS: dict[ChatFormat, tuple[str, str]] = {
+    ChatFormat.CHATML: ("<think>", "</think>"),
+    ChatFormat.GEMMA4: ("<|channel>thought", "<channel|>"),
+}
+
+_CHATML_THINK_OFF = "<think>\n\n</think>\n\n"
+_GEMMA4_THINK_ON = "<|think|>\n"
+_GEMMA4_THINK_OFF = "<|channel>thought\n<channel|>"
+_BLOCK_WHITESPACE = " \t\r\n"
+
+
+def _strip_reasoning(content: str, open_marker: str, close_marker: str) -> str:
+    """``content`` without a LEADING ``open_marker…close_marker`` block (and the whitespace around it);
+    content that does not start with a complete block is returned unchanged."""
+    body = content.lstrip(_BLOCK_WHITESPACE)
+    if not body.startswith(open_marker):
+        return content
+    end = body.find(close_marker, len(open_marker))
+    if end < 0:
+        return content
+    return body[end + len(close_marker) :].lstrip(_BLOCK_WHITESPACE)
+
+
+def _check_messages(messages: Any) -> list[tuple[str, str]]:
+    """``messages`` as ``(role, content)`` pairs, or the error naming the first bad message."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
+    if len(messages) == 0:
+        raise EmptyMessages("messages is empty: a chat render needs at least one message")
+    checked: list[tuple[str, str]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"messages[{i}] must be a dict with 'role' and 'content', not {type(message).__name__}")
+        for key in ("role", "content"):
+            if key not in message:
+                raise ValueError(f"messages[{i}] has no {key!r}")
+        role, content = message["role"], message["content"]
+        if not isinstance(role, str):
+            raise TypeError(f"messages[{i}]['role'] must be a str, not {type(role).__name__}")
+        if role not in _ROLES:
+            raise ValueError(f"messages[{i}]['role'] must be 'system', 'user' or 'assistant', not {role!r}")
+        if not isinstance(content, str):
+            raise TypeError(f"messages[{i}]['content'] must be a str, not {type(content).__name__}")
+        checked.append((role, content))
+    if checked[-1][0] == "assistant":
+        raise TrailingAssistantMessage(
+            f"messages[{len(checked) - 1}] (the last message) is an assistant message: the render ends with "
+            "the assistant-turn opener, so it would open a second assistant turn after it instead of "
+            "continuing it"
+        )
+    return checked
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinTemplate:
+    """One of the built-in chat formats (spec §13.8.1), rendered in plain Python.
+
+    ``bos_token`` is the text the conversation starts with; it defaults to what the format's
+    model templates emit (``<|begin_of_text|>`` for Llama 3, ``<bos>`` for Gemma 1–3 and 4, nothing
+    for ChatML). Pass ``bos_token=""`` when the tokenizer adds BOS itself.
+
+    Message contents are inserted verbatim, so a stateless :meth:`render_messages` reproduces the
+    bytes an incrementally driven conversation fed (the only edits are the ones the spec names: the
+    reasoning block stripped from replayed assistant turns, and Gemma 4's system prompt trimmed).
+
+    Rendered forms (``S`` system, ``U`` user, ``A`` an earlier assistant reply):
+
+    * ``chatml``: ``<|im_start|>system\\nS<|im_end|>\\n<|im_start|>user\\nU<|im_end|>\\n<|im_start|>assistant\\n``,
+      plus ``<think>\\n\\n</think>\\n\\n`` with ``think_off``. Every message is its own block, in any order.
+    * ``llama3``: ``<|begin_of_text|><|start_header_id|>system<|end_header_id|>\\n\\nS<|eot_id|>``
+      ``<|start_header_id|>user<|end_header_id|>\\n\\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\\n\\n``.
+      Every message is its own block, in any order.
+    * ``gemma``: ``<bos><start_of_turn>user\\nS\\n\\nU<end_of_turn>\\n<start_of_turn>model\\n`` (no system role:
+      the system prompt is folded into the first user turn, as Gemma 3's template does).
+    * ``gemma4``: ``<bos><|turn>system\\nS<turn|>\\n<|turn>user\\nU<turn|>\\n``
+      ``<|turn>model\\n<|channel>thought\\n<channel|>`` with ``think_off``
+      (the template's default: a primed-empty thought channel; no system turn without ``S``). With
+      thinking on, the system turn starts with ``<|think|>\\n`` (and is written even without ``S``) and
+      the opener is a plain ``<|turn>model\\n``.
+
+    ``think_off`` has no effect on ``llama3`` and ``gemma``.
+
+    Where the model authors' own templates differ (checked in tests/test_chat_formats.py):
+
+    * Llama 3.1 / 3.2 always open with a system block holding a ``Cutting Knowledge Date`` / ``Today Date``
+      preamble; the built-in ``llama3`` format is the plain header scaffold (a system block only for a
+      system prompt), as the spec gives it. Put the preamble in the system prompt to get their bytes.
+    * Llama 3 and Gemma templates ``trim`` every content (Gemma 4 strips reasoning anywhere in a reply,
+      then trims); the built-in formats keep contents verbatim (Gemma 4's system prompt is trimmed).
+    * Gemma 2's template refuses a system message; Gemma 3's folds only ``messages[0]``. The built-in
+      ``gemma`` format folds every leading system message, each followed by ``"\\n\\n"``, and refuses
+      (``ChatTemplateError``) a history with no user message to fold them into, which Gemma 3 would drop.
+    * Gemma 4's template takes only ``messages[0]`` as the system prompt; the built-in ``gemma4`` format
+      merges every leading system message (trimmed, joined by ``"\\n\\n"``) into the one system turn.
+    * Qwen3 strips everything up to the last ``</think>`` of a replayed reply; the built-in ``chatml``
+      format strips a leading ``<think>…</think>`` block only.
+
+    >>> t = BuiltinTemplate.detect("{{ '<|im_start|>' + message.role }}")
+    >>> t.format, t.stop_marker
+    (<ChatFormat.CHATML: 'chatml'>, '<|im_end|>')
+    >>> t.render_turn("Hi", system="Be terse.", first=True)
+    '<|im_start|>system\\nBe terse.<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+    """
+
+    format: ChatFormat
+    bos_token: str | None = None
+
+    def __post_init__(self) -> None:
+        fmt: Any = self.format
+        if not isinstance(fmt, ChatFormat):
+            try:
+                fmt = ChatFormat(fmt)
+            except ValueError:
+                names = ", ".join(repr(f.value) for f in ChatFormat)
+                raise ValueError(f"format must be a ChatFormat or one of {names}, not {fmt!r}") from None
+            object.__setattr__(self, "format", fmt)
+        if self.bos_token is None:
+            object.__setattr__(self, "bos_token", _DEFAULT_BOS[fmt])
+        elif not isinstance(self.bos_token, str):
+            raise TypeError(f"bos_token must be a str or None, not {type(self.bos_token).__name__}")
+
+    @classmethod
+    def detect(cls, chat_template: str | None, *, bos_token: str | None = None) -> BuiltinTemplate | None:
+        """The built-in format a GGUF ``tokenizer.chat_template`` uses, sniffed from its markers
+        (``<|im_start|>`` → ChatML, ``<|start_header_id|>`` → Llama 3, ``<|turn>`` → Gemma 4,
+        ``<start_of_turn>`` → Gemma, first match wins); ``None`` for no template or an unknown one."""
+        if chat_template is None:
+            return None
+        if not isinstance(chat_template, str):
+            raise TypeError(f"chat_template must be a str or None, not {type(chat_template).__name__}")
+        for marker, fmt in _DETECT_MARKERS:
+            if marker in chat_template:
+                return cls(fmt, bos_token=bos_token)
+        return None
+
+    @property
+    def stop_marker(self) -> str:
+        """The token text that ends an assistant turn (the generation stop marker)."""
+        return _STOP_MARKERS[self.format]
+
+    # -- the format's pieces ------------------------------------------------------------------
+
+    @property
+    def _bos(self) -> str:
+        return "" if self.bos_token is None else self.bos_token
+
+    def _open(self, role: str) -> str:
+        fmt = self.format
+        if fmt is ChatFormat.CHATML:
+            return f"<|im_start|>{role}\n"
+        if fmt is ChatFormat.LLAMA3:
+            return f"<|start_header_id|>{role}<|end_header_id|>\n\n"
+        model_role = "model" if role == "assistant" else role
+        if fmt is ChatFormat.GEMMA:
+            return f"<start_of_turn>{model_role}\n"
+        return f"<|turn>{model_role}\n"
+
+    def _close(self) -> str:
+        return {
+            ChatFormat.CHATML: "<|im_end|>\n",
+            ChatFormat.LLAMA3: "<|eot_id|>",
+            ChatFormat.GEMMA: "<end_of_turn>\n",
+            ChatFormat.GEMMA4: "<turn|>\n",
+        }[self.format]
+
+    def _block(self, role: str, content: str) -> str:
+        return self._open(role) + content + self._close()
+
+    def _assistant_opener(self, think_off: bool) -> str:
+        opener = self._open("assistant")
+        if think_off and self.format is ChatFormat.CHATML:
+            opener += _CHATML_THINK_OFF
+        elif think_off and self.format is ChatFormat.GEMMA4:
+            opener += _GEMMA4_THINK_OFF
+        return opener
+
+    def _start(self, system: str | None, think_off: bool) -> str:
+        """The conversation start: BOS and, except for Gemma 1–3 (folded into the first user turn), the
+        system block."""
+        out = self._bos
+        if self.format is ChatFormat.GEMMA4:
+            if system is not None or not think_off:
+                body = ("" if think_off else _GEMMA4_THINK_ON) + ("" if system is None else system.strip())
+                out += self._block("system", body)
+        elif self.format is not ChatFormat.GEMMA and system is not None:
+            out += self._block("system", system)
+        return out
+
+    def _replayed(self, role: str, content: str) -> str:
+        """A history message's content as rendered: assistant replies lose their leading reasoning block."""
+        block = _REASONING_BLOCKS.get(self.format)
+        if role == "assistant" and block is not None:
+            return _strip_reasoning(content, *block)
+        return content
+
+    # -- rendering ------------------------------------------------------------------------------
+
+    def render_turn(self, user: str, *, system: str | None = None, first: bool, think_off: bool = False) -> str:
+        """The text to feed for one user turn, ending with the assistant-turn opener.
+
+        ``first`` starts the conversation (BOS and the ``system`` prompt, which later turns ignore);
+        otherwise the text first closes the previous assistant turn (generation stopped at the stop
+        marker without feeding it). ``think_off`` suppresses reasoning on ChatML (an empty ``<think>``
+        block) and Gemma 4 (a primed-empty thought channel; with thinking on, the first turn's system
+        block carries ``<|think|>``).
+        """
+        if not isinstance(user, str):
+            raise TypeError(f"user must be a str, not {type(user).__name__}")
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system must be a str or None, not {type(system).__name__}")
+        if first:
+            out = self._start(system, think_off)
+            if self.format is ChatFormat.GEMMA and system is not None:
+                user = system + "\n\n" + user
+        else:
+            out = self._close()
+        return out + self._block("user", user) + self._assistant_opener(think_off)
+
+    def render_messages(self, messages: Sequence[Mapping[str, Any]], *, think_off: bool = False) -> str:
+        """A full message history (``{"role": "system" | "user" | "assistant", "content": str}`` dicts,
+        other keys ignored) rendered for a fresh conversation, ending with the assistant-turn opener.
+
+        ChatML and Llama 3 render every message as its own block, in any order. Gemma 1–3 and Gemma 4
+        have one system slot at the conversation start: leading system messages merge into it (Gemma
+        1–3: folded into the first user turn) and a later one raises :class:`SystemMidConversation`.
+        Replayed assistant replies have their leading reasoning block stripped (ChatML
+        ``<think>…</think>``, Gemma 4 ``<|channel>thought…<channel|>``). A one-turn history renders
+        exactly as :meth:`render_turn` with ``first=True``.
+
+        Raises :class:`EmptyMessages` for an empty list, :class:`TrailingAssistantMessage` when the last
+        message is an assistant's, :class:`ChatTemplateError` for a Gemma 1–3 history of system messages only,
+        ``TypeError`` / ``ValueError`` (naming the index) for a malformed message.
+        """
+        checked = _check_messages(messages)
+        if self.format in (ChatFormat.CHATML, ChatFormat.LLAMA3):
+            body = "".join(self._block(role, self._replayed(role, content)) for role, content in checked)
+            return self._bos + body + self._assistant_opener(think_off)
+
+        leading = 0
+        while leading < len(checked) and checked[leading][0] == "system":
+            leading += 1
+        systems = [content for _, content in checked[:leading]]
+        if self.format is ChatFormat.GEMMA4:
+            out = self._start("\n\n".join(s.strip() for s in systems) if systems else None, think_off)
+            fold = ""
+        else:
+            out = self._start(None, think_off)
+            fold = "".join(s + "\n\n" for s in systems)
+        for i, (role, content) in enumerate(checked[leading:], start=leading):
+            if role == "system":
+                raise SystemMidConversation(
+                    f"messages[{i}] is a system message after the start of the conversation: the "
+                    f"{self.format.value} format has a single system slot, at the start"
+                )
+            if role == "user" and fold:
+                content, fold = fold + content, ""
+            out += self._block(role, self._replayed(role, content))
+        if fold:
+            raise ChatTemplateError(
+                "the gemma format folds the system prompt into the first user turn, and no user message follows "
+                "the system messages"
+            )
+        return out + self._assistant_opener(think_off)
