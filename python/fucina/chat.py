@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,7 +43,16 @@ import jinja2.utils
 
 from ._core import FucinaError
 
-__all__ = ["ChatTemplate", "ChatTemplateError", "render_chat_template"]
+__all__ = [
+    "BuiltinTemplate",
+    "ChatFormat",
+    "ChatTemplate",
+    "ChatTemplateError",
+    "EmptyMessages",
+    "SystemMidConversation",
+    "TrailingAssistantMessage",
+    "render_chat_template",
+]
 
 # jinja2 releases before 3.1.6 have known sandbox escapes; chat templates inside model files are untrusted code.
 _MIN_JINJA2 = (3, 1, 6)
@@ -400,15 +410,6 @@ def render_chat_template(
 # small fixed scaffolds a runtime drives turn by turn (render_turn) or from a full message
 # history (render_messages), sniffed from a GGUF's tokenizer.chat_template.
 
-__all__ += [
-    "BuiltinTemplate",
-    "ChatFormat",
-    "EmptyMessages",
-    "SystemMidConversation",
-    "TrailingAssistantMessage",
-]
-
-import enum  # noqa: E402 - this section is self-contained and appended after the Jinja renderer
 
 _ROLES = ("system", "user", "assistant")
 
