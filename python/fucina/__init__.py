@@ -10,7 +10,7 @@ gemma3 236
 
 from __future__ import annotations
 
-from . import assets, quant
+from . import assets, data, quant
 from ._core import (
     ArgumentTypeError,
     Engine,
@@ -70,6 +70,7 @@ __all__ = [
     "UnsupportedModelError",
     "__version__",
     "assets",
+    "data",
     "build_info",
     "quant",
     "read_gguf_header",
