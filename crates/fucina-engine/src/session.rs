@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use fucina_model::{KvCache, KvDtype, Model};
-use fucina_quant::lanes;
 
 use crate::error::{invalid, Result};
 use crate::pool::{SeqId, SeqPool};
@@ -110,13 +109,11 @@ impl Session {
     }
 }
 
-/// Index of the largest value (first on ties; NaN never wins; 0 for a row with no
-/// number). One vectorised max pass and one scan for its first occurrence: on a
-/// 262k vocabulary a branchy compare-and-track loop costs about a millisecond a
-/// token, a tenth of a 270M model's decode step.
+/// Index of the largest value (first on ties; NaN never wins; 0 for a row with
+/// nothing above -inf): the greedy sampler's vectorised scan (a branchy
+/// compare-and-track loop costs about a millisecond a token on a 262k vocabulary).
 pub fn argmax(logits: &[f32]) -> u32 {
-    let (max, _) = lanes::max_and_bad(logits);
-    logits.iter().position(|&v| v == max).unwrap_or(0) as u32
+    fucina_sample::argmax(logits).unwrap_or(0) as u32
 }
 
 #[cfg(test)]

@@ -99,6 +99,7 @@ pub use error::SampleError;
 pub use params::{SamplingParams, DEFAULT_SEED};
 pub use processor::LogitProcessor;
 pub use rng::Rng;
+pub use row::argmax;
 pub use sampler::Sampler;
 
 /// One kept token: llama.cpp's `llama_token_data`.
