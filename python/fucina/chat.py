@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 import jinja2.ext
@@ -52,6 +52,7 @@ __all__ = [
     "SystemMidConversation",
     "TrailingAssistantMessage",
     "render_chat_template",
+    "select_chat_template",
 ]
 
 # jinja2 releases before 3.1.6 have known sandbox escapes; chat templates inside model files are untrusted code.
@@ -728,3 +729,57 @@ class BuiltinTemplate:
                 "the system messages"
             )
         return out + self._assistant_opener(think_off)
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        enable_thinking: bool = True,
+        **kwargs: Any,
+    ) -> str:
+        """:class:`ChatTemplate`'s signature over :meth:`render_messages`, so either kind of template
+        renders a model's chat. ``enable_thinking=False`` is ``think_off``; without
+        ``add_generation_prompt`` the assistant-turn opener is left off. The built-in formats have no
+        tool or document syntax: ``tools`` / ``documents`` raise :class:`ChatTemplateError` (give the
+        model a Jinja template that has one, ``LLM(chat_template=...)``); other keywords are ignored,
+        as a Jinja template ignores variables it does not read."""
+        for name, value in (("tools", tools), ("documents", documents)):
+            if value:
+                raise ChatTemplateError(
+                    f"the built-in {self.format.value} chat format has no syntax for {name}; load the model "
+                    "with a chat template that supports them (LLM(path, chat_template=...))"
+                )
+        text = self.render_messages(messages, think_off=not enable_thinking)
+        if not add_generation_prompt:
+            text = text[: len(text) - len(self._assistant_opener(not enable_thinking))]
+        return text
+
+
+def select_chat_template(
+    gguf_template: str | None,
+    *,
+    bos_token: str,
+    eos_token: str,
+    has_token: Callable[[str], bool],
+    chat_format: str | ChatFormat | None = None,
+    chat_template: str | None = None,
+) -> ChatTemplate | BuiltinTemplate:
+    """The template a model's chats render with, in this order: an explicit ``chat_format`` (a built-in
+    format's name), an explicit Jinja ``chat_template``, the GGUF's own ``tokenizer.chat_template``, and
+    for a GGUF without one the built-in format whose turn markers the vocabulary holds
+    (``has_token(text)``), ChatML when none matches (llama.cpp's server default)."""
+    if chat_format is not None and chat_template is not None:
+        raise ValueError("give chat_format or chat_template, not both")
+    if chat_format is not None:
+        # BuiltinTemplate converts a name itself, with an error listing the formats.
+        return BuiltinTemplate(cast(ChatFormat, chat_format))
+    source = chat_template if chat_template is not None else gguf_template
+    if source is not None:
+        return ChatTemplate(source, bos_token=bos_token, eos_token=eos_token)
+    for marker, fmt in _DETECT_MARKERS:
+        if has_token(marker):
+            return BuiltinTemplate(fmt, bos_token=bos_token if _DEFAULT_BOS[fmt] else "")
+    return BuiltinTemplate(ChatFormat.CHATML)

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from . import _core, assets
 from ._core import ArgumentTypeError, InvalidArgumentError
+from .chat import BuiltinTemplate, ChatTemplate, select_chat_template
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
 __all__ = ["LLM", "LogitProcessor", "KV_CACHE_TYPES"]
@@ -98,6 +99,9 @@ class LLM:
         n_threads: threads for the forward (default: all cores). Models with the same
             thread count share one thread pool.
         kv_cache_type: ``"f16"`` (default, like llama.cpp) or ``"q8_0"`` (half the memory).
+        chat_format: render chats with a built-in format (``"chatml"``, ``"llama3"``, ``"gemma"``,
+            ``"gemma4"``) instead of the model's own template.
+        chat_template: render chats with this Jinja template instead of the model's own.
 
     Every generation runs on its own sequence, from an empty context, so results do
     not depend on what ran before; several generations may be interleaved.
@@ -110,6 +114,8 @@ class LLM:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         kv_cache_type: str = "f16",
+        chat_format: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
         if kv_cache_type not in KV_CACHE_TYPES:
             raise InvalidArgumentError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {kv_cache_type!r}")
@@ -123,6 +129,10 @@ class LLM:
         self.engine = _core.Engine(self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type)
         self._kv_cache_type = kv_cache_type
         self._session: _core.Session | None = None
+        self._chat_choice = (chat_format, chat_template)
+        self._chat_template: ChatTemplate | BuiltinTemplate | None = None
+        if chat_format is not None or chat_template is not None:
+            _ = self.chat_template  # a bad format name or template fails here, not at the first chat
 
     def __repr__(self) -> str:
         return f"LLM({str(self.path)!r}, {self.model!r}, n_ctx={self.n_ctx})"
@@ -145,6 +155,60 @@ class LLM:
     def detokenize(self, ids: Sequence[int], *, special: bool = False) -> str:
         """Text of ``ids``."""
         return self.tokenizer.decode(list(ids), special=special)
+
+    # -- chat templates -------------------------------------------------------------
+    def _special_text(self, token: int | None) -> str:
+        if token is None:
+            return ""
+        return self.tokenizer.token_to_piece(token, special=True).decode("utf-8", "replace")
+
+    @property
+    def chat_template(self) -> ChatTemplate | BuiltinTemplate:
+        """The template chats render with: the ``chat_format`` / ``chat_template`` given at
+        construction, else the GGUF's ``tokenizer.chat_template``, else the built-in format whose
+        turn markers the vocabulary holds (see :func:`fucina.chat.select_chat_template`)."""
+        if self._chat_template is None:
+            with _core.GGUFFile(self.path, tensors=False) as f:
+                own = f.get("tokenizer.chat_template")
+            fmt, source = self._chat_choice
+            self._chat_template = select_chat_template(
+                own if isinstance(own, str) else None,
+                bos_token=self._special_text(self.tokenizer.bos_id),
+                eos_token=self._special_text(self.tokenizer.eos_id),
+                has_token=lambda text: self.tokenizer.token_to_id(text) is not None,
+                chat_format=fmt,
+                chat_template=source,
+            )
+        return self._chat_template
+
+    @property
+    def chat_stop_ids(self) -> list[int]:
+        """Token ids that end an assistant turn besides the end-of-generation tokens: the built-in
+        format's stop marker (a Jinja template's turn end is one of the model's EOG tokens)."""
+        template = self.chat_template
+        if isinstance(template, BuiltinTemplate):
+            marker = self.tokenizer.token_to_id(template.stop_marker)
+            if marker is not None and not self.tokenizer.is_eog(marker):
+                return [marker]
+        return []
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        tokenize: bool = True,
+        **kwargs: Any,
+    ) -> list[int] | str:
+        """``messages`` rendered with :attr:`chat_template` (transformers' name and semantics):
+        token ids by default, the text with ``tokenize=False``. The text is tokenized with special
+        tokens parsed and no BOS added (templates write their own, as llama-cpp-python assumes);
+        extra keywords (``enable_thinking=False``, ``documents=[...]``) go to the template."""
+        text = self.chat_template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
+        if not tokenize:
+            return text
+        return self.tokenize(text, add_special=False, parse_special=True)
 
     # -- low level ----------------------------------------------------------------
     @property
