@@ -34,6 +34,14 @@ pub enum EngineError {
         /// Context capacity.
         n_ctx: usize,
     },
+    /// A KV persistence file could not be read or written.
+    #[error("KV persistence file {}: {message}", path.display())]
+    Persist {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     /// A sequence id that is not (or no longer) in the pool.
     #[error("sequence {0} is not in the pool")]
     UnknownSequence(usize),

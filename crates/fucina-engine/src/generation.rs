@@ -104,6 +104,11 @@ pub struct Step {
 pub struct Generation {
     seq: SeqId,
     released: bool,
+    /// Whether the sequence is the generation's own (freed on release) or a
+    /// Conversation's (kept, holding the turn, for the next one).
+    owns_seq: bool,
+    /// Prompt positions the sequence already held (not evaluated again).
+    reused: usize,
     tokenizer: Arc<Tokenizer>,
     sampler: Sampler,
     processors: Vec<Box<dyn LogitProcessor>>,
@@ -144,6 +149,34 @@ impl Generation {
         opts: GenerationOptions,
         processors: Vec<Box<dyn LogitProcessor>>,
     ) -> Result<Generation> {
+        Generation::start(pool, None, tokenizer, prompt, opts, processors)
+    }
+
+    /// Continue `prompt` on `seq`, a sequence the caller keeps (a Conversation's):
+    /// the longest common prefix of what `seq` holds and `prompt` is kept and only the
+    /// rest is evaluated ([`SeqPool::reuse_prefix`]; [`Generation::reused`] says how
+    /// much). Releasing the generation leaves the sequence allocated, holding the
+    /// prompt and every generated token whose forward ran.
+    pub fn on_sequence(
+        pool: &mut SeqPool,
+        seq: SeqId,
+        tokenizer: Arc<Tokenizer>,
+        prompt: &[u32],
+        opts: GenerationOptions,
+        processors: Vec<Box<dyn LogitProcessor>>,
+    ) -> Result<Generation> {
+        pool.len(seq)?;
+        Generation::start(pool, Some(seq), tokenizer, prompt, opts, processors)
+    }
+
+    fn start(
+        pool: &mut SeqPool,
+        seq: Option<SeqId>,
+        tokenizer: Arc<Tokenizer>,
+        prompt: &[u32],
+        opts: GenerationOptions,
+        processors: Vec<Box<dyn LogitProcessor>>,
+    ) -> Result<Generation> {
         let n_vocab = pool.model().config().n_vocab;
         if prompt.is_empty() {
             return Err(invalid("prompt", "is empty"));
@@ -179,17 +212,22 @@ impl Generation {
         let stop = StopMatcher::new(opts.stop.clone())?;
         let room = pool.n_ctx() - prompt.len();
         let max_new = opts.max_tokens.map_or(room, |m| m.min(room));
-        let seq = pool.alloc()?;
+        let (seq, owns_seq, reused) = match seq {
+            Some(seq) => (seq, false, pool.reuse_prefix(seq, prompt)?),
+            None => (pool.alloc()?, true, 0),
+        };
         Ok(Generation {
             seq,
             released: false,
+            owns_seq,
+            reused,
             tokenizer,
             sampler,
             processors,
             opts,
             history: prompt.to_vec(),
             prompt_len: prompt.len(),
-            evaluated: 0,
+            evaluated: reused,
             max_new,
             utf8: Utf8Stream::new(),
             stop,
@@ -206,6 +244,12 @@ impl Generation {
     /// The sequence this generation writes.
     pub fn seq(&self) -> SeqId {
         self.seq
+    }
+
+    /// Prompt positions its sequence already held, kept instead of evaluated (0 on a
+    /// sequence of its own).
+    pub fn reused(&self) -> usize {
+        self.reused
     }
 
     /// Tokens of the prompt.
@@ -244,10 +288,13 @@ impl Generation {
         Arc::clone(&self.cancel)
     }
 
-    /// Give the sequence back to the pool (idempotent; also ends the generation).
+    /// Give the sequence back to the pool, or to the Conversation that lent it
+    /// (idempotent; also ends the generation).
     pub fn release(&mut self, pool: &mut SeqPool) {
         if !self.released {
-            pool.remove(self.seq);
+            if self.owns_seq {
+                pool.remove(self.seq);
+            }
             self.released = true;
         }
         self.finish.get_or_insert(FinishReason::Stop);
@@ -287,6 +334,16 @@ impl Generation {
         let logits = pool.eval(self.seq, &self.history[self.evaluated..], progress)?;
         self.evaluated = self.history.len();
         self.decide_inner(logits, extra)
+    }
+
+    /// End the generation if its cancel flag is set; whether it did (the check
+    /// [`Generation::step`] makes first, for loops that call [`Generation::decide`]).
+    pub fn check_cancel(&mut self) -> bool {
+        if self.finish.is_none() && self.cancel.load(Ordering::Relaxed) {
+            self.finish = Some(FinishReason::Stop);
+            return true;
+        }
+        false
     }
 
     /// Tokens that must be appended to this generation's sequence before its next

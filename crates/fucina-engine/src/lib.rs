@@ -1,8 +1,10 @@
 //! The per-token loop and its state, over `fucina-model`, `fucina-sample` and
 //! `fucina-tokenizer`: the [`SeqPool`] of sequences (truncate, fork, copy-prefix),
-//! the single-sequence [`Session`], and [`Generation`], which prefills a prompt,
-//! samples, stops and stream-decodes — the seam Conversation, speculation, grammar
-//! and the server's scheduler drive.
+//! the single-sequence [`Session`], [`Generation`], which prefills a prompt,
+//! samples, stops and stream-decodes — the seam speculation, grammar and the
+//! server's scheduler drive — [`Conversation`] (one sequence across turns with
+//! prefix reuse and the crash-safe [`KvSidecar`]) and [`step_batch`] (lockstep
+//! decoding of many streams in one forward).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -21,15 +23,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod batch;
+pub mod conversation;
 mod error;
 pub mod generation;
 pub mod logprobs;
+pub mod persist;
 pub mod pool;
 pub mod session;
 pub mod stop;
 
+pub use batch::step_batch;
+pub use conversation::{Conversation, Resumed};
 pub use error::{EngineError, Result};
 pub use generation::{FinishReason, Generation, GenerationOptions, Step};
 pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
+pub use persist::{model_fingerprint, KvSidecar};
 pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
 pub use session::{argmax, Session};

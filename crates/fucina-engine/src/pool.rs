@@ -212,6 +212,102 @@ impl SeqPool {
         Ok(())
     }
 
+    /// Keep the longest common prefix of `id`'s tokens and `tokens`, capped at
+    /// `tokens.len() - 1` (logits are not cached state: the last token is always
+    /// evaluated again), and drop the rest; returns the positions kept. The
+    /// reconcile behind prefix reuse: an edited history, a stripped reasoning block
+    /// or another client's request simply reuses less.
+    pub fn reuse_prefix(&mut self, id: SeqId, tokens: &[u32]) -> Result<usize> {
+        let i = self.check(id)?;
+        let held = &self.tokens[i];
+        let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        let keep = common.min(tokens.len().saturating_sub(1));
+        self.truncate(id, keep)?;
+        Ok(keep)
+    }
+
+    /// Append one token to each of several distinct sequences in ONE forward (a
+    /// decode step of a batch of streams) and return their logits, one `n_vocab` row
+    /// per item in order. The forward runs with pinned numerics, so each row is
+    /// bitwise what a single-row [`SeqPool::eval`] of it gives.
+    pub fn eval_batch(&mut self, items: &[(SeqId, u32)]) -> Result<&mut [f32]> {
+        if items.is_empty() {
+            return Err(invalid("items", "nothing to evaluate"));
+        }
+        self.rows.clear();
+        for (r, &(id, token)) in items.iter().enumerate() {
+            let i = self.check(id)?;
+            if items[..r].iter().any(|&(other, _)| other == id) {
+                return Err(invalid(
+                    "items",
+                    format!("sequence {i} appears twice in one batch"),
+                ));
+            }
+            let pos = self.caches[i].len();
+            if pos + 1 > self.n_ctx {
+                return Err(fucina_model::ModelError::KvCacheOverflow {
+                    needed: pos + 1,
+                    capacity: self.n_ctx,
+                }
+                .into());
+            }
+            self.rows.push(BatchRow {
+                seq: i,
+                pos,
+                token,
+                logits: true,
+            });
+        }
+        let pinned = self.scratch.pinned();
+        self.scratch.set_pinned(true);
+        self.all.clear();
+        let out = self
+            .model
+            .forward(&self.rows, &mut self.caches, &mut self.scratch)
+            .map(|out| self.all.extend_from_slice(out));
+        self.scratch.set_pinned(pinned);
+        out?;
+        for &(id, token) in items {
+            self.tokens[id.0].push(token);
+        }
+        Ok(&mut self.all)
+    }
+
+    /// Replace `id`'s state with `tokens` and their KV `records` (one
+    /// [`KvCache::read_record`] each, concatenated): a resumed sequence.
+    pub fn restore(&mut self, id: SeqId, tokens: &[u32], records: &[u8]) -> Result<()> {
+        let i = self.check(id)?;
+        let cache = &mut self.caches[i];
+        let rb = cache.record_bytes();
+        if records.len() != tokens.len() * rb {
+            return Err(invalid(
+                "records",
+                format!(
+                    "{} bytes for {} positions of {rb} bytes",
+                    records.len(),
+                    tokens.len()
+                ),
+            ));
+        }
+        if tokens.len() > self.n_ctx {
+            return Err(fucina_model::ModelError::KvCacheOverflow {
+                needed: tokens.len(),
+                capacity: self.n_ctx,
+            }
+            .into());
+        }
+        cache.reset();
+        self.tokens[i].clear();
+        for rec in records.chunks_exact(rb.max(1)) {
+            if let Err(e) = cache.push_record(rec) {
+                cache.reset();
+                return Err(e.into());
+            }
+        }
+        self.tokens[i].extend_from_slice(tokens);
+        Ok(())
+    }
+
     /// Append `tokens` to `id` and return the last one's logits (`n_vocab` values,
     /// mutable: samplers and processors work on them in place). Long inputs run in
     /// forwards of `n_batch` rows; `progress(done, total)` follows each one. On error

@@ -28,6 +28,8 @@ use crate::config::Config;
 use crate::ops::f16dot::to_f16_bits;
 use crate::{ModelError, Result};
 
+mod record;
+
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvDtype {

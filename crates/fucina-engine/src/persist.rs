@@ -1,0 +1,306 @@
+//! The crash-safe KV sidecar (spec §13.4 `kv_persist`, format FUXKV001): a
+//! conversation's token history and KV rows in an append-only file, so it reopens
+//! warm after a restart with nothing prefilled again.
+//!
+//! Layout (little-endian): a fixed header — magic `FUXKV001`, the record count (u64,
+//! at byte 8), the model's fingerprint (u64), the cache dtype and layer count (u32
+//! each), every layer's `n_head_kv`, `head_dim_k`, `head_dim_v` (u32 each), the
+//! record size (u64) and a checksum of all of it but the count (u64) — then one
+//! record per position: the token id (u32) and the position's KV bytes in the
+//! cache's own dtype ([`KvCache::read_record`]).
+//!
+//! Writes publish the record count last: new records are written (and synced)
+//! first, then the count, so a process killed mid-append leaves the old count over
+//! a valid prefix, and a torn tail past the count is never read. A rewind (the next
+//! turn keeps less than the file holds) lowers the count before anything is
+//! overwritten. On open, a file whose header is corrupted, from another model or of
+//! another geometry is not loaded: it is reset, and the reason is returned for the
+//! caller to warn with.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use fucina_model::{KvCache, KvDtype, Model};
+
+use crate::error::{EngineError, Result};
+
+const MAGIC: &[u8; 8] = b"FUXKV001";
+const COUNT_AT: u64 = 8;
+
+/// A 64-bit FNV-1a hash (stable across builds and platforms, unlike `std`'s hasher).
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn bytes(mut self, b: &[u8]) -> Fnv {
+        for &x in b {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
+    fn u64(self, x: u64) -> Fnv {
+        self.bytes(&x.to_le_bytes())
+    }
+}
+
+/// Bytes of each tensor's data sampled into the fingerprint (two random-weight
+/// models of the same shapes differ in them).
+const SAMPLE_BYTES: usize = 32;
+
+/// A fingerprint of `model`: its tensors' names, types, shapes and offsets and the
+/// first and last bytes of every tensor's data.
+pub fn model_fingerprint(model: &Model) -> u64 {
+    let file = model.file();
+    let mut h = Fnv::new().u64(model.config().n_vocab as u64);
+    for info in file.tensors().values() {
+        h = h.bytes(info.name.as_bytes()).u64(info.ggml_type as u64);
+        for &d in &info.dims {
+            h = h.u64(d);
+        }
+        h = h.u64(info.offset).u64(info.n_bytes);
+        if let Ok(data) = file.info_bytes(info) {
+            let n = data.len().min(SAMPLE_BYTES);
+            h = h.bytes(&data[..n]).bytes(&data[data.len() - n..]);
+        }
+    }
+    h.0
+}
+
+/// What a sidecar describes: the header minus the record count.
+fn header(fingerprint: u64, cache: &KvCache) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&fingerprint.to_le_bytes());
+    let dtype: u32 = match cache.dtype() {
+        KvDtype::F16 => 1,
+        KvDtype::F32 => 0,
+        KvDtype::Q8_0 => 8,
+    };
+    out.extend_from_slice(&dtype.to_le_bytes());
+    let geoms = cache.geometries();
+    out.extend_from_slice(&(geoms.len() as u32).to_le_bytes());
+    for g in &geoms {
+        for d in [g.n_head_kv, g.head_dim_k, g.head_dim_v] {
+            out.extend_from_slice(&(d as u32).to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&(cache.record_bytes() as u64).to_le_bytes());
+    let sum = Fnv::new().bytes(&out[..8]).bytes(&out[16..]).0;
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// A sequence's sidecar file, open for appends.
+#[derive(Debug)]
+pub struct KvSidecar {
+    path: PathBuf,
+    file: File,
+    header_len: u64,
+    record_len: u64,
+    /// The tokens of the records the published count covers.
+    stored: Vec<u32>,
+}
+
+/// What opening a sidecar found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The sidecar, ready for [`KvSidecar::sync`].
+    pub sidecar: KvSidecar,
+    /// Tokens of the resumed positions (empty for a fresh file).
+    pub tokens: Vec<u32>,
+    /// Their KV records, concatenated (for [`crate::SeqPool::restore`]).
+    pub records: Vec<u8>,
+    /// Why an existing file was not loaded (it has been reset), for a warning.
+    pub ignored: Option<String>,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> EngineError {
+    EngineError::Persist {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+impl KvSidecar {
+    /// Open (or create) the sidecar at `path` for a cache shaped like `cache` of the
+    /// model with `fingerprint`, loading what a compatible file holds: at most the
+    /// published count, fewer when the file was torn short of it. A file holding more
+    /// positions than `capacity` is an error (it is left as it is).
+    pub fn open(path: &Path, cache: &KvCache, fingerprint: u64, capacity: usize) -> Result<Opened> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let want = header(fingerprint, cache);
+        let len = file.metadata().map_err(|e| io_err(path, e))?.len();
+        let mut sidecar = KvSidecar {
+            path: path.to_path_buf(),
+            file,
+            header_len: want.len() as u64,
+            record_len: 4 + cache.record_bytes() as u64,
+            stored: Vec::new(),
+        };
+        let mut have = vec![0u8; want.len()];
+        let ignored = if len == 0 {
+            None
+        } else if len < want.len() as u64 {
+            Some("it is shorter than its header".to_string())
+        } else {
+            sidecar
+                .file
+                .read_exact(&mut have)
+                .map_err(|e| io_err(path, e))?;
+            sidecar.check_header(&have, &want)
+        };
+        if ignored.is_some() || len == 0 {
+            sidecar.reset(&want)?;
+            return Ok(Opened {
+                sidecar,
+                tokens: Vec::new(),
+                records: Vec::new(),
+                ignored,
+            });
+        }
+        let count = u64::from_le_bytes(have[8..16].try_into().unwrap_or_default());
+        let complete = (len - sidecar.header_len) / sidecar.record_len;
+        let n = count.min(complete);
+        if n > capacity as u64 {
+            return Err(EngineError::Persist {
+                path: path.to_path_buf(),
+                message: format!(
+                    "it holds {n} positions and the context holds {capacity}: open it with a larger n_ctx"
+                ),
+            });
+        }
+        let mut body = vec![0u8; (n * sidecar.record_len) as usize];
+        sidecar
+            .file
+            .read_exact(&mut body)
+            .map_err(|e| io_err(path, e))?;
+        let rb = cache.record_bytes();
+        let mut tokens = Vec::with_capacity(n as usize);
+        let mut records = Vec::with_capacity(n as usize * rb);
+        for rec in body.chunks_exact(sidecar.record_len as usize) {
+            tokens.push(u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]));
+            records.extend_from_slice(&rec[4..]);
+        }
+        if n < count {
+            // A torn tail: publish the prefix that is really there.
+            sidecar.write_count(n)?;
+        }
+        sidecar.stored = tokens.clone();
+        Ok(Opened {
+            sidecar,
+            tokens,
+            records,
+            ignored: None,
+        })
+    }
+
+    fn check_header(&self, have: &[u8], want: &[u8]) -> Option<String> {
+        if &have[..8] != MAGIC {
+            return Some("it is not a fucina KV sidecar (bad magic)".into());
+        }
+        let n = have.len();
+        let sum = Fnv::new().bytes(&have[..8]).bytes(&have[16..n - 8]).0;
+        if have[n - 8..] != sum.to_le_bytes() {
+            return Some("its header is corrupted (checksum mismatch)".into());
+        }
+        if have[16..24] != want[16..24] {
+            return Some("it was written for another model".into());
+        }
+        if have[24..n - 8] != want[24..n - 8] {
+            return Some("it was written for a KV cache of another geometry or dtype".into());
+        }
+        None
+    }
+
+    fn reset(&mut self, header: &[u8]) -> Result<()> {
+        let path = self.path.clone();
+        let f = &mut self.file;
+        f.set_len(0).map_err(|e| io_err(&path, e))?;
+        f.seek(SeekFrom::Start(0)).map_err(|e| io_err(&path, e))?;
+        f.write_all(header).map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))?;
+        self.stored.clear();
+        Ok(())
+    }
+
+    fn write_count(&mut self, n: u64) -> Result<()> {
+        let path = self.path.clone();
+        let f = &mut self.file;
+        f.seek(SeekFrom::Start(COUNT_AT))
+            .map_err(|e| io_err(&path, e))?;
+        f.write_all(&n.to_le_bytes())
+            .map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))
+    }
+
+    /// Positions the file's published count covers.
+    pub fn len(&self) -> usize {
+        self.stored.len()
+    }
+
+    /// Whether the file holds no position.
+    pub fn is_empty(&self) -> bool {
+        self.stored.is_empty()
+    }
+
+    /// Make the file hold exactly `tokens` and `cache`'s rows for them (the
+    /// sequence's state): the positions it shares with the file are kept, the count
+    /// is lowered first if the sequence rewound below it, new records are appended
+    /// and synced, and the new count is published last.
+    pub fn sync(&mut self, cache: &KvCache, tokens: &[u32]) -> Result<()> {
+        let n = tokens.len().min(cache.len());
+        let keep = self
+            .stored
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(n);
+        if keep == self.stored.len() && keep == n {
+            return Ok(());
+        }
+        if keep < self.stored.len() {
+            self.write_count(keep as u64)?;
+            self.stored.truncate(keep);
+        }
+        let path = self.path.clone();
+        let mut buf = Vec::with_capacity((n - keep) * self.record_len as usize);
+        for (pos, &token) in tokens.iter().enumerate().take(n).skip(keep) {
+            buf.extend_from_slice(&token.to_le_bytes());
+            cache.read_record(pos, &mut buf)?;
+        }
+        let at = self.header_len + keep as u64 * self.record_len;
+        let f = &mut self.file;
+        f.seek(SeekFrom::Start(at)).map_err(|e| io_err(&path, e))?;
+        f.write_all(&buf).map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))?;
+        self.write_count(n as u64)?;
+        self.stored.extend_from_slice(&tokens[keep..n]);
+        Ok(())
+    }
+
+    /// Forget everything the file holds (a conversation reset).
+    pub fn clear(&mut self) -> Result<()> {
+        if !self.stored.is_empty() {
+            self.write_count(0)?;
+            self.stored.clear();
+        }
+        Ok(())
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
