@@ -40,11 +40,13 @@ from .chat import (
     TrailingAssistantMessage,
     render_chat_template,
 )
+from .conversation import Conversation
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
 __all__ = [
     "LLM",
+    "Conversation",
     "LogitProcessor",
     "SamplingParams",
     "Engine",

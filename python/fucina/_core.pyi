@@ -27,6 +27,7 @@ __all__ = [
     "Session",
     "Engine",
     "Generation",
+    "Conversation",
     "InvalidArgumentError",
     "ArgumentTypeError",
 ]
@@ -277,10 +278,19 @@ class Engine:
     """A model, its tokenizer and a pool of sequences that generations run on."""
 
     def __new__(
-        cls, model: Model, tokenizer: Tokenizer, *, n_ctx: int = 4096, kv_cache_type: str = "f16"
+        cls,
+        model: Model,
+        tokenizer: Tokenizer,
+        *,
+        n_ctx: int = 4096,
+        kv_cache_type: str = "f16",
+        pinned: bool = False,
     ) -> Engine: ...
     @property
     def n_ctx(self) -> int: ...
+    @property
+    def pinned(self) -> bool:
+        """Whether every row of a batched forward gives bitwise the logits it would get alone."""
     @property
     def n_live(self) -> int:
         """Sequences currently allocated (live generations)."""
@@ -313,8 +323,10 @@ class Engine:
         special: bool = False,
         processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
         on_prefill: Callable[[int, int], None] | None = None,
+        conversation: Conversation | None = None,
     ) -> Generation:
-        """Start continuing ``prompt``; every argument is checked before any compute."""
+        """Start continuing ``prompt``; every argument is checked before any compute. With
+        ``conversation``, on its sequence, keeping the common prefix of what it holds."""
 
 @final
 class Generation:
@@ -323,7 +335,12 @@ class Generation:
     def __iter__(self) -> Iterator[_Step]: ...
     def __next__(self) -> _Step: ...
     def close(self) -> None:
-        """End the generation and free its sequence (idempotent)."""
+        """End the generation and free its sequence (idempotent); a conversation's turn is
+        written to its persistence sidecar."""
+    @staticmethod
+    def step_batch(gens: Sequence[Generation]) -> list[_Step | BaseException | None]:
+        """One lockstep step of several generations of one engine: decoding streams share one
+        batched forward; per generation its step, ``None`` once finished, or its exception."""
     @property
     def finish_reason(self) -> str | None: ...
     @property
@@ -334,3 +351,20 @@ class Generation:
     @property
     def draws(self) -> int:
         """Random draws consumed (one per sampled token; none when greedy)."""
+
+@final
+class Conversation:
+    """A conversation's sequence in an engine's pool: the history's KV rows across turns."""
+
+    def __new__(cls, engine: Engine) -> Conversation: ...
+    @property
+    def tokens(self) -> list[int]: ...
+    @property
+    def last_reused_tokens(self) -> int: ...
+    @property
+    def persistent(self) -> bool: ...
+    def reset(self) -> None: ...
+    def enable_persistence(self, path: str | PathLike[str]) -> tuple[int, str | None]:
+        """Persist to ``path``; returns (positions resumed, why an existing file was ignored)."""
+    def sync(self) -> None: ...
+    def close(self) -> None: ...

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from . import _core, assets
 from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, select_chat_template
+from .conversation import Conversation
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
 __all__ = ["LLM", "LogitProcessor", "KV_CACHE_TYPES"]
@@ -102,6 +103,10 @@ class LLM:
         chat_format: render chats with a built-in format (``"chatml"``, ``"llama3"``, ``"gemma"``,
             ``"gemma4"``) instead of the model's own template.
         chat_template: render chats with this Jinja template instead of the model's own.
+        batch_invariant: every row of a batched forward gives bitwise the logits it would get
+            alone, so outputs never depend on how a prompt was chunked, cached or batched (a
+            conversation's turns equal a stateless replay bit for bit). Prefill is slower; off by
+            default (llama.cpp's prompt-batch arithmetic).
 
     Every generation runs on its own sequence, from an empty context, so results do
     not depend on what ran before; several generations may be interleaved.
@@ -116,6 +121,7 @@ class LLM:
         kv_cache_type: str = "f16",
         chat_format: str | None = None,
         chat_template: str | None = None,
+        batch_invariant: bool = False,
     ) -> None:
         if kv_cache_type not in KV_CACHE_TYPES:
             raise InvalidArgumentError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {kv_cache_type!r}")
@@ -126,7 +132,9 @@ class LLM:
         self.path = Path(path) if path is not None else assets.default_model_path()
         self.model = _core.Model(self.path, n_threads=n_threads)
         self.tokenizer = self.model.tokenizer()
-        self.engine = _core.Engine(self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type)
+        self.engine = _core.Engine(
+            self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type, pinned=bool(batch_invariant)
+        )
         self._kv_cache_type = kv_cache_type
         self._session: _core.Session | None = None
         self._chat_choice = (chat_format, chat_template)
@@ -209,6 +217,28 @@ class LLM:
         if not tokenize:
             return text
         return self.tokenize(text, add_special=False, parse_special=True)
+
+    def chat(
+        self,
+        system: str | None = None,
+        *,
+        max_tokens: int | None = 512,
+        stop: str | Iterable[str] | None = None,
+        params: SamplingParams | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        **sampling: Any,
+    ) -> Conversation:
+        """A new :class:`~fucina.Conversation` with this model: ``send`` / ``stream`` turns on one
+        KV cache. Sampling is llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05)
+        unless ``params`` or sampling keywords (``temperature=0``, ``seed=1``, ...) say otherwise;
+        ``template_kwargs`` go to the chat template (``{"enable_thinking": False}``)."""
+        unknown = sorted(set(sampling) - set(SAMPLING_FIELDS))
+        if unknown:
+            raise ArgumentTypeError(f"unknown argument(s) {unknown}; sampling arguments are {list(SAMPLING_FIELDS)}")
+        merged = _params(_COMPLETION_DEFAULTS, params, sampling)
+        return Conversation(
+            self, system=system, max_tokens=max_tokens, params=merged, stop=stop, template_kwargs=template_kwargs
+        )
 
     # -- low level ----------------------------------------------------------------
     @property

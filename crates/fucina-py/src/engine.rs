@@ -19,6 +19,7 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::conversation::PyConversation;
 use crate::errors::{fucina_error, raise, value_err};
 use crate::llm::{model_err, PyModel};
 use crate::tokenizer::PyTokenizer;
@@ -40,7 +41,7 @@ pub(crate) fn engine_err(e: EngineError) -> PyErr {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic inside a step cannot leave the pool inconsistent (every mutation is a
     // length update after the data is written), so a poisoned lock is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -49,7 +50,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A model with its tokenizer and a pool of sequences that generations run on.
 #[pyclass(frozen, module = "fucina._core", name = "Engine")]
 pub struct PyEngine {
-    pool: Mutex<SeqPool>,
+    pub(crate) pool: Mutex<SeqPool>,
     tokenizer: PyTokenizer,
     n_vocab: usize,
 }
@@ -58,15 +59,20 @@ pub struct PyEngine {
 impl PyEngine {
     /// An engine over `model` whose sequences hold up to `n_ctx` positions each.
     #[new]
-    #[pyo3(signature = (model, tokenizer, *, n_ctx = 4096, kv_cache_type = "f16"))]
+    /// With `pinned`, every row of a batched forward gives bitwise the logits it would
+    /// get alone, so results never depend on how prompts were chunked or batched (a
+    /// little slower prefill; llama.cpp's prompt-batch arithmetic otherwise).
+    #[pyo3(signature = (model, tokenizer, *, n_ctx = 4096, kv_cache_type = "f16", pinned = false))]
     fn new(
         model: &PyModel,
         tokenizer: &PyTokenizer,
         #[pyo3(from_py_with = crate::args::count)] n_ctx: usize,
         kv_cache_type: &str,
+        pinned: bool,
     ) -> PyResult<Self> {
         let dtype = KvDtype::parse(kv_cache_type).map_err(|e| value_err(e.to_string()))?;
-        let pool = SeqPool::new(Arc::clone(&model.inner), n_ctx, dtype).map_err(engine_err)?;
+        let mut pool = SeqPool::new(Arc::clone(&model.inner), n_ctx, dtype).map_err(engine_err)?;
+        pool.set_pinned(pinned);
         Ok(Self {
             pool: Mutex::new(pool),
             tokenizer: tokenizer.clone(),
@@ -78,6 +84,12 @@ impl PyEngine {
     #[getter]
     fn n_ctx(&self) -> usize {
         lock(&self.pool).n_ctx()
+    }
+
+    /// Whether pinned numerics are on.
+    #[getter]
+    fn pinned(&self) -> bool {
+        lock(&self.pool).pinned()
     }
 
     /// Sequences currently allocated (live generations).
@@ -127,7 +139,7 @@ impl PyEngine {
         min_p = 0.05, typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0,
         frequency_penalty = 0.0, repeat_last_n = 64, logit_bias = None, stop = Vec::new(),
         stop_ids = Vec::new(), ignore_eos = false, logprobs = None, special = false,
-        processors = Vec::new(), on_prefill = None
+        processors = Vec::new(), on_prefill = None, conversation = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
@@ -152,6 +164,7 @@ impl PyEngine {
         special: bool,
         processors: Vec<Py<PyAny>>,
         on_prefill: Option<Py<PyAny>>,
+        conversation: Option<Py<PyConversation>>,
     ) -> PyResult<PyGeneration> {
         let py = slf.py();
         for p in processors.iter().chain(&on_prefill) {
@@ -184,19 +197,26 @@ impl PyEngine {
             special,
         };
         let this = slf.get();
+        let engine = slf.clone().unbind();
+        if let Some(c) = &conversation {
+            if !c.get().belongs_to(&engine) {
+                return Err(value_err("the conversation belongs to another engine"));
+            }
+        }
         let gen = {
             let mut pool = lock(&this.pool);
-            Generation::new(
-                &mut pool,
-                Arc::clone(this.tokenizer.arc()),
-                &prompt,
-                opts,
-                Vec::new(),
-            )
+            let tokenizer = Arc::clone(this.tokenizer.arc());
+            match &conversation {
+                Some(c) => c
+                    .get()
+                    .turn(&mut pool, tokenizer, &prompt, opts, Vec::new()),
+                None => Generation::new(&mut pool, tokenizer, &prompt, opts, Vec::new()),
+            }
             .map_err(engine_err)?
         };
         Ok(PyGeneration {
-            engine: slf.clone().unbind(),
+            engine,
+            conversation,
             gen: Mutex::new(gen),
             processors: PyProcessors {
                 fns: processors,
@@ -274,22 +294,40 @@ type PyLogprobs = (f32, Vec<(u32, f32)>);
 /// One step as Python sees it: `(token, emitted, text, finish_reason, logprobs)`.
 type PyStep = (u32, bool, String, Option<&'static str>, Option<PyLogprobs>);
 
+fn py_step(step: fucina_engine::Step) -> PyStep {
+    (
+        step.token,
+        step.emitted,
+        step.text,
+        step.finish.map(|f| f.as_str()),
+        step.logprobs.map(|l| (l.logprob, l.top)),
+    )
+}
+
 /// A prompt being continued: iterate for steps `(token, emitted, text,
 /// finish_reason, logprobs)`; `close()` (or dropping it) ends it and frees its
 /// sequence.
 #[pyclass(module = "fucina._core", name = "Generation")]
 pub struct PyGeneration {
     engine: Py<PyEngine>,
+    /// The conversation whose sequence it writes (its sidecar is synced at the end).
+    conversation: Option<Py<PyConversation>>,
     gen: Mutex<Generation>,
     processors: PyProcessors,
     on_prefill: Option<Py<PyAny>>,
 }
 
 impl PyGeneration {
-    fn release(&self) {
+    /// End the generation and give its sequence back; a conversation's new positions
+    /// go to its sidecar (the error, if writing it fails).
+    fn release(&self) -> fucina_engine::Result<()> {
         let engine = self.engine.get();
         let mut pool = lock(&engine.pool);
         lock(&self.gen).release(&mut pool);
+        match &self.conversation {
+            Some(c) => c.get().sync_pool(&pool),
+            None => Ok(()),
+        }
     }
 }
 
@@ -327,37 +365,102 @@ impl PyGeneration {
         });
         let step = match step {
             (_, Some(e)) => {
-                self.release();
+                let _ = py.detach(|| self.release());
                 return Err(e);
             }
             (Err(e), None) => {
-                self.release();
+                let _ = py.detach(|| self.release());
                 return Err(self.processors.err.take().unwrap_or_else(|| engine_err(e)));
             }
             (Ok(None), None) => {
-                self.release();
+                py.detach(|| self.release()).map_err(engine_err)?;
                 return Ok(None);
             }
             (Ok(Some(step)), None) => step,
         };
         if step.finish.is_some() {
-            self.release();
+            py.detach(|| self.release()).map_err(engine_err)?;
         }
-        Ok(Some((
-            step.token,
-            step.emitted,
-            step.text,
-            step.finish.map(|f| f.as_str()),
-            step.logprobs.map(|l| (l.logprob, l.top)),
-        )))
+        Ok(Some(py_step(step)))
     }
 
-    /// End the generation now and free its sequence (idempotent).
-    fn close(&self) {
+    /// End the generation now and free its sequence (idempotent). A conversation's
+    /// turn is written to its persistence sidecar here (an `OSError`-like
+    /// `FucinaError` if that fails).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         lock(&self.gen)
             .cancel_handle()
             .store(true, Ordering::Relaxed);
-        self.release();
+        py.detach(|| self.release()).map_err(engine_err)
+    }
+
+    /// One lockstep step of several generations of one engine (distinct, without
+    /// Python logit processors): streams that are decoding share ONE batched forward
+    /// (pinned numerics: each gets exactly the tokens it would alone), prefills run
+    /// per stream. Returns, per generation, its step tuple, `None` once finished, or
+    /// the exception that ended that stream (the others go on).
+    #[staticmethod]
+    fn step_batch(py: Python<'_>, gens: Vec<Py<PyGeneration>>) -> PyResult<Vec<Py<PyAny>>> {
+        if gens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let refs: Vec<PyRef<'_, PyGeneration>> = gens
+            .iter()
+            .map(|g| g.bind(py).try_borrow())
+            .collect::<Result<_, _>>()?;
+        let engine = refs[0].engine.clone_ref(py);
+        for (i, g) in refs.iter().enumerate() {
+            if !g.engine.is(&engine) {
+                return Err(value_err(format!(
+                    "generations[{i}] belongs to another engine"
+                )));
+            }
+            if !g.processors.fns.is_empty() || g.on_prefill.is_some() {
+                return Err(value_err(format!(
+                    "generations[{i}] has Python processors or on_prefill; batched steps run without the GIL"
+                )));
+            }
+            if gens[..i].iter().any(|o| o.is(&gens[i])) {
+                return Err(value_err(format!("generations[{i}] appears twice")));
+            }
+        }
+        let plain: Vec<&PyGeneration> = refs.iter().map(|g| &**g).collect();
+        let results = py.detach(|| {
+            let mut pool = lock(&engine.get().pool);
+            let mut guards: Vec<_> = plain.iter().map(|g| lock(&g.gen)).collect();
+            let mut gs: Vec<&mut Generation> = guards.iter_mut().map(|g| &mut **g).collect();
+            fucina_engine::step_batch(&mut pool, &mut gs)
+        });
+        let results = match results {
+            Ok(r) => r,
+            Err(e) => {
+                for &g in &plain {
+                    let _ = py.detach(|| g.release());
+                }
+                return Err(engine_err(e));
+            }
+        };
+        let mut out = Vec::with_capacity(refs.len());
+        for (&g, r) in plain.iter().zip(results) {
+            let item = match r {
+                Ok(Some(step)) => {
+                    if step.finish.is_some() {
+                        py.detach(|| g.release()).map_err(engine_err)?;
+                    }
+                    py_step(step).into_pyobject(py)?.into_any().unbind()
+                }
+                Ok(None) => {
+                    py.detach(|| g.release()).map_err(engine_err)?;
+                    py.None()
+                }
+                Err(e) => {
+                    let _ = py.detach(|| g.release());
+                    engine_err(e).into_value(py).into_any()
+                }
+            };
+            out.push(item);
+        }
+        Ok(out)
     }
 
     /// `"stop"`, `"length"`, or `None` while running.
@@ -393,13 +496,14 @@ impl Drop for PyGeneration {
     fn drop(&mut self) {
         // Without the GIL: a step on another thread may hold the pool while it waits
         // for the GIL to call a processor.
-        Python::attach(|py| py.detach(|| self.release()));
+        Python::attach(|py| py.detach(|| drop(self.release())));
     }
 }
 
-/// Register `Engine` and `Generation`.
+/// Register `Engine`, `Generation` and `Conversation`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngine>()?;
     m.add_class::<PyGeneration>()?;
+    m.add_class::<PyConversation>()?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! in the Rust crates, and every call that computes releases the GIL.
 
 mod args;
+mod conversation;
 mod engine;
 mod errors;
 mod gguf;
