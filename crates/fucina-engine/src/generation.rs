@@ -331,6 +331,13 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Step> {
+        // Progress reports follow the prompt's evaluation only, not decode steps.
+        let mut quiet = |_: usize, _: usize| {};
+        let progress = if self.evaluated < self.prompt_len {
+            progress
+        } else {
+            &mut quiet
+        };
         let logits = pool.eval(self.seq, &self.history[self.evaluated..], progress)?;
         self.evaluated = self.history.len();
         self.decide_inner(logits, extra)
