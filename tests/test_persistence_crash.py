@@ -21,18 +21,18 @@ USERS = ["Name a colour.", "And a fruit?", "Now a city in Italy.", "One more ani
 MAX_TOKENS = 6
 TRIALS = 20
 
-CHILD = """
+CHILD = f"""
 import sys, fucina
 llm = fucina.LLM(sys.argv[2], n_ctx=512, batch_invariant=True)
-chat = llm.chat(temperature=0, max_tokens={max_tokens})
+chat = llm.chat(temperature=0, max_tokens={MAX_TOKENS})
 chat.enable_persistence(sys.argv[1])
-users = {users!r}
+users = {USERS!r}
 start = sum(1 for m in chat.history if m["role"] == "user")
 for i in range(start, len(users)):
     chat.send(users[i])
     print("turn", i, flush=True)
 print("done", flush=True)
-""".format(max_tokens=MAX_TOKENS, users=USERS)
+"""
 
 
 def _chat(llm: fucina.LLM, path: Path | None = None) -> tuple[fucina.Conversation, int]:
