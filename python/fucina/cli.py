@@ -2,14 +2,16 @@
 
     fucina run PROMPT [--model PATH] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]
                [--min-p P] [--repeat-penalty R] [--seed S]   continue PROMPT, streaming
+    fucina chat [--model PATH] [--system TEXT] [--resume FILE] [-n N] [--temp T] [--seed S]
+                                                         chat in the terminal, streaming replies
     fucina info [PATH] [--header-only] [--json]          describe a GGUF model
     fucina tokenize TEXT [--model PATH] [--ids] [--no-bos] [--parse-special]
                                                          token ids and pieces of TEXT ("-": stdin)
     fucina bench [--model PATH] [-p 512] [-n 128] [-r 3] [-t THREADS]
                                                          prefill / decode tok/s, llama-bench's pp/tg shape
 
-PATH / --model default to the embedded model (Gemma 3 270M). More subcommands
-(chat, serve) arrive with the chat and server layers.
+PATH / --model default to the embedded model (Gemma 3 270M). ``serve`` arrives with
+the server layer.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core, assets
+from .chat import BuiltinTemplate
 from .sampling import SamplingParams
 
 
@@ -178,6 +181,117 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+_CHAT_HELP = """commands: /reset forgets the conversation, /save FILE writes it (resume with --resume FILE),
+/exit (or Ctrl-D) leaves; end a line with \\ to continue it, or put \"\"\" alone on a line to start and end a
+multiline message; Ctrl-C stops a reply."""
+
+
+def _read_message(prompt: str, more_prompt: str) -> str | None:
+    """One user message from the terminal (``None`` at end of input): a line, lines joined by a
+    trailing backslash, or a block between two ``\"\"\"`` lines."""
+    try:
+        line = input(prompt)
+    except EOFError:
+        return None
+    if line.strip() == '"""':
+        lines: list[str] = []
+        while True:
+            try:
+                more = input(more_prompt)
+            except EOFError:
+                break
+            if more.strip() == '"""':
+                break
+            lines.append(more)
+        return "\n".join(lines)
+    lines = [line]
+    while lines[-1].endswith("\\"):
+        lines[-1] = lines[-1][:-1]
+        try:
+            lines.append(input(more_prompt))
+        except EOFError:
+            break
+    return "\n".join(lines)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    from .llm import LLM
+
+    try:
+        import readline  # noqa: F401 - line editing and history for input()
+    except ImportError:
+        pass
+    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads)
+    chat = llm.chat(
+        system=args.system,
+        max_tokens=args.max_tokens,
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
+    err = sys.stderr
+    if args.resume is not None:
+        resumed = chat.enable_persistence(args.resume)
+        turns = sum(1 for m in chat.history if m["role"] == "user")
+        if resumed:
+            err.write(f"resumed {args.resume}: {turns} turns, {resumed} tokens in the cache (nothing prefilled)\n")
+        else:
+            err.write(f"new conversation, saved to {args.resume} after every turn\n")
+    interactive = sys.stdin.isatty()
+    if interactive:
+        template = llm.chat_template
+        how = "its chat template"
+        if isinstance(template, BuiltinTemplate):
+            how = f"built-in {template.format.value} format"
+        err.write(f"fucina chat with {llm.path.name} ({how}); /help for commands, /exit to leave\n")
+    out = sys.stdout
+    while True:
+        try:
+            text = _read_message("> " if interactive else "", "... " if interactive else "")
+        except KeyboardInterrupt:
+            out.write("\n")
+            return 0
+        if text is None:
+            if interactive:
+                out.write("\n")
+            return 0
+        command = text.strip()
+        if not command:
+            continue
+        if command in ("/exit", "/quit"):
+            return 0
+        if command == "/help":
+            err.write(_CHAT_HELP + "\n")
+            continue
+        if command == "/reset":
+            chat.reset()
+            err.write("conversation reset\n")
+            continue
+        if command.startswith("/save"):
+            target = command[len("/save") :].strip()
+            if not target:
+                err.write("usage: /save FILE\n")
+                continue
+            try:
+                chat.save(target)
+            except (_core.FucinaError, OSError) as e:
+                err.write(f"could not save: {e}\n")
+            else:
+                err.write(f"saved to {target} (resume with: fucina chat --resume {target})\n")
+            continue
+        try:
+            for piece in chat.stream(text):
+                out.write(piece)
+                out.flush()
+        except KeyboardInterrupt:
+            out.write(" [stopped]")
+        out.write("\n")
+        out.flush()
+
+
 def _cmd_tokenize(args: argparse.Namespace) -> int:
     path = args.model if args.model is not None else assets.default_model_path()
     tok = _core.Tokenizer.from_gguf(path)
@@ -268,6 +382,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
     run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
     run.set_defaults(func=_cmd_run)
+    chat = sub.add_parser(
+        "chat",
+        help="chat in the terminal",
+        description="Chat with a model in the terminal: replies stream as they are decoded, the KV cache lives "
+        "across turns. " + _CHAT_HELP,
+    )
+    chat.add_argument("-m", "--model", type=Path, default=None, help="GGUF file (default: the embedded model)")
+    chat.add_argument("-s", "--system", default=None, help="system prompt")
+    chat.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="resume the conversation saved in FILE (warm: its KV cache is loaded, not recomputed) and save "
+        "every turn to it; a new FILE starts a new conversation",
+    )
+    chat.add_argument("-n", "--max-tokens", type=int, default=512, help="tokens per reply at most (default 512)")
+    chat.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    chat.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    chat.add_argument("--temp", type=float, default=0.8, help="temperature; 0 is greedy (default 0.8)")
+    chat.add_argument("--top-k", type=int, default=40, help="top-k sampling; 0 is off (default 40)")
+    chat.add_argument("--top-p", type=float, default=0.95, help="top-p sampling; 1 is off (default 0.95)")
+    chat.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
+    chat.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default 1.0)")
+    chat.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one)")
+    chat.set_defaults(func=_cmd_chat)
     info = sub.add_parser("info", help="describe a GGUF model", description="Describe a GGUF model file.")
     info.add_argument("path", nargs="?", type=Path, help="GGUF file (default: the embedded default model)")
     info.add_argument(

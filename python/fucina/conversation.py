@@ -170,6 +170,14 @@ class Conversation:
         self._save_messages()
         return resumed
 
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the conversation as it is now to ``path`` (and ``path + ".json"``), a file
+        :meth:`enable_persistence` (``fucina chat --resume``) resumes warm. Each file is replaced
+        atomically; persistence, if on, goes on writing its own file."""
+        target = Path(os.fspath(path))
+        self._core.save(target)
+        self._write_messages(target)
+
     def _load_messages(self, path: Path) -> list[dict[str, Any]] | None:
         side = _messages_path(path)
         try:
@@ -186,9 +194,11 @@ class Conversation:
         return [dict(m) for m in messages if isinstance(m, dict)]
 
     def _save_messages(self) -> None:
-        if self._persist is None:
-            return
-        side = _messages_path(self._persist)
+        if self._persist is not None:
+            self._write_messages(self._persist)
+
+    def _write_messages(self, path: Path) -> None:
+        side = _messages_path(path)
         tmp = side.with_name(side.name + ".tmp")
         tmp.write_text(json.dumps({"version": _MESSAGES_VERSION, "messages": self._messages}), encoding="utf-8")
         os.replace(tmp, side)

@@ -116,6 +116,19 @@ impl Conversation {
         Ok(())
     }
 
+    /// Write the conversation's current state to a new sidecar at `path` (a snapshot
+    /// that [`Conversation::enable_persistence`] can resume; persistence, if on,
+    /// goes on to its own file).
+    pub fn save(&self, pool: &SeqPool, path: &Path) -> Result<()> {
+        let fingerprint = model_fingerprint(pool.model());
+        KvSidecar::snapshot(
+            path,
+            pool.cache(self.seq)?,
+            pool.tokens(self.seq)?,
+            fingerprint,
+        )
+    }
+
     /// Whether persistence is on.
     pub fn persistent(&self) -> bool {
         self.sidecar.is_some()

@@ -205,6 +205,33 @@ impl KvSidecar {
         })
     }
 
+    /// Write `tokens` and `cache`'s rows for them to a NEW sidecar at `path` (a
+    /// snapshot: built beside it and renamed over it, so `path` is always either the
+    /// old file or the complete new one).
+    pub fn snapshot(path: &Path, cache: &KvCache, tokens: &[u32], fingerprint: u64) -> Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| io_err(&tmp, e))?;
+        let want = header(fingerprint, cache);
+        let mut s = KvSidecar {
+            path: tmp.clone(),
+            file,
+            header_len: want.len() as u64,
+            record_len: 4 + cache.record_bytes() as u64,
+            stored: Vec::new(),
+        };
+        s.reset(&want)?;
+        s.sync(cache, tokens)?;
+        std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+    }
+
     fn check_header(&self, have: &[u8], want: &[u8]) -> Option<String> {
         if &have[..8] != MAGIC {
             return Some("it is not a fucina KV sidecar (bad magic)".into());

@@ -143,6 +143,15 @@ impl PyConversation {
         })
     }
 
+    /// Write the current state to a new sidecar at `path` (atomically replaced).
+    fn save(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
+    ) -> PyResult<()> {
+        py.detach(|| self.with(|c, pool| c.save(pool, &path)))
+    }
+
     /// Write the positions the sidecar does not hold yet (turns do this as they end).
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.with(|c, pool| c.sync(pool)))
