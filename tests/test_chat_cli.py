@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,10 +65,14 @@ def prompts(screen: str) -> int:
     return sum(1 for line in screen.splitlines() if line.startswith("> "))
 
 
+def prompts_at_least(n: int) -> Callable[[str], bool]:
+    return lambda screen: prompts(screen) >= n
+
+
 @pytest.fixture
-def term(tmp_path: Path) -> Terminal:
+def term(tmp_path: Path) -> Iterator[Terminal]:
     t = Terminal(tmp_path)
-    yield t  # type: ignore[misc]
+    yield t
     t.close()
 
 
@@ -88,7 +92,7 @@ def test_chat_two_turns_resume_stop_and_save(term: Terminal, tmp_path: Path, gem
     term.wait("the first prompt", lambda s: prompts(s) >= 1 and "new conversation" in s)
     for i, user in enumerate(users[:2]):
         term.type(user)
-        screen = term.wait(f"reply {i}", lambda s, i=i: prompts(s) >= i + 2)
+        screen = term.wait(f"reply {i}", prompts_at_least(i + 2))
         first_line = next(line for line in replies[i].splitlines() if line.strip())
         assert first_line.strip() in screen, f"reply {i} was not streamed to the terminal"
     term.type("/save snapshot.fuxkv")
