@@ -284,6 +284,20 @@ class Conversation:
         ``seed``, ...) override the conversation's for this turn."""
         return "".join(self.stream(text, max_tokens=max_tokens, on_prefill=on_prefill, **sampling))
 
+    def stream_messages(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: _Cap = _DEFAULT,
+        on_prefill: ProgressCallback | None = None,
+        **sampling: Any,
+    ) -> Generator[str, None, None]:
+        """:meth:`send_messages`, yielding the reply's text pieces as they are decoded."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise ArgumentTypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
+        msgs = [dict(m) for m in messages]
+        return self._turn(msgs, self._begin(msgs, self._cap(max_tokens), sampling, on_prefill))
+
     def send_messages(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -295,10 +309,8 @@ class Conversation:
         """The stateless shape: reply to a FULL message history (which replaces this
         conversation's), reusing the longest common token prefix of its render and the cache;
         :attr:`last_reused_tokens` says how many tokens were kept."""
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise ArgumentTypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
-        msgs = [dict(m) for m in messages]
-        return "".join(self._turn(msgs, self._begin(msgs, self._cap(max_tokens), sampling, on_prefill)))
+        pieces = self.stream_messages(messages, max_tokens=max_tokens, on_prefill=on_prefill, **sampling)
+        return "".join(pieces)
 
     @staticmethod
     def send_batch(

@@ -95,6 +95,13 @@ fn header(fingerprint: u64, cache: &KvCache) -> Vec<u8> {
     out
 }
 
+impl Opened {
+    /// The KV bytes of each resumed position, in order (for [`crate::SeqPool::restore`]).
+    pub fn records(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.body.chunks_exact(self.record_len).map(|rec| &rec[4..])
+    }
+}
+
 /// A sequence's sidecar file, open for appends.
 #[derive(Debug)]
 pub struct KvSidecar {
@@ -113,8 +120,9 @@ pub struct Opened {
     pub sidecar: KvSidecar,
     /// Tokens of the resumed positions (empty for a fresh file).
     pub tokens: Vec<u32>,
-    /// Their KV records, concatenated (for [`crate::SeqPool::restore`]).
-    pub records: Vec<u8>,
+    /// The resumed records as stored (token id, then KV bytes, each).
+    body: Vec<u8>,
+    record_len: usize,
     /// Why an existing file was not loaded (it has been reset), for a warning.
     pub ignored: Option<String>,
 }
@@ -162,10 +170,12 @@ impl KvSidecar {
         };
         if ignored.is_some() || len == 0 {
             sidecar.reset(&want)?;
+            let record_len = sidecar.record_len as usize;
             return Ok(Opened {
                 sidecar,
                 tokens: Vec::new(),
-                records: Vec::new(),
+                body: Vec::new(),
+                record_len,
                 ignored,
             });
         }
@@ -185,13 +195,11 @@ impl KvSidecar {
             .file
             .read_exact(&mut body)
             .map_err(|e| io_err(path, e))?;
-        let rb = cache.record_bytes();
-        let mut tokens = Vec::with_capacity(n as usize);
-        let mut records = Vec::with_capacity(n as usize * rb);
-        for rec in body.chunks_exact(sidecar.record_len as usize) {
-            tokens.push(u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]));
-            records.extend_from_slice(&rec[4..]);
-        }
+        let record_len = sidecar.record_len as usize;
+        let tokens: Vec<u32> = body
+            .chunks_exact(record_len)
+            .map(|rec| u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]))
+            .collect();
         if n < count {
             // A torn tail: publish the prefix that is really there.
             sidecar.write_count(n)?;
@@ -200,7 +208,8 @@ impl KvSidecar {
         Ok(Opened {
             sidecar,
             tokens,
-            records,
+            body,
+            record_len,
             ignored: None,
         })
     }

@@ -273,20 +273,19 @@ impl SeqPool {
         Ok(&mut self.all)
     }
 
-    /// Replace `id`'s state with `tokens` and their KV `records` (one
-    /// [`KvCache::read_record`] each, concatenated): a resumed sequence.
-    pub fn restore(&mut self, id: SeqId, tokens: &[u32], records: &[u8]) -> Result<()> {
+    /// Replace `id`'s state with `tokens` and their KV records (one
+    /// [`KvCache::read_record`] per token, in order): a resumed sequence.
+    pub fn restore<'a>(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        records: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
         let i = self.check(id)?;
-        let cache = &mut self.caches[i];
-        let rb = cache.record_bytes();
-        if records.len() != tokens.len() * rb {
+        if records.len() != tokens.len() {
             return Err(invalid(
                 "records",
-                format!(
-                    "{} bytes for {} positions of {rb} bytes",
-                    records.len(),
-                    tokens.len()
-                ),
+                format!("{} records for {} tokens", records.len(), tokens.len()),
             ));
         }
         if tokens.len() > self.n_ctx {
@@ -296,13 +295,13 @@ impl SeqPool {
             }
             .into());
         }
+        let records: Vec<&[u8]> = records.collect();
+        let cache = &mut self.caches[i];
         cache.reset();
         self.tokens[i].clear();
-        for rec in records.chunks_exact(rb.max(1)) {
-            if let Err(e) = cache.push_record(rec) {
-                cache.reset();
-                return Err(e.into());
-            }
+        if let Err(e) = cache.push_records(&records) {
+            cache.reset();
+            return Err(e.into());
         }
         self.tokens[i].extend_from_slice(tokens);
         Ok(())
