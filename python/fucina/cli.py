@@ -133,6 +133,27 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sampling(args: argparse.Namespace) -> SamplingParams:
+    return SamplingParams(
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
+
+
+def _add_sampling(p: argparse.ArgumentParser) -> None:
+    """llama-cli's sampling flags and defaults."""
+    p.add_argument("--temp", type=float, default=0.8, help="temperature; 0 is greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, default=40, help="top-k sampling; 0 is off (default 40)")
+    p.add_argument("--top-p", type=float, default=0.95, help="top-p (nucleus) sampling; 1 is off (default 0.95)")
+    p.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
+    p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty; 1 is off (default 1.0)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one each run)")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .llm import LLM
 
@@ -148,14 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 sys.stderr.write("\n")
             sys.stderr.flush()
 
-    params = SamplingParams(
-        temperature=args.temp,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-    )
+    params = _sampling(args)
     ids = llm.tokenize(args.prompt)
     out = sys.stdout
     if args.echo:
@@ -222,16 +236,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads)
-    chat = llm.chat(
-        system=args.system,
-        max_tokens=args.max_tokens,
-        temperature=args.temp,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-    )
+    chat = llm.chat(system=args.system, max_tokens=args.max_tokens, params=_sampling(args))
     err = sys.stderr
     if args.resume is not None:
         resumed = chat.enable_persistence(args.resume)
@@ -372,12 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
     run.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
     run.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
-    run.add_argument("--temp", type=float, default=0.8, help="temperature; 0 is greedy (default 0.8)")
-    run.add_argument("--top-k", type=int, default=40, help="top-k sampling; 0 is off (default 40)")
-    run.add_argument("--top-p", type=float, default=0.95, help="top-p (nucleus) sampling; 1 is off (default 0.95)")
-    run.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
-    run.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty; 1 is off (default 1.0)")
-    run.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one each run)")
+    _add_sampling(run)
     run.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
     run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
@@ -401,12 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("-n", "--max-tokens", type=int, default=512, help="tokens per reply at most (default 512)")
     chat.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
     chat.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
-    chat.add_argument("--temp", type=float, default=0.8, help="temperature; 0 is greedy (default 0.8)")
-    chat.add_argument("--top-k", type=int, default=40, help="top-k sampling; 0 is off (default 40)")
-    chat.add_argument("--top-p", type=float, default=0.95, help="top-p sampling; 1 is off (default 0.95)")
-    chat.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
-    chat.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty (default 1.0)")
-    chat.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one)")
+    _add_sampling(chat)
     chat.set_defaults(func=_cmd_chat)
     info = sub.add_parser("info", help="describe a GGUF model", description="Describe a GGUF model file.")
     info.add_argument("path", nargs="?", type=Path, help="GGUF file (default: the embedded default model)")

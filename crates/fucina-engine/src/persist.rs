@@ -140,22 +140,9 @@ impl KvSidecar {
     /// published count, fewer when the file was torn short of it. A file holding more
     /// positions than `capacity` is an error (it is left as it is).
     pub fn open(path: &Path, cache: &KvCache, fingerprint: u64, capacity: usize) -> Result<Opened> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| io_err(path, e))?;
         let want = header(fingerprint, cache);
-        let len = file.metadata().map_err(|e| io_err(path, e))?.len();
-        let mut sidecar = KvSidecar {
-            path: path.to_path_buf(),
-            file,
-            header_len: want.len() as u64,
-            record_len: 4 + cache.record_bytes() as u64,
-            stored: Vec::new(),
-        };
+        let mut sidecar = KvSidecar::at(path, cache, want.len(), false)?;
+        let len = sidecar.file.metadata().map_err(|e| io_err(path, e))?.len();
         let mut have = vec![0u8; want.len()];
         let ignored = if len == 0 {
             None
@@ -221,24 +208,30 @@ impl KvSidecar {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
+        let want = header(fingerprint, cache);
+        let mut s = KvSidecar::at(&tmp, cache, want.len(), true)?;
+        s.reset(&want)?;
+        s.sync(cache, tokens)?;
+        std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+    }
+
+    /// The file at `path` (created if absent; emptied with `truncate`) for records of
+    /// `cache`'s shape after a header of `header_len` bytes.
+    fn at(path: &Path, cache: &KvCache, header_len: usize, truncate: bool) -> Result<KvSidecar> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| io_err(&tmp, e))?;
-        let want = header(fingerprint, cache);
-        let mut s = KvSidecar {
-            path: tmp.clone(),
+            .truncate(truncate)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        Ok(KvSidecar {
+            path: path.to_path_buf(),
             file,
-            header_len: want.len() as u64,
+            header_len: header_len as u64,
             record_len: 4 + cache.record_bytes() as u64,
             stored: Vec::new(),
-        };
-        s.reset(&want)?;
-        s.sync(cache, tokens)?;
-        std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+        })
     }
 
     fn check_header(&self, have: &[u8], want: &[u8]) -> Option<String> {
