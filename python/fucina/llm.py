@@ -260,6 +260,8 @@ class LLM:
         on_prefill: ProgressCallback | None,
         logprobs: int | None = None,
         ignore_eos: bool = False,
+        stop_ids: Sequence[int] = (),
+        special: bool = False,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -275,6 +277,8 @@ class LLM:
             processors=procs,
             on_prefill=on_prefill,
             ignore_eos=ignore_eos,
+            stop_ids=list(stop_ids),
+            special=special,
             **params.to_core(),
         )
         return ids, gen
