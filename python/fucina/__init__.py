@@ -40,11 +40,13 @@ from .chat import (
     TrailingAssistantMessage,
     render_chat_template,
 )
+from .llama import Llama
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
 __all__ = [
     "LLM",
+    "Llama",
     "LogitProcessor",
     "SamplingParams",
     "Engine",
