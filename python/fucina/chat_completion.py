@@ -280,6 +280,8 @@ def _py_literal(value: Any) -> str:
         return "{" + ", ".join(f"{_py_literal(k)}: {_py_literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_py_literal(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a Python string literal too
     return repr(value)
 
 
