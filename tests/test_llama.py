@@ -152,6 +152,7 @@ def test_tokenize_detokenize_round_trip(llm: Llama) -> None:
     assert llm.detokenize(special) == text.removesuffix(b"<start_of_turn>")
     assert llm.detokenize(special, special=True) == text
     assert llm.token_eos() >= 0 and llm.detokenize([llm.token_nl()]) == b"\n"
+    assert llm.token_nl() == 248  # llama.cpp's: the <0x0A> byte token
     assert llm.n_ctx() == 512 and llm.n_vocab() == 262144 and llm.n_embd() == 640
     assert llm.metadata["general.architecture"] == "gemma3"
 

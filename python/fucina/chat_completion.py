@@ -60,7 +60,7 @@ class _Caps:
 def _renders(template: ChatTemplate, messages: list[dict[str, Any]], tools: Any, needle: str) -> bool:
     try:
         out = template.render(messages, tools=tools, add_generation_prompt=True)
-    except Exception:  # noqa: BLE001 - any failure of an untrusted template means "cannot"
+    except Exception:  # an untrusted template failing in any way means "cannot"
         return False
     return needle in out and "{'arg'" not in out
 

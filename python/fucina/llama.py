@@ -300,9 +300,14 @@ class Llama:
         return -1 if eos is None else eos
 
     def token_nl(self) -> int:
-        """The newline token."""
+        """The newline token (llama.cpp's: the ``<0x0A>`` byte token of a SentencePiece vocabulary, else
+        what ``"\n"`` tokenizes to)."""
+        tok = self._llm.tokenizer
+        byte = tok.token_to_id("<0x0A>") if tok.kind == "spm" else None
+        if byte is not None:
+            return byte
         ids = self._llm.tokenize("\n", add_special=False)
-        return ids[0] if len(ids) == 1 else -1
+        return ids[0] if ids else -1
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -460,13 +465,13 @@ class Llama:
 
         return [stop]
 
-    def _prompt(self, prompt: str | list[int]) -> str | list[int]:
-        """The prompt as llama-cpp-python tokenizes it: special-token text parsed. The text itself is
-        passed on when that makes no difference, so that ``echo`` returns it verbatim."""
+    def _prompt(self, prompt: str | list[int]) -> tuple[str | list[int], int]:
+        """The prompt as llama-cpp-python tokenizes it (special-token text parsed) and its length. The
+        text itself is passed on when that makes no difference, so that ``echo`` returns it verbatim."""
         if not isinstance(prompt, str):
-            return prompt
+            return prompt, len(prompt)
         ids = self._llm.tokenize(prompt, parse_special=True)
-        return prompt if ids == self._llm.tokenize(prompt) else ids
+        return (prompt if ids == self._llm.tokenize(prompt) else ids), len(ids)
 
     def create_completion(
         self,
@@ -516,8 +521,7 @@ class Llama:
             mirostat_mode,
             grammar,
         )
-        prompt_ = self._prompt(prompt)
-        n_prompt = len(prompt_) if isinstance(prompt_, list) else len(self._llm.tokenize(prompt_))
+        prompt_, n_prompt = self._prompt(prompt)
         if n_prompt >= self.n_ctx():
             raise InvalidArgumentError(f"Requested tokens ({n_prompt}) exceed context window of {self.n_ctx()}")
         room = self.n_ctx() - n_prompt

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from . import _core, assets
 from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, select_chat_template
+from .chat_completion import create_chat_completion as _create_chat_completion
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
 __all__ = ["LLM", "LogitProcessor", "KV_CACHE_TYPES"]
@@ -549,9 +550,7 @@ class LLM:
         :class:`InvalidArgumentError` / :class:`ArgumentTypeError` naming the field, a failing template
         :class:`fucina.ChatTemplateError`.
         """
-        from .chat_completion import create_chat_completion
-
-        return create_chat_completion(
+        return _create_chat_completion(
             self,
             messages,
             functions=functions,

@@ -715,6 +715,7 @@ class ToolCallStream:
         self._tools = tools
         spec = _SPECS[self.format]
         self._markers = [m for m, _ in spec.markers]
+        self._longest = max(len(m) for m in self._markers)
         leading = list(spec.leading)
         if spec.leading_python:
             for name in _Tools(tools).params:
@@ -722,6 +723,7 @@ class ToolCallStream:
         self._leading = leading
         self._text = ""
         self._sent = 0
+        self._checked = 0
         self._holding = False
 
     @property
@@ -745,11 +747,14 @@ class ToolCallStream:
                     return ""
                 if opener.startswith(head):
                     return ""
-        hits = [at for at in (t.find(m, self._sent) for m in self._markers) if at >= 0]
+        start = max(self._sent, self._checked)
+        hits = [at for at in (t.find(m, start) for m in self._markers) if at >= 0]
         if hits:
             self._holding = True
             end = min(hits)
         else:
+            # No marker starts before the last (longest - 1) characters, which more text may complete.
+            self._checked = max(0, len(t) - self._longest + 1)
             end = len(t) - self._partial_marker(t)
         while end > self._sent and t[end - 1].isspace():
             end -= 1
