@@ -14,8 +14,8 @@ import numpy.typing as npt
 import pytest
 
 import fucina
-from fucina.chat_completion import _tool_code
-from fucina.tool_calls import ToolCallFormat, parse_tool_calls
+from fucina.chat_completion import _messages, _render, _tool_code, _tools
+from fucina.tool_calls import ToolCallFormat, detect_tool_call_format, parse_tool_calls
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 USER = [{"role": "user", "content": "Name a colour."}]
@@ -317,6 +317,48 @@ def test_tool_call_round_trip_without_template_syntax(llm: fucina.LLM) -> None:
     second = prompt_text(llm, seen2)
     assert f"<start_of_turn>model\n{code}<end_of_turn>\n" in second
     assert "<start_of_turn>user\n```tool_output\n21 C\n```<end_of_turn>\n<start_of_turn>model\n" in second
+
+
+# A call to get_weather in each family's syntax.
+REPLIES = {
+    ToolCallFormat.HERMES: CALL,
+    ToolCallFormat.QWEN3_CODER: "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "</function>\n</tool_call>",
+    ToolCallFormat.LLAMA3: '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+    ToolCallFormat.MISTRAL: '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+    ToolCallFormat.GRANITE: '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    ToolCallFormat.COMMAND_R: '<|START_ACTION|>[{"tool_name": "get_weather", "parameters": {"city": "Paris"}}]'
+    "<|END_ACTION|>",
+    ToolCallFormat.DEEPSEEK_R1: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+    '```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    ToolCallFormat.GEMMA4: '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
+}
+TOOL_TEMPLATES = sorted(
+    p.stem
+    for p in TEMPLATES.glob("*.jinja")
+    if detect_tool_call_format(p.read_text("utf-8")) is not ToolCallFormat.GENERIC
+)
+
+
+@pytest.mark.parametrize("name", TOOL_TEMPLATES)
+def test_parsed_calls_render_back_with_every_tool_template(gemma_path: Path, name: str) -> None:
+    """A call parsed from a reply in a template's own syntax, fed back with its result, renders with that
+    template (ids and argument objects as it expects them)."""
+    source = (TEMPLATES / f"{name}.jinja").read_text("utf-8")
+    fmt = detect_tool_call_format(source)
+    parsed = parse_tool_calls(REPLIES[fmt], fmt, tools=WEATHER)
+    (call,) = parsed.tool_calls
+    history = [
+        {"role": "user", "content": "What is the weather?"},
+        {"role": "assistant", "content": parsed.content, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"], "content": "RESULT-21"},
+    ]
+    llm = fucina.LLM(gemma_path, n_ctx=64, chat_template=source)
+    prompt = _render(llm, _messages(history), _tools(WEATHER, None), "auto", {})
+    text = llm.detokenize(prompt.ids, special=True)
+    assert "RESULT-21" in text and call["function"]["name"] in text
+    # DeepSeek R1's template writes calls but not the tools: it gets them described in the prompt.
+    assert prompt.format is (ToolCallFormat.GENERIC if fmt is ToolCallFormat.DEEPSEEK_R1 else fmt)
 
 
 def test_tool_code_rendering_parses_back() -> None:

@@ -30,7 +30,14 @@ WEATHER: list[dict[str, Any]] = [
             },
         },
     },
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "The current time",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
 ]
 
 # (format, reply, expected content, expected [(name, arguments)])
