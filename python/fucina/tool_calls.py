@@ -239,10 +239,6 @@ def _json_call(fmt: ToolCallFormat, obj: Any, tools: _Tools, *, nested: bool = T
 # Python calls (Gemma's tool_code, pythonic lists, Llama's built-in tools)
 
 
-def _literal(node: ast.expr) -> Any:
-    return ast.literal_eval(node)
-
-
 def _dotted(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -266,11 +262,11 @@ def _python_call(fmt: ToolCallFormat, node: ast.expr, tools: _Tools) -> dict[str
     if len(node.args) > len(params):
         return None
     for key, value in zip(params, node.args, strict=False):
-        args[key] = _literal(value)
+        args[key] = ast.literal_eval(value)
     for kw in node.keywords:
         if kw.arg is None:
             return None
-        args[kw.arg] = _literal(kw.value)
+        args[kw.arg] = ast.literal_eval(kw.value)
     return _make_call(fmt, name, args)
 
 
@@ -540,10 +536,6 @@ def _tool_code(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span
     return (calls, end) if calls else None
 
 
-def _generic_tag(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
-    return _hermes(fmt, text, pos, tools)
-
-
 def _python_tag(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
     start = pos + len("<|python_tag|>")
     # The call runs to the end of the reply (Llama 3.1 ends it with <|eom_id|>, an end-of-generation token).
@@ -622,7 +614,7 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.DEEPSEEK_R1: _Spec(((_DS_CALLS_BEGIN, _deepseek_r1), (_DS_CALL_BEGIN, _deepseek_r1))),
     ToolCallFormat.GEMMA4: _Spec((("<|tool_call>", _gemma4),)),
     ToolCallFormat.GENERIC: _Spec(
-        (("<tool_call>", _generic_tag), ("```tool_code", _tool_code)),
+        (("<tool_call>", _hermes), ("```tool_code", _tool_code)),
         ("{", "[", "```json", "```python", "```tool_code"),
         _leading_generic,
         leading_python=True,
