@@ -41,12 +41,14 @@ from .chat import (
     render_chat_template,
 )
 from .conversation import Conversation
+from .llama import Llama
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
 __all__ = [
     "LLM",
     "Conversation",
+    "Llama",
     "LogitProcessor",
     "SamplingParams",
     "Engine",

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from . import _core, assets
 from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, select_chat_template
+from .chat_completion import create_chat_completion as _create_chat_completion
 from .conversation import Conversation
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
@@ -290,6 +291,8 @@ class LLM:
         on_prefill: ProgressCallback | None,
         logprobs: int | None = None,
         ignore_eos: bool = False,
+        stop_ids: Sequence[int] = (),
+        special: bool = False,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -305,6 +308,8 @@ class LLM:
             processors=procs,
             on_prefill=on_prefill,
             ignore_eos=ignore_eos,
+            stop_ids=list(stop_ids),
+            special=special,
             **params.to_core(),
         )
         return ids, gen
@@ -510,6 +515,100 @@ class LLM:
                 "total_tokens": len(ids) + n_gen,
             },
         }
+
+    def create_chat_completion(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        functions: Sequence[Mapping[str, Any]] | None = None,
+        function_call: str | Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        temperature: float = 0.2,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        stream: bool = False,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        model: str | None = None,
+        logits_processor: LogitProcessor | Sequence[LogitProcessor] | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        repeat_last_n: int = 64,
+        params: SamplingParams | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
+        names and defaults, temperature 0.2).
+
+        ``messages`` are OpenAI message dicts (``content`` a string or a list of ``{"type": "text"}``
+        parts; assistant ``tool_calls`` with ``arguments`` as a JSON string or a dict; ``tool``
+        messages with their ``tool_call_id``), rendered with :attr:`chat_template`. Returns ``{"id",
+        "object": "chat.completion", "created", "model", "choices": [{"index", "message": {"role":
+        "assistant", "content", "tool_calls"?}, "logprobs", "finish_reason"}], "usage"}``; with
+        ``stream=True`` an iterator of ``chat.completion.chunk`` dicts: a first ``{"role":
+        "assistant"}`` delta, ``{"content": ...}`` deltas, one ``{"tool_calls": [...]}`` delta holding
+        each call whole (with its ``index``), and a last empty delta carrying ``finish_reason``.
+
+        ``tools`` are OpenAI function schemas, rendered by the template; the reply is parsed back
+        with the call syntax the template teaches (:mod:`fucina.tool_calls`): calls land in
+        ``message.tool_calls`` with ``finish_reason: "tool_calls"`` and ``content`` ``None`` when the
+        reply is only calls. While tools are offered, special tokens are kept in the reply's text (call
+        markers are often control tokens), and a stream holds back text that may start a call. A
+        template with no tool syntax gets the tools described in the prompt, Gemma's ``tool_code``
+        convention (see :mod:`fucina.chat_completion`). ``tool_choice="none"`` leaves the tools out of
+        the prompt and parses no calls; ``"required"`` and a named function (only that tool is offered)
+        are not enforced yet: nothing forces the model to call until grammar-constrained decoding
+        lands. ``functions`` / ``function_call`` are the legacy spellings of ``tools`` /
+        ``tool_choice``.
+
+        ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
+        ``{"type": "json_schema", "json_schema": {"name", "schema"}}``) is checked but does not
+        constrain the output yet (grammar-constrained decoding is to come): ask for JSON in the prompt.
+        ``logprobs=True`` adds OpenAI's ``choices[].logprobs.content[{token, logprob, bytes,
+        top_logprobs}]`` with ``top_logprobs`` alternatives (0-20). ``logits_processor`` takes fucina
+        logit processors (in place, see :data:`LogitProcessor`); ``chat_template_kwargs`` are extra
+        template variables (``{"enable_thinking": False}``). Bad input raises
+        :class:`InvalidArgumentError` / :class:`ArgumentTypeError` naming the field, a failing template
+        :class:`fucina.ChatTemplateError`.
+        """
+        return _create_chat_completion(
+            self,
+            messages,
+            functions=functions,
+            function_call=function_call,
+            tools=tools,
+            tool_choice=tool_choice,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            typical_p=typical_p,
+            stream=stream,
+            stop=stop,
+            seed=seed,
+            response_format=response_format,
+            max_tokens=max_tokens,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            repeat_penalty=repeat_penalty,
+            model=model,
+            logits_processor=logits_processor,
+            logit_bias=logit_bias,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
+            repeat_last_n=repeat_last_n,
+            params=params,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     def _piece(self, token: int) -> str:
         return self.tokenizer.token_to_piece(token, special=False).decode("utf-8", errors="ignore")

