@@ -333,3 +333,56 @@ impl KvSidecar {
         &self.path
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fucina_model::KvGeometry;
+
+    fn cache(n: usize) -> KvCache {
+        let g = [KvGeometry {
+            n_head_kv: 1,
+            head_dim_k: 32,
+            head_dim_v: 32,
+        }];
+        let mut c = KvCache::new(&g, 8, KvDtype::F16).unwrap();
+        for pos in 0..n {
+            let row: Vec<f32> = (0..32).map(|i| (i + pos) as f32 * 0.5).collect();
+            c.write(0, pos, &row, &row).unwrap();
+            c.advance(1).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn a_sidecar_of_another_model_is_reset_not_loaded() {
+        let path =
+            std::env::temp_dir().join(format!("fucina-sidecar-{}.fuxkv", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let full = cache(3);
+        let mut s = KvSidecar::open(&path, &full, 1, 8).unwrap().sidecar;
+        s.sync(&full, &[7, 8, 9]).unwrap();
+        let same = KvSidecar::open(&path, &cache(0), 1, 8).unwrap();
+        assert_eq!(
+            (same.tokens.clone(), same.ignored.clone()),
+            (vec![7, 8, 9], None)
+        );
+        assert_eq!(same.records().count(), 3);
+        assert!(
+            KvSidecar::open(&path, &cache(0), 1, 2).is_err(),
+            "more than the context holds"
+        );
+        let other = KvSidecar::open(&path, &cache(0), 2, 8).unwrap();
+        assert!(other.tokens.is_empty());
+        assert!(other.ignored.unwrap().contains("another model"));
+        let after = KvSidecar::open(&path, &cache(0), 1, 8).unwrap();
+        assert!(
+            after.tokens.is_empty() && after.ignored.is_some(),
+            "reset for the other model"
+        );
+        std::fs::write(&path, b"FUXKV001").unwrap();
+        let short = KvSidecar::open(&path, &cache(0), 1, 8).unwrap();
+        assert!(short.ignored.unwrap().contains("shorter"));
+        std::fs::remove_file(&path).unwrap();
+    }
+}
