@@ -4,6 +4,7 @@ save_state / load_state) behaves as llama-cpp-python's does."""
 
 from __future__ import annotations
 
+import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,19 @@ def test_eval_scores_and_state_round_trip(gemma_path: Path) -> None:
     assert llm.n_tokens == len(prompt) and llm.input_ids.tolist() == prompt
     assert np.array_equal(llm.scores, state.scores)
     llm.eval([next_token])
-    # Bitwise the same continuation: the context was rebuilt batch for batch.
+    # Bitwise the same continuation: the KV rows came back bit for bit, nothing re-evaluated.
     assert np.array_equal(llm.scores, after)
+    assert state.llama_state_size == len(state.llama_state) > 0
+
+    # Across instances (and processes: the state pickles), as llama-cpp-python users do.
+    other = Llama(model_path=str(gemma_path), n_threads=2, logits_all=True, verbose=False)
+    other.load_state(pickle.loads(pickle.dumps(state)))
+    other.eval([next_token])
+    assert np.array_equal(other.scores[-1], after[-1])
+    tampered = pickle.loads(pickle.dumps(state))
+    tampered.llama_state = tampered.llama_state[:-5]
+    with pytest.raises(ValueError, match="state"):
+        other.load_state(tampered)
 
     last_only = Llama(model_path=str(gemma_path), n_threads=2, verbose=False)
     last_only.eval(prompt)

@@ -250,6 +250,10 @@ class Session:
         """Append tokens; argmax of the last token's logits."""
     def generate_greedy(self, prompt: Sequence[int], max_tokens: int, stop_ids: Sequence[int] = ...) -> list[int]:
         """Greedy continuation of ``prompt``, stopping after any of ``stop_ids``."""
+    def save_state(self) -> bytes:
+        """The whole state (tokens and KV rows, bit for bit) as bytes."""
+    def load_state(self, state: bytes) -> None:
+        """Replace the state with bytes from :meth:`save_state` (same model and cache shape)."""
     def reset(self) -> None: ...
     def truncate(self, n: int) -> None: ...
     @property

@@ -69,8 +69,9 @@ class StoppingCriteriaList(list[StoppingCriteria]):
 class LlamaState:
     """A saved low-level context (llama-cpp-python's ``LlamaState`` attributes).
 
-    ``llama_state`` is empty for now: the context is restored by evaluating ``input_ids`` again, in
-    the batches they were first evaluated in (so the restored logits are bitwise the saved ones).
+    ``llama_state`` holds the context's token ids and KV rows bit for bit (fucina's FUXKV001 image),
+    so :meth:`Llama.load_state` restores it without evaluating anything; a state without it (built by
+    hand) is restored by evaluating ``input_ids`` again, in the batches they were first evaluated in.
     """
 
     def __init__(
@@ -382,13 +383,14 @@ class Llama:
         self.n_tokens = len(self._ids)
 
     def save_state(self) -> LlamaState:
-        """The low-level context as a :class:`LlamaState` (token ids and logits; see its docs)."""
+        """The low-level context as a :class:`LlamaState`: token ids, logits and the KV rows."""
+        kv = self._llm.session.save_state()
         return LlamaState(
             input_ids=self.input_ids.copy(),
             scores=self.scores.copy(),
             n_tokens=self.n_tokens,
-            llama_state=b"",
-            llama_state_size=0,
+            llama_state=kv,
+            llama_state_size=len(kv),
             seed=self._seed,
             batches=self._batches,
         )
@@ -399,9 +401,19 @@ class Llama:
         self._seed = state.seed
 
     def _restore_context(self, state: LlamaState) -> None:
-        """Rebuild the context's KV by evaluating the saved tokens again, batch for batch. (One place to
-        swap in KV bytes once the engine can export them.)"""
+        """Load the saved KV rows (nothing evaluated), or, for a state without them, rebuild them by
+        evaluating the saved tokens again, batch for batch."""
         ids = [int(t) for t in state.input_ids[: state.n_tokens]]
+        if state.llama_state:
+            self._llm.session.load_state(bytes(state.llama_state))
+            if self._llm.session.tokens != ids:
+                raise InvalidArgumentError("the state's KV rows do not hold its input_ids")
+            self._ids = ids
+            self.n_tokens = len(ids)
+            self._batches = list(state.batches)
+            scores = np.asarray(state.scores, dtype=np.float32)
+            self._rows = [scores.reshape(-1, self.n_vocab())] if scores.size else []
+            return
         batches = state.batches if sum(state.batches) == len(ids) else [len(ids)]
         self.reset()
         at = 0

@@ -38,6 +38,6 @@ pub use conversation::{Conversation, Resumed};
 pub use error::{EngineError, Result};
 pub use generation::{FinishReason, Generation, GenerationOptions, Step};
 pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
-pub use persist::{model_fingerprint, KvSidecar};
+pub use persist::{decode_state, encode_state, model_fingerprint, KvSidecar};
 pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
 pub use session::{argmax, Session};

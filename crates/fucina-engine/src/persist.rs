@@ -102,6 +102,76 @@ impl Opened {
     }
 }
 
+/// Why a stored header `have` does not describe `want` (None: it does).
+fn check_header(have: &[u8], want: &[u8]) -> Option<String> {
+    if have.len() != want.len() || have[..8] != MAGIC[..] {
+        return Some("it is not a fucina KV sidecar (bad magic)".into());
+    }
+    let n = have.len();
+    let sum = Fnv::new().bytes(&have[..8]).bytes(&have[16..n - 8]).0;
+    if have[n - 8..] != sum.to_le_bytes() {
+        return Some("its header is corrupted (checksum mismatch)".into());
+    }
+    if have[16..24] != want[16..24] {
+        return Some("it was written for another model".into());
+    }
+    if have[24..n - 8] != want[24..n - 8] {
+        return Some("it was written for a KV cache of another geometry or dtype".into());
+    }
+    None
+}
+
+/// The whole state of a sequence (`tokens` and `cache`'s rows for them) as one
+/// FUXKV001 image in memory: what a sidecar file holds, for `save_state` APIs.
+pub fn encode_state(cache: &KvCache, tokens: &[u32], fingerprint: u64) -> Result<Vec<u8>> {
+    let n = tokens.len().min(cache.len());
+    let mut out = header(fingerprint, cache);
+    out[8..16].copy_from_slice(&(n as u64).to_le_bytes());
+    out.reserve(n * (4 + cache.record_bytes()));
+    for (pos, &t) in tokens.iter().enumerate().take(n) {
+        out.extend_from_slice(&t.to_le_bytes());
+        cache.read_record(pos, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The tokens and KV records of an [`encode_state`] image for a cache shaped like
+/// `cache` of the model with `fingerprint`; an error saying why it does not fit.
+pub fn decode_state<'a>(
+    bytes: &'a [u8],
+    cache: &KvCache,
+    fingerprint: u64,
+) -> Result<(Vec<u32>, Vec<&'a [u8]>)> {
+    let want = header(fingerprint, cache);
+    let bad = |message: String| EngineError::InvalidArgument {
+        field: "state",
+        message,
+    };
+    let have = bytes
+        .get(..want.len())
+        .ok_or_else(|| bad("it is shorter than its header".into()))?;
+    if let Some(why) = check_header(have, &want) {
+        return Err(bad(why));
+    }
+    let count = u64::from_le_bytes(have[8..16].try_into().unwrap_or_default());
+    let record_len = 4 + cache.record_bytes();
+    let body = &bytes[want.len()..];
+    if (body.len() / record_len) as u64 != count || body.len() % record_len != 0 {
+        return Err(bad(format!(
+            "it holds {} bytes of records, not the {count} its header says",
+            body.len()
+        )));
+    }
+    let tokens = body
+        .chunks_exact(record_len)
+        .map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]))
+        .collect();
+    Ok((
+        tokens,
+        body.chunks_exact(record_len).map(|r| &r[4..]).collect(),
+    ))
+}
+
 /// A sequence's sidecar file, open for appends.
 #[derive(Debug)]
 pub struct KvSidecar {
@@ -153,7 +223,7 @@ impl KvSidecar {
                 .file
                 .read_exact(&mut have)
                 .map_err(|e| io_err(path, e))?;
-            sidecar.check_header(&have, &want)
+            check_header(&have, &want)
         };
         if ignored.is_some() || len == 0 {
             sidecar.reset(&want)?;
@@ -232,24 +302,6 @@ impl KvSidecar {
             record_len: 4 + cache.record_bytes() as u64,
             stored: Vec::new(),
         })
-    }
-
-    fn check_header(&self, have: &[u8], want: &[u8]) -> Option<String> {
-        if &have[..8] != MAGIC {
-            return Some("it is not a fucina KV sidecar (bad magic)".into());
-        }
-        let n = have.len();
-        let sum = Fnv::new().bytes(&have[..8]).bytes(&have[16..n - 8]).0;
-        if have[n - 8..] != sum.to_le_bytes() {
-            return Some("its header is corrupted (checksum mismatch)".into());
-        }
-        if have[16..24] != want[16..24] {
-            return Some("it was written for another model".into());
-        }
-        if have[24..n - 8] != want[24..n - 8] {
-            return Some("it was written for a KV cache of another geometry or dtype".into());
-        }
-        None
     }
 
     fn reset(&mut self, header: &[u8]) -> Result<()> {
@@ -384,5 +436,30 @@ mod tests {
         let short = KvSidecar::open(&path, &cache(0), 1, 8).unwrap();
         assert!(short.ignored.unwrap().contains("shorter"));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_state_image_round_trips_and_refuses_what_does_not_fit() {
+        let full = cache(3);
+        let image = encode_state(&full, &[4, 5, 6], 9).unwrap();
+        let (tokens, records) = decode_state(&image, &cache(0), 9).unwrap();
+        assert_eq!(tokens, vec![4, 5, 6]);
+        let mut back = cache(0);
+        back.push_records(&records).unwrap();
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for pos in 0..3 {
+            full.read_record(pos, &mut a).unwrap();
+            back.read_record(pos, &mut b).unwrap();
+        }
+        assert_eq!(a, b);
+        let err =
+            |bytes: &[u8], fp: u64| decode_state(bytes, &cache(0), fp).unwrap_err().to_string();
+        assert!(err(&image, 8).contains("another model"));
+        assert!(err(&image[..image.len() - 1], 9).contains("records"));
+        assert!(err(&image[..10], 9).contains("shorter"));
+        let mut bad = image.clone();
+        bad[40] ^= 1;
+        assert!(err(&bad, 9).contains("corrupted"));
     }
 }

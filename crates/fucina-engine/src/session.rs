@@ -83,6 +83,20 @@ impl Session {
         let _ = self.pool.truncate(self.seq, n);
     }
 
+    /// The whole state (tokens and KV rows) as bytes ([`crate::persist::encode_state`]).
+    pub fn save_state(&self) -> Result<Vec<u8>> {
+        let fingerprint = crate::persist::model_fingerprint(self.model());
+        crate::persist::encode_state(self.cache(), self.tokens(), fingerprint)
+    }
+
+    /// Replace the state with one [`Session::save_state`] produced (for this model
+    /// and cache shape; anything else is an error naming the mismatch).
+    pub fn load_state(&mut self, bytes: &[u8]) -> Result<()> {
+        let fingerprint = crate::persist::model_fingerprint(self.model());
+        let (tokens, records) = crate::persist::decode_state(bytes, self.cache(), fingerprint)?;
+        self.pool.restore(self.seq, &tokens, records.into_iter())
+    }
+
     /// Greedy decoding: evaluate `prompt`, then emit up to `max_tokens` argmax tokens,
     /// stopping after a token for which `stop` is true (that token is included).
     pub fn generate_greedy(

@@ -228,6 +228,20 @@ impl PySession {
         .map_err(engine_err)
     }
 
+    /// The whole state (tokens and KV rows, bit for bit) as bytes.
+    fn save_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let bytes = py
+            .detach(|| self.with(|s| s.save_state()))?
+            .map_err(engine_err)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+
+    /// Replace the state with bytes from `save_state` (same model and cache shape).
+    fn load_state(&self, py: Python<'_>, state: &[u8]) -> PyResult<()> {
+        py.detach(|| self.with(|s| s.load_state(state)))?
+            .map_err(engine_err)
+    }
+
     /// Forget everything (the cache keeps its memory).
     fn reset(&self) -> PyResult<()> {
         self.with(Session::reset)
