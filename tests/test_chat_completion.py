@@ -92,6 +92,22 @@ def test_completion_shape(llm: fucina.LLM) -> None:
     assert llm.create_chat_completion(USER, max_tokens=1, model="my-model")["model"] == "my-model"
 
 
+def test_the_prompt_cache_reuses_a_growing_history(llm: fucina.LLM) -> None:
+    first = llm.create_chat_completion(USER, max_tokens=4, temperature=0)
+    history = [*USER, first["choices"][0]["message"], {"role": "user", "content": "And then?"}]
+    second = llm.create_chat_completion(history, max_tokens=4, temperature=0)
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= first["usage"]["prompt_tokens"]
+    uncached = llm.create_chat_completion(history, max_tokens=4, temperature=0, cache_prompt=False)
+    assert uncached["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert uncached["choices"][0]["message"] == second["choices"][0]["message"]
+    # A request made while another streams on the cache gets a sequence of its own.
+    stream = llm.create_chat_completion(history, max_tokens=4, temperature=0, stream=True)
+    next(stream)
+    meanwhile = llm.create_chat_completion(history, max_tokens=2, temperature=0)
+    assert meanwhile["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in stream)
+
+
 def test_stream_shape_and_same_text_as_plain(llm: fucina.LLM) -> None:
     plain = llm.create_chat_completion(USER, max_tokens=10, seed=11)
     chunks = list(llm.create_chat_completion(USER, max_tokens=10, seed=11, stream=True))

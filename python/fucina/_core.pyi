@@ -348,6 +348,9 @@ class Generation:
     @property
     def finish_reason(self) -> str | None: ...
     @property
+    def reused_tokens(self) -> int:
+        """Prompt tokens kept from the sequence's cache instead of evaluated (``cached_tokens``)."""
+    @property
     def prompt_tokens(self) -> list[int]: ...
     @property
     def tokens(self) -> list[int]:
@@ -365,6 +368,9 @@ class Conversation:
     def tokens(self) -> list[int]: ...
     @property
     def last_reused_tokens(self) -> int: ...
+    @property
+    def busy(self) -> bool:
+        """Whether a turn is in flight (its generation neither finished nor closed)."""
     @property
     def persistent(self) -> bool: ...
     def reset(self) -> None: ...

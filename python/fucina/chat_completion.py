@@ -454,6 +454,7 @@ def _completion(
             "prompt_tokens": len(prompt.ids),
             "completion_tokens": n_gen,
             "total_tokens": len(prompt.ids) + n_gen,
+            "prompt_tokens_details": {"cached_tokens": gen.reused_tokens},
         },
     }
 
@@ -523,6 +524,7 @@ def create_chat_completion(
     repeat_last_n: int = 64,
     params: SamplingParams | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
+    cache_prompt: bool = True,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -563,6 +565,7 @@ def create_chat_completion(
         logprobs=n_logprobs,
         stop_ids=llm.chat_stop_ids,
         special=special,
+        cache_prompt=cache_prompt,
     )
     rows = _LogprobRows(llm, special) if n_logprobs is not None else None
     meta = {

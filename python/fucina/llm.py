@@ -138,6 +138,7 @@ class LLM:
         )
         self._kv_cache_type = kv_cache_type
         self._session: _core.Session | None = None
+        self._cache: _core.Conversation | None = None
         self._chat_choice = (chat_format, chat_template)
         self._chat_template: ChatTemplate | BuiltinTemplate | None = None
         if chat_format is not None or chat_template is not None:
@@ -293,6 +294,7 @@ class LLM:
         ignore_eos: bool = False,
         stop_ids: Sequence[int] = (),
         special: bool = False,
+        cache_prompt: bool = False,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -310,9 +312,18 @@ class LLM:
             ignore_eos=ignore_eos,
             stop_ids=list(stop_ids),
             special=special,
+            conversation=self._prompt_cache() if cache_prompt else None,
             **params.to_core(),
         )
         return ids, gen
+
+    def _prompt_cache(self) -> _core.Conversation | None:
+        """The sequence ``cache_prompt`` requests continue on (llama.cpp's prompt cache: the longest
+        common prefix with the previous request is kept), or ``None`` while one is still running
+        on it (that request then gets a fresh sequence)."""
+        if self._cache is None:
+            self._cache = _core.Conversation(self.engine)
+        return None if self._cache.busy else self._cache
 
     def stream_tokens(
         self,
@@ -545,6 +556,7 @@ class LLM:
         repeat_last_n: int = 64,
         params: SamplingParams | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        cache_prompt: bool = True,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -576,7 +588,12 @@ class LLM:
         ``logprobs=True`` adds OpenAI's ``choices[].logprobs.content[{token, logprob, bytes,
         top_logprobs}]`` with ``top_logprobs`` alternatives (0-20). ``logits_processor`` takes fucina
         logit processors (in place, see :data:`LogitProcessor`); ``chat_template_kwargs`` are extra
-        template variables (``{"enable_thinking": False}``). Bad input raises
+        template variables (``{"enable_thinking": False}``). With ``cache_prompt`` (the default, as in
+        llama.cpp's server and llama-cpp-python) the request continues on the LLM's prompt-cache
+        sequence, so a client re-sending a growing history prefills only what is new (a request made
+        while another still streams on it gets a fresh sequence); pass ``cache_prompt=False``, or
+        build the LLM with ``batch_invariant=True``, for results independent of earlier requests down
+        to the last bit. Bad input raises
         :class:`InvalidArgumentError` / :class:`ArgumentTypeError` naming the field, a failing template
         :class:`fucina.ChatTemplateError`.
         """
@@ -608,6 +625,7 @@ class LLM:
             repeat_last_n=repeat_last_n,
             params=params,
             chat_template_kwargs=chat_template_kwargs,
+            cache_prompt=cache_prompt,
         )
 
     def _piece(self, token: int) -> str:

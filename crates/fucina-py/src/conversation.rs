@@ -69,6 +69,14 @@ impl PyConversation {
         Ok(g)
     }
 
+    /// The turn whose cancel flag is `handle` ended (a newer turn's is left alone).
+    pub(crate) fn turn_ended(&self, handle: &Arc<AtomicBool>) {
+        let mut turn = lock(&self.turn);
+        if turn.as_ref().is_some_and(|t| Arc::ptr_eq(t, handle)) {
+            *turn = None;
+        }
+    }
+
     /// Write the sequence's new positions to the sidecar (no-op without one).
     pub(crate) fn sync_pool(&self, pool: &SeqPool) -> fucina_engine::Result<()> {
         match lock(&self.conv).as_mut() {
@@ -112,6 +120,12 @@ impl PyConversation {
             .as_ref()
             .map(Conversation::last_reused)
             .ok_or_else(|| value_err("the conversation is closed"))
+    }
+
+    /// Whether a turn is in flight (its generation neither finished nor closed).
+    #[getter]
+    fn busy(&self) -> bool {
+        lock(&self.turn).is_some()
     }
 
     /// Whether persistence is on.

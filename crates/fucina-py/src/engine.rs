@@ -323,9 +323,13 @@ impl PyGeneration {
     fn release(&self) -> fucina_engine::Result<()> {
         let engine = self.engine.get();
         let mut pool = lock(&engine.pool);
-        lock(&self.gen).release(&mut pool);
+        let mut gen = lock(&self.gen);
+        gen.release(&mut pool);
         match &self.conversation {
-            Some(c) => c.get().sync_pool(&pool),
+            Some(c) => {
+                c.get().turn_ended(&gen.cancel_handle());
+                c.get().sync_pool(&pool)
+            }
             None => Ok(()),
         }
     }
@@ -467,6 +471,13 @@ impl PyGeneration {
     #[getter]
     fn finish_reason(&self) -> Option<&'static str> {
         lock(&self.gen).finish_reason().map(|f| f.as_str())
+    }
+
+    /// Prompt tokens its sequence already held (a conversation's or the prompt cache's
+    /// common prefix), kept instead of evaluated: OpenAI's `cached_tokens`.
+    #[getter]
+    fn reused_tokens(&self) -> usize {
+        lock(&self.gen).reused()
     }
 
     /// Tokens of the prompt.
