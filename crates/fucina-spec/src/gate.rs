@@ -1,0 +1,303 @@
+//! When to speculate, and how far: the options, the cost gate and the statistics of
+//! the speculative decoder (spec §13.9.1).
+//!
+//! The gate estimates the rolling real speedup — committed tokens per plain-step
+//! equivalent of verify cost, over the last `rate_window` verify steps — turns
+//! speculation off when it falls below `min_speedup`, re-probes after an exponential
+//! backoff (`reprobe_after` doubling up to `reprobe_max` steps) and stays on only when
+//! the probe clears `min_speedup + probe_margin`. Verify cost comes from the clock:
+//! each verify's time over the rolling plain-step time, with a static table (a verify
+//! of m rows costs about `1 + 0.12 (m - 1)` plain steps on CPU, where decode reads the
+//! weights once for every row) until a plain step has been timed. The draft budget
+//! follows the recent acceptance. The gate decides WHEN speculation runs, never WHAT
+//! is committed.
+
+use std::collections::VecDeque;
+
+/// The speculative decoder's knobs (the spec's defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecOptions {
+    /// Most draft tokens one verify checks.
+    pub max_draft: usize,
+    /// Shorter drafts fall back to a plain step.
+    pub min_draft: usize,
+    /// Top-K candidates per verified row fed back to the sources (0: none).
+    pub topk_feedback: usize,
+    /// Verify steps the speedup estimate covers.
+    pub rate_window: usize,
+    /// Drafted tokens the window needs before the gate judges.
+    pub min_window_drafted: usize,
+    /// Below this estimated speedup speculation turns off.
+    pub min_speedup: f64,
+    /// A probe must clear `min_speedup` by this much to turn speculation back on.
+    pub probe_margin: f64,
+    /// Steps off before the first re-probe (doubling per failed probe).
+    pub reprobe_after: usize,
+    /// Most steps off between probes.
+    pub reprobe_max: usize,
+    /// Verify steps one probe takes.
+    pub probe_steps: usize,
+    /// Follow the acceptance with the draft budget.
+    pub adapt_budget: bool,
+}
+
+impl Default for SpecOptions {
+    fn default() -> Self {
+        SpecOptions {
+            max_draft: 16,
+            min_draft: 2,
+            topk_feedback: 8,
+            rate_window: 16,
+            min_window_drafted: 8,
+            min_speedup: 1.0,
+            probe_margin: 0.10,
+            reprobe_after: 128,
+            reprobe_max: 1024,
+            probe_steps: 4,
+            adapt_budget: true,
+        }
+    }
+}
+
+/// The cost, in plain decode steps, of verifying `rows` rows before the clock has
+/// calibrated it: decode on CPU is bound by reading the weights, read once for all rows.
+fn table_cost(rows: usize) -> f64 {
+    1.0 + 0.12 * rows.saturating_sub(1) as f64
+}
+
+/// Smoothing of the timed plain step and of the acceptance (per sample).
+const EWMA: f64 = 0.2;
+
+/// Where the gate stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateState {
+    /// Speculating.
+    On,
+    /// Off for this many more steps, then probing.
+    Off(usize),
+    /// Probing: this many verify steps left to judge.
+    Probing(usize),
+}
+
+/// The cost-aware on/off switch and draft budget.
+#[derive(Clone, Debug)]
+pub struct CostGate {
+    opts: SpecOptions,
+    state: GateState,
+    /// (committed, cost in plain steps, drafted) of recent verify steps.
+    window: VecDeque<(usize, f64, usize)>,
+    backoff: usize,
+    plain_secs: Option<f64>,
+    accepted_per_verify: f64,
+}
+
+impl CostGate {
+    /// A gate that starts on.
+    pub fn new(opts: SpecOptions) -> CostGate {
+        let backoff = opts.reprobe_after.max(1);
+        let start = (opts.max_draft / 2).max(opts.min_draft) as f64;
+        CostGate {
+            opts,
+            state: GateState::On,
+            window: VecDeque::new(),
+            backoff,
+            plain_secs: None,
+            accepted_per_verify: (start - 2.0) / 2.0,
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SpecOptions {
+        &self.opts
+    }
+
+    /// Where the gate stands.
+    pub fn state(&self) -> GateState {
+        self.state
+    }
+
+    /// Called once per decode step: whether to try drafting this step.
+    pub fn allows(&mut self) -> bool {
+        match self.state {
+            GateState::Off(0) => {
+                self.state = GateState::Probing(self.opts.probe_steps.max(1));
+                self.window.clear();
+                true
+            }
+            GateState::Off(n) => {
+                self.state = GateState::Off(n - 1);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The most draft tokens to ask for now.
+    pub fn budget(&self) -> usize {
+        if !self.opts.adapt_budget {
+            return self.opts.max_draft;
+        }
+        let b = (2.0 * self.accepted_per_verify + 2.0).ceil() as usize;
+        b.clamp(
+            self.opts.min_draft,
+            self.opts.max_draft.max(self.opts.min_draft),
+        )
+    }
+
+    /// A plain (one-row) decode step took `secs`.
+    pub fn record_plain(&mut self, secs: f64) {
+        self.plain_secs = Some(match self.plain_secs {
+            Some(p) => p + EWMA * (secs - p),
+            None => secs,
+        });
+    }
+
+    /// A verify of `rows` rows (the carried token and `drafted` draft tokens) took
+    /// `secs`, accepted `accepted` drafts and committed `committed` tokens.
+    pub fn record_verify(
+        &mut self,
+        rows: usize,
+        drafted: usize,
+        accepted: usize,
+        committed: usize,
+        secs: f64,
+    ) {
+        let cost = match self.plain_secs {
+            Some(p) if p > 0.0 => (secs / p).max(1.0),
+            _ => table_cost(rows),
+        };
+        self.accepted_per_verify += EWMA * (accepted as f64 - self.accepted_per_verify);
+        self.window.push_back((committed, cost, drafted));
+        while self.window.len() > self.opts.rate_window.max(1) {
+            self.window.pop_front();
+        }
+        match self.state {
+            GateState::Probing(n) if n > 1 => self.state = GateState::Probing(n - 1),
+            GateState::Probing(_) => {
+                if self.est_speedup() >= self.opts.min_speedup + self.opts.probe_margin {
+                    self.state = GateState::On;
+                    self.backoff = self.opts.reprobe_after.max(1);
+                } else {
+                    self.backoff = (self.backoff * 2).min(self.opts.reprobe_max.max(1));
+                    self.switch_off();
+                }
+            }
+            GateState::On => {
+                let drafted: usize = self.window.iter().map(|w| w.2).sum();
+                if drafted >= self.opts.min_window_drafted
+                    && self.est_speedup() < self.opts.min_speedup
+                {
+                    self.switch_off();
+                }
+            }
+            GateState::Off(_) => {}
+        }
+    }
+
+    fn switch_off(&mut self) {
+        self.state = GateState::Off(self.backoff);
+        self.window.clear();
+    }
+
+    /// Committed tokens per plain-step equivalent over the window (1.0 when empty).
+    pub fn est_speedup(&self) -> f64 {
+        let (tokens, cost) = self
+            .window
+            .iter()
+            .fold((0.0, 0.0), |(t, c), w| (t + w.0 as f64, c + w.1));
+        if cost > 0.0 {
+            tokens / cost
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Lifetime counts of a speculative decoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Decode steps (plain or verify).
+    pub steps: usize,
+    /// Verify steps.
+    pub spec_steps: usize,
+    /// Plain steps taken with the gate on (no draft, or one too short).
+    pub fallback_steps: usize,
+    /// Plain steps taken with the gate off.
+    pub disabled_steps: usize,
+    /// Draft tokens verified.
+    pub drafted: usize,
+    /// Draft tokens accepted.
+    pub accepted: usize,
+    /// Verify steps that rejected a draft token.
+    pub rejected_steps: usize,
+    /// Bonus tokens (every draft accepted, one more from the last row).
+    pub bonus: usize,
+    /// Tokens committed.
+    pub committed: usize,
+}
+
+impl Stats {
+    /// Tokens committed per decode step.
+    pub fn tokens_per_step(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.committed as f64 / self.steps as f64
+        }
+    }
+
+    /// Accepted share of verified draft tokens.
+    pub fn acceptance_rate(&self) -> f64 {
+        if self.drafted == 0 {
+            0.0
+        } else {
+            self.accepted as f64 / self.drafted as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_turns_off_when_verifies_do_not_pay_and_reprobes_with_backoff() {
+        let opts = SpecOptions {
+            reprobe_after: 4,
+            reprobe_max: 8,
+            probe_steps: 2,
+            ..SpecOptions::default()
+        };
+        let mut g = CostGate::new(opts);
+        g.record_plain(0.010);
+        for _ in 0..2 {
+            assert!(g.allows());
+            g.record_verify(5, 4, 0, 1, 0.014);
+        }
+        assert_eq!(
+            g.state(),
+            GateState::Off(4),
+            "8 drafted, 2 tokens for 2.8 steps of cost"
+        );
+        for _ in 0..4 {
+            assert!(!g.allows());
+        }
+        assert!(g.allows(), "probe");
+        g.record_verify(5, 4, 0, 1, 0.014);
+        g.record_verify(5, 4, 0, 1, 0.014);
+        assert_eq!(
+            g.state(),
+            GateState::Off(8),
+            "failed probe: backoff doubled"
+        );
+        for _ in 0..8 {
+            assert!(!g.allows());
+        }
+        assert!(g.allows());
+        g.record_verify(5, 4, 4, 5, 0.014);
+        g.record_verify(5, 4, 4, 5, 0.014);
+        assert_eq!(g.state(), GateState::On);
+        assert!(g.est_speedup() > 3.0);
+        assert!(g.budget() > 4, "high acceptance raises the budget");
+    }
+}

@@ -1,0 +1,79 @@
+//! The suffix automaton against a brute-force oracle on random streams: after every
+//! append, the self-excluded longest suffix match and the draft (the tokens after the
+//! most recent earlier occurrence) equal what a quadratic scan finds; a frozen index
+//! walked by a cursor finds the longest suffix of another stream and drafts from the
+//! latest occurrence.
+
+use fucina_spec::{Cursor, SamIndex};
+use proptest::prelude::*;
+
+/// Longest L with `s[n-L..]` also ending at some e < n-1, and the latest such e.
+fn oracle(s: &[u32]) -> (usize, Option<usize>) {
+    let n = s.len();
+    for l in (1..n).rev() {
+        let suffix = &s[n - l..];
+        if let Some(e) = (l - 1..n - 1).rev().find(|&e| &s[e + 1 - l..=e] == suffix) {
+            return (l, Some(e));
+        }
+    }
+    (0, None)
+}
+
+/// Longest suffix of `q` occurring in `doc`, and its latest end in `doc`.
+fn oracle_in(doc: &[u32], q: &[u32]) -> (usize, Option<usize>) {
+    for l in (1..=q.len().min(doc.len())).rev() {
+        let suffix = &q[q.len() - l..];
+        if let Some(e) = (l - 1..doc.len())
+            .rev()
+            .find(|&e| &doc[e + 1 - l..=e] == suffix)
+        {
+            return (l, Some(e));
+        }
+    }
+    (0, None)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn match_and_draft_equal_the_oracle(alphabet in 2u32..7, raw in prop::collection::vec(0u32..1000, 1..200)) {
+        let stream: Vec<u32> = raw.iter().map(|t| t % alphabet).collect();
+        let mut sam = SamIndex::new();
+        sam.min_match = 1;
+        for i in 0..stream.len() {
+            sam.append(&stream[i..=i]);
+            let (l, e) = oracle(&stream[..=i]);
+            prop_assert_eq!(sam.match_len(), l, "prefix {:?}", &stream[..=i]);
+            let mut got = Vec::new();
+            sam.draft(5, &mut got);
+            let want: Vec<u32> = match e {
+                Some(e) => stream[e + 1..(e + 6).min(i + 1)].to_vec(),
+                None => Vec::new(),
+            };
+            prop_assert_eq!(got, want, "prefix {:?}", &stream[..=i]);
+        }
+    }
+
+    #[test]
+    fn a_frozen_cursor_equals_the_oracle(
+        alphabet in 2u32..6,
+        doc in prop::collection::vec(0u32..1000, 1..120),
+        query in prop::collection::vec(0u32..1000, 1..60),
+    ) {
+        let doc: Vec<u32> = doc.iter().map(|t| t % alphabet).collect();
+        let query: Vec<u32> = query.iter().map(|t| t % (alphabet + 1)).collect();
+        let mut index = SamIndex::frozen(&doc);
+        index.min_match = 1;
+        let mut cursor = Cursor::default();
+        for i in 0..query.len() {
+            index.advance(&mut cursor, query[i]);
+            let (l, e) = oracle_in(&doc, &query[..=i]);
+            prop_assert_eq!(cursor.len(), l);
+            let mut got = Vec::new();
+            index.draft_from(cursor, 4, &mut got);
+            let want: Vec<u32> = e.map(|e| doc[e + 1..(e + 5).min(doc.len())].to_vec()).unwrap_or_default();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
