@@ -23,7 +23,8 @@ pub fn step_batch(
     for (i, g) in gens.iter_mut().enumerate() {
         if g.is_finished() || g.check_cancel() {
             out[i] = Some(Ok(None));
-        } else if let [token] = *g.pending() {
+        } else if let (false, [token]) = (g.has_queued(), g.pending()) {
+            let token = *token;
             decoding.push(i);
             items.push((g.seq(), token));
         } else {

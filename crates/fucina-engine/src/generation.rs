@@ -20,12 +20,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use fucina_sample::{LogitProcessor, Sampler, SamplingParams};
+use fucina_spec::{SpecOptions, Stats};
 use fucina_tokenizer::{Tokenizer, Utf8Stream};
 
 use crate::error::{invalid, EngineError, Result};
 use crate::logprobs::MAX_TOP_LOGPROBS;
 use crate::logprobs::{log_probs, TokenLogprobs};
 use crate::pool::{SeqId, SeqPool};
+use crate::speculate::Speculator;
 use crate::stop::StopMatcher;
 
 /// What a generation does besides sampling.
@@ -46,6 +48,9 @@ pub struct GenerationOptions {
     pub logprobs: Option<usize>,
     /// Render control tokens as text.
     pub special: bool,
+    /// Lossless speculative decoding with these options (`None`: plain decoding). The
+    /// tokens, draws and cache are exactly those of a plain run.
+    pub speculation: Option<SpecOptions>,
 }
 
 impl Default for GenerationOptions {
@@ -58,6 +63,7 @@ impl Default for GenerationOptions {
             ignore_eos: false,
             logprobs: None,
             special: false,
+            speculation: None,
         }
     }
 }
@@ -114,7 +120,7 @@ pub struct Generation {
     processors: Vec<Box<dyn LogitProcessor>>,
     opts: GenerationOptions,
     /// Prompt then generated tokens.
-    history: Vec<u32>,
+    pub(crate) history: Vec<u32>,
     prompt_len: usize,
     /// `history[evaluated..]` is not in the sequence yet.
     evaluated: usize,
@@ -125,6 +131,8 @@ pub struct Generation {
     cancel: Arc<AtomicBool>,
     /// Raw logits kept for log-probabilities (only with `logprobs`).
     raw: Vec<f32>,
+    /// Speculative decoding's state (with `speculation`).
+    pub(crate) spec: Option<Box<Speculator>>,
 }
 
 impl std::fmt::Debug for Generation {
@@ -212,6 +220,10 @@ impl Generation {
         let stop = StopMatcher::new(opts.stop.clone())?;
         let room = pool.n_ctx() - prompt.len();
         let max_new = opts.max_tokens.map_or(room, |m| m.min(room));
+        let spec = opts
+            .speculation
+            .clone()
+            .map(|o| Box::new(Speculator::new(o, n_vocab, prompt)));
         let (seq, owns_seq, reused) = match seq {
             Some(seq) => (seq, false, pool.reuse_prefix(seq, prompt)?),
             None => (pool.alloc()?, true, 0),
@@ -238,6 +250,7 @@ impl Generation {
             },
             cancel: Arc::new(AtomicBool::new(false)),
             raw: Vec::new(),
+            spec,
         })
     }
 
@@ -269,7 +282,65 @@ impl Generation {
 
     /// Whether [`Generation::step`] will return more steps.
     pub fn is_finished(&self) -> bool {
-        self.finish.is_some()
+        self.finish.is_some() && !self.has_queued()
+    }
+
+    /// Whether steps a verify committed are still to be handed out.
+    pub(crate) fn has_queued(&self) -> bool {
+        self.spec
+            .as_ref()
+            .is_some_and(|s| !s.ready.is_empty() || s.deferred.is_some())
+    }
+
+    /// Speculative decoding's counts (`None` without speculation).
+    pub fn spec_stats(&self) -> Option<Stats> {
+        self.spec.as_ref().map(|s| s.stats())
+    }
+
+    /// A line on the cost gate and the draft sources (`None` without speculation).
+    pub fn spec_summary(&self) -> Option<String> {
+        self.spec.as_ref().map(|s| s.summary())
+    }
+
+    /// Index `tokens` as a reference document the drafts may quote (RAG); no-op
+    /// without speculation.
+    pub fn add_reference(&mut self, tokens: &[u32]) {
+        if let Some(s) = &mut self.spec {
+            s.add_reference(tokens);
+        }
+    }
+
+    pub(crate) fn spec_mut(&mut self) -> &mut Speculator {
+        self.spec
+            .as_mut()
+            .expect("speculative steps run only with speculation on")
+    }
+
+    pub(crate) fn history(&self) -> &[u32] {
+        &self.history
+    }
+
+    pub(crate) fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Tokens the generation may still commit.
+    pub(crate) fn remaining(&self) -> usize {
+        self.max_new.saturating_sub(self.generated().len())
+    }
+
+    /// The sequence holds the first `n` history tokens.
+    pub(crate) fn set_evaluated(&mut self, n: usize) {
+        self.evaluated = n;
+    }
+
+    /// The decision on one row (processors, sampler, stop rules), for the verify loop.
+    pub(crate) fn decide_row(
+        &mut self,
+        logits: &mut [f32],
+        extra: &mut [&mut dyn LogitProcessor],
+    ) -> Result<Step> {
+        self.decide_inner(logits, extra)
     }
 
     /// The options it was started with.
@@ -311,7 +382,19 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Step>> {
-        if self.finish.is_some() || self.released {
+        if self.released {
+            return Ok(None);
+        }
+        if let Some(spec) = &mut self.spec {
+            if let Some(step) = spec.ready.pop_front() {
+                return Ok(Some(step));
+            }
+            if let Some(e) = spec.deferred.take() {
+                self.finish = Some(FinishReason::Stop);
+                return Err(e);
+            }
+        }
+        if self.finish.is_some() {
             return Ok(None);
         }
         if self.cancel.load(Ordering::Relaxed) {
@@ -331,6 +414,9 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Step> {
+        if self.spec.is_some() && self.evaluated + 1 == self.history.len() && self.evaluated > 0 {
+            return self.speculative_step(pool, extra);
+        }
         // Progress reports follow the prompt's evaluation only, not decode steps.
         let mut quiet = |_: usize, _: usize| {};
         let progress = if self.evaluated < self.prompt_len {
@@ -340,7 +426,12 @@ impl Generation {
         };
         let logits = pool.eval(self.seq, &self.history[self.evaluated..], progress)?;
         self.evaluated = self.history.len();
-        self.decide_inner(logits, extra)
+        let step = self.decide_inner(logits, extra)?;
+        if let Some(spec) = &mut self.spec {
+            // The draft index mirrors every committed token.
+            spec.observe(step.token);
+        }
+        Ok(step)
     }
 
     /// End the generation if its cancel flag is set; whether it did (the check

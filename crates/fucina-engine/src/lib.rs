@@ -31,11 +31,13 @@ pub mod logprobs;
 pub mod persist;
 pub mod pool;
 pub mod session;
+mod speculate;
 pub mod stop;
 
 pub use batch::step_batch;
 pub use conversation::{Conversation, Resumed};
 pub use error::{EngineError, Result};
+pub use fucina_spec::{GateState, SpecOptions, Stats as SpecStats};
 pub use generation::{FinishReason, Generation, GenerationOptions, Step};
 pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use persist::{decode_state, encode_state, model_fingerprint, KvSidecar};

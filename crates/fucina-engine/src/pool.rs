@@ -329,6 +329,19 @@ impl SeqPool {
         Ok(&self.all)
     }
 
+    /// Append `tokens` to `id` in one forward with pinned numerics (each row bitwise
+    /// a one-row decode step's) and return every row's logits, mutable: the
+    /// speculative decoder's verify batch.
+    pub fn eval_verify(&mut self, id: SeqId, tokens: &[u32]) -> Result<&mut [f32]> {
+        self.all.clear();
+        let pinned = self.scratch.pinned();
+        self.scratch.set_pinned(true);
+        let r = self.eval_rows(id, tokens, true, &mut |_, _| {});
+        self.scratch.set_pinned(pinned);
+        r?;
+        Ok(&mut self.all)
+    }
+
     /// The logits of the last row [`SeqPool::eval`] produced (zeros before any).
     pub fn last_logits(&mut self) -> &mut [f32] {
         &mut self.row

@@ -65,6 +65,10 @@ fn table_cost(rows: usize) -> f64 {
     1.0 + 0.12 * rows.saturating_sub(1) as f64
 }
 
+/// Verify steps the window needs before a running gate judges (one unlucky draft is
+/// no evidence).
+const MIN_JUDGED_VERIFIES: usize = 3;
+
 /// Smoothing of the timed plain step and of the acceptance (per sample).
 const EWMA: f64 = 0.2;
 
@@ -95,7 +99,7 @@ impl CostGate {
     /// A gate that starts on.
     pub fn new(opts: SpecOptions) -> CostGate {
         let backoff = opts.reprobe_after.max(1);
-        let start = (opts.max_draft / 2).max(opts.min_draft) as f64;
+        let start = (2 * opts.min_draft).min(opts.max_draft).max(opts.min_draft) as f64;
         CostGate {
             opts,
             state: GateState::On,
@@ -184,7 +188,10 @@ impl CostGate {
             }
             GateState::On => {
                 let drafted: usize = self.window.iter().map(|w| w.2).sum();
-                if drafted >= self.opts.min_window_drafted
+                let judged =
+                    self.window.len() >= MIN_JUDGED_VERIFIES.min(self.opts.rate_window.max(1));
+                if judged
+                    && drafted >= self.opts.min_window_drafted
                     && self.est_speedup() < self.opts.min_speedup
                 {
                     self.switch_off();
@@ -270,14 +277,14 @@ mod tests {
         };
         let mut g = CostGate::new(opts);
         g.record_plain(0.010);
-        for _ in 0..2 {
+        for _ in 0..3 {
             assert!(g.allows());
             g.record_verify(5, 4, 0, 1, 0.014);
         }
         assert_eq!(
             g.state(),
             GateState::Off(4),
-            "8 drafted, 2 tokens for 2.8 steps of cost"
+            "3 verifies, 12 drafted, 3 tokens for 4.2 steps of cost"
         );
         for _ in 0..4 {
             assert!(!g.allows());

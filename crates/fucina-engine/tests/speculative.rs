@@ -1,0 +1,157 @@
+//! Speculative decoding is lossless: on the real Gemma 3 270M, for repetitive and
+//! plain prompts, greedy and seeded sampling with the whole filter chain, stop strings
+//! and max_tokens edges, the speculative run commits exactly the plain run's tokens,
+//! text, finish reason and RNG draws, and leaves a bitwise-identical KV cache.
+
+use std::sync::{Arc, OnceLock};
+
+use fucina_engine::{Conversation, GenerationOptions, SeqPool, SpecOptions, Step};
+use fucina_model::{KvDtype, Model, ModelOptions};
+use fucina_sample::SamplingParams;
+use fucina_tokenizer::Tokenizer;
+
+fn model() -> Arc<Model> {
+    static M: OnceLock<Arc<Model>> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = fucina_testdata::gemma3_270m();
+        Arc::new(Model::load(path, ModelOptions::with_threads(2)).expect("load gemma"))
+    })
+    .clone()
+}
+
+fn tokenizer() -> Arc<Tokenizer> {
+    static T: OnceLock<Arc<Tokenizer>> = OnceLock::new();
+    T.get_or_init(|| {
+        Arc::new(Tokenizer::from_metadata(model().file().metadata()).expect("tokenizer"))
+    })
+    .clone()
+}
+
+/// What a run produced: steps, draws, and the cache's tokens and KV bytes after it.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    steps: Vec<(u32, bool, String, Option<&'static str>)>,
+    draws: u64,
+    cache_tokens: Vec<u32>,
+    cache_bytes: Vec<u8>,
+}
+
+fn run(prompt: &[u32], opts: GenerationOptions) -> (Outcome, Option<fucina_engine::SpecStats>) {
+    let mut pool = SeqPool::new(model(), 512, KvDtype::F16).unwrap();
+    let mut conv = Conversation::new(&mut pool).unwrap();
+    let mut g = conv
+        .turn(&mut pool, tokenizer(), prompt, opts, vec![])
+        .unwrap();
+    let mut steps = Vec::new();
+    while let Some(s) = g.step(&mut pool, &mut [], &mut |_, _| {}).unwrap() {
+        let Step {
+            token,
+            emitted,
+            text,
+            finish,
+            ..
+        } = s;
+        steps.push((token, emitted, text, finish.map(|f| f.as_str())));
+    }
+    let stats = g.spec_stats();
+    let draws = g.draws();
+    g.release(&mut pool);
+    let cache = pool.cache(conv.seq()).unwrap();
+    let mut bytes = Vec::new();
+    for pos in 0..cache.len() {
+        cache.read_record(pos, &mut bytes).unwrap();
+    }
+    let out = Outcome {
+        steps,
+        draws,
+        cache_tokens: conv.tokens(&pool).unwrap().to_vec(),
+        cache_bytes: bytes,
+    };
+    (out, stats)
+}
+
+fn opts(max: usize, sampling: SamplingParams, stop: &[&str]) -> GenerationOptions {
+    GenerationOptions {
+        max_tokens: Some(max),
+        sampling,
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        ..GenerationOptions::default()
+    }
+}
+
+fn check(prompt: &str, o: GenerationOptions) -> fucina_engine::SpecStats {
+    let ids = tokenizer().encode(prompt, true, false).unwrap();
+    let (plain, none) = run(&ids, o.clone());
+    assert!(none.is_none());
+    let spec_opts = GenerationOptions {
+        speculation: Some(SpecOptions::default()),
+        ..o
+    };
+    let (spec, stats) = run(&ids, spec_opts);
+    assert_eq!(
+        spec.steps, plain.steps,
+        "speculative != plain for {prompt:?}"
+    );
+    assert_eq!(spec.draws, plain.draws, "draws for {prompt:?}");
+    assert_eq!(
+        spec.cache_tokens, plain.cache_tokens,
+        "cache tokens for {prompt:?}"
+    );
+    assert!(
+        spec.cache_bytes == plain.cache_bytes,
+        "the KV bytes differ for {prompt:?}"
+    );
+    stats.expect("speculation was on")
+}
+
+const REPEAT: &str = "The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog";
+const COUNT: &str = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2, 3,";
+
+fn greedy() -> SamplingParams {
+    SamplingParams {
+        temperature: 0.0,
+        ..SamplingParams::default()
+    }
+}
+
+#[test]
+fn greedy_speculation_equals_plain_and_accepts_drafts_on_repetitive_text() {
+    let stats = check(REPEAT, opts(48, greedy(), &[]));
+    eprintln!("repetitive greedy: {stats:?}, {:.2} tokens/step", stats.tokens_per_step());
+    assert!(stats.spec_steps > 0 && stats.accepted > 0, "{stats:?}");
+    assert!(
+        stats.committed > stats.steps,
+        "more than one token per step: {stats:?}"
+    );
+    let stats = check(COUNT, opts(40, greedy(), &[]));
+    assert!(stats.accepted > 0, "{stats:?}");
+}
+
+#[test]
+fn sampled_speculation_equals_plain_draw_for_draw() {
+    for (seed, temperature) in [(1, 0.8), (7, 0.3), (42, 1.2)] {
+        let sampling = SamplingParams {
+            temperature,
+            seed,
+            top_k: 40,
+            top_p: 0.9,
+            min_p: 0.05,
+            repeat_penalty: 1.1,
+            presence_penalty: 0.2,
+            frequency_penalty: 0.1,
+            ..SamplingParams::default()
+        };
+        check(REPEAT, opts(40, sampling.clone(), &[]));
+        check("Once upon a time", opts(24, sampling, &[]));
+    }
+}
+
+#[test]
+fn stop_strings_and_max_tokens_edges_are_the_same() {
+    check(REPEAT, opts(48, greedy(), &["log"]));
+    check(REPEAT, opts(48, greedy(), &[" mat."]));
+    check(COUNT, opts(40, greedy(), &[", 9"]));
+    for max in [1, 2, 3, 5, 17] {
+        check(COUNT, opts(max, greedy(), &[]));
+    }
+}
