@@ -328,6 +328,8 @@ class Engine:
         processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
         on_prefill: Callable[[int, int], None] | None = None,
         conversation: Conversation | None = None,
+        speculation: bool = False,
+        reference: Sequence[int] | None = None,
     ) -> Generation:
         """Start continuing ``prompt``; every argument is checked before any compute. With
         ``conversation``, on its sequence, keeping the common prefix of what it holds."""
@@ -358,6 +360,9 @@ class Generation:
     @property
     def draws(self) -> int:
         """Random draws consumed (one per sampled token; none when greedy)."""
+    @property
+    def spec_stats(self) -> dict[str, Any] | None:
+        """Speculative decoding's counts and the gate's state (``None`` when off)."""
 
 @final
 class Conversation:

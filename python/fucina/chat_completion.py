@@ -525,6 +525,7 @@ def create_chat_completion(
     params: SamplingParams | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     cache_prompt: bool = True,
+    speculation: bool = True,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -566,6 +567,7 @@ def create_chat_completion(
         stop_ids=llm.chat_stop_ids,
         special=special,
         cache_prompt=cache_prompt,
+        speculation=speculation,
     )
     rows = _LogprobRows(llm, special) if n_logprobs is not None else None
     meta = {

@@ -75,6 +75,8 @@ class Conversation:
             arguments override them.
         stop: strings that end a reply (never part of it).
         template_kwargs: extra variables for the chat template (``enable_thinking=False``, ...).
+        speculation: lossless speculative decoding (on by default; the replies are exactly
+            the plain ones, only faster where drafts from the history or a reference hit).
 
     Replies end at the template's turn-end marker, a ``stop`` string or ``max_tokens``; the
     token that completes a stop string is neither returned nor kept in the history.
@@ -89,6 +91,7 @@ class Conversation:
         params: SamplingParams | None = None,
         stop: str | Iterable[str] | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
+        speculation: bool = True,
     ) -> None:
         from .llm import _check_max_tokens, _stop_list
 
@@ -101,6 +104,9 @@ class Conversation:
             raise ArgumentTypeError(f"params must be a SamplingParams, not {type(self._params).__name__}")
         self._stop = _stop_list(stop)
         self._template_kwargs = dict(template_kwargs or {})
+        self._speculation = bool(speculation)
+        self._references: list[int] = []
+        self._spec_totals: dict[str, Any] | None = None
         self._core = _core.Conversation(llm.engine)
         self._messages: list[dict[str, Any]] = self._initial_messages()
         self._persist: Path | None = None
@@ -136,6 +142,37 @@ class Conversation:
     def last_prefilled_tokens(self) -> int:
         """History tokens the last turn evaluated."""
         return self.last_prompt_tokens - self.last_reused_tokens
+
+    def add_reference(self, text: str | Sequence[int]) -> None:
+        """Give the replies a reference document (text or token ids) that speculation may
+        draft from: answers quoting it come several tokens per forward (RAG). The replies
+        themselves are unchanged."""
+        ids = self._llm._reference_ids(text)
+        if ids:
+            self._references.extend(ids)
+
+    @property
+    def spec_stats(self) -> dict[str, Any] | None:
+        """Speculative decoding's counts summed over the turns (``steps``, ``spec_steps``,
+        ``drafted``, ``accepted``, ``bonus``, ``committed``, ...), ``tokens_per_step``,
+        ``acceptance_rate``, and the last turn's ``gate`` state; ``None`` before any turn or
+        with speculation off."""
+        if self._spec_totals is None:
+            return None
+        out = dict(self._spec_totals)
+        steps, drafted = out.get("steps", 0), out.get("drafted", 0)
+        out["tokens_per_step"] = out.get("committed", 0) / steps if steps else 0.0
+        out["acceptance_rate"] = out.get("accepted", 0) / drafted if drafted else 0.0
+        return out
+
+    def _add_stats(self, gen: _core.Generation) -> None:
+        stats = gen.spec_stats
+        if stats is None:
+            return
+        totals = self._spec_totals if self._spec_totals is not None else {}
+        for k, v in stats.items():
+            totals[k] = v if isinstance(v, str) else totals.get(k, 0) + v
+        self._spec_totals = totals
 
     def reset(self) -> None:
         """Forget every turn (the system prompt stays); with persistence, the files too."""
@@ -227,6 +264,8 @@ class Conversation:
             stop_ids=self._llm.chat_stop_ids,
             conversation=self._core,
             on_prefill=on_prefill,
+            speculation=self._speculation,
+            reference=self._references or None,
             **params.to_core(),
         )
         self.last_prompt_tokens = len(ids)
@@ -252,6 +291,7 @@ class Conversation:
             raise
         finally:
             gen.close()
+            self._add_stats(gen)
             if keep:
                 self._messages = [*messages, {"role": "assistant", "content": "".join(reply)}]
                 self._save_messages()
@@ -341,12 +381,13 @@ class Conversation:
                 raise InvalidArgumentError(f"conversations[{i}] appears twice")
         results: list[Any] = [None] * len(convs)
         gens: dict[int, _core.Generation] = {}
+        gens_all: dict[int, _core.Generation] = {}
         turns: dict[int, list[dict[str, Any]]] = {}
         replies: dict[int, list[str]] = {}
         for i, (c, text) in enumerate(zip(convs, users, strict=True)):
             turns[i] = [*c._messages, {"role": "user", "content": text}]
             try:
-                gens[i] = c._begin(turns[i], c._cap(max_tokens), {})
+                gens[i] = gens_all[i] = c._begin(turns[i], c._cap(max_tokens), {})
                 replies[i] = []
             except Exception as e:  # noqa: BLE001 - a stream's own failure is its result
                 results[i] = e
@@ -371,6 +412,8 @@ class Conversation:
         finally:
             for g in gens.values():
                 g.close()
+            for i in replies:
+                convs[i]._add_stats(gens_all[i])
             for i, reply in replies.items():
                 if isinstance(results[i], BaseException):
                     continue  # a failed stream's history stays as it was: resend it

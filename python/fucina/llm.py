@@ -228,6 +228,7 @@ class LLM:
         stop: str | Iterable[str] | None = None,
         params: SamplingParams | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
+        speculation: bool = True,
         **sampling: Any,
     ) -> Conversation:
         """A new :class:`~fucina.Conversation` with this model: ``send`` / ``stream`` turns on one
@@ -239,7 +240,13 @@ class LLM:
             raise ArgumentTypeError(f"unknown argument(s) {unknown}; sampling arguments are {list(SAMPLING_FIELDS)}")
         merged = _params(_COMPLETION_DEFAULTS, params, sampling)
         return Conversation(
-            self, system=system, max_tokens=max_tokens, params=merged, stop=stop, template_kwargs=template_kwargs
+            self,
+            system=system,
+            max_tokens=max_tokens,
+            params=merged,
+            stop=stop,
+            template_kwargs=template_kwargs,
+            speculation=speculation,
         )
 
     # -- low level ----------------------------------------------------------------
@@ -295,6 +302,8 @@ class LLM:
         stop_ids: Sequence[int] = (),
         special: bool = False,
         cache_prompt: bool = False,
+        speculation: bool = True,
+        reference: str | Sequence[int] | None = None,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -313,9 +322,20 @@ class LLM:
             stop_ids=list(stop_ids),
             special=special,
             conversation=self._prompt_cache() if cache_prompt else None,
+            speculation=bool(speculation),
+            reference=self._reference_ids(reference),
             **params.to_core(),
         )
         return ids, gen
+
+    def _reference_ids(self, reference: str | Sequence[int] | None) -> list[int] | None:
+        if reference is None:
+            return None
+        if isinstance(reference, str):
+            return self.tokenize(reference, add_special=False)
+        if isinstance(reference, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in reference):
+            return [int(t) for t in reference]
+        raise ArgumentTypeError(f"reference must be a str or a sequence of token ids, not {type(reference).__name__}")
 
     def _prompt_cache(self) -> _core.Conversation | None:
         """The sequence ``cache_prompt`` requests continue on (llama.cpp's prompt cache: the longest
@@ -346,12 +366,24 @@ class LLM:
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
         ignore_eos: bool = False,
+        speculation: bool = True,
+        reference: str | Sequence[int] | None = None,
     ) -> Generator[int, None, None]:
         """Continue ``prompt`` one token id at a time (see :meth:`stream`): ends after an
         end-of-generation token (not yielded), a stop string (the token that completed
         it is yielded), or ``max_tokens`` (``None``: until the context is full)."""
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
+        _, gen = self._start(
+            prompt,
+            max_tokens,
+            params_,
+            stop,
+            logit_processors,
+            on_prefill,
+            ignore_eos=ignore_eos,
+            speculation=speculation,
+            reference=reference,
+        )
         return self._iter_tokens(gen)
 
     @staticmethod
@@ -393,6 +425,8 @@ class LLM:
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
         ignore_eos: bool = False,
+        speculation: bool = True,
+        reference: str | Sequence[int] | None = None,
     ) -> Generator[str, None, None]:
         """Continue ``prompt`` (text or token ids), yielding text pieces (complete UTF-8).
 
@@ -403,9 +437,25 @@ class LLM:
         total)`` follows the prompt's evaluation (chunks of 512 tokens); ``ignore_eos``
         keeps generating past end-of-generation tokens (benchmarks). Arguments are
         checked before any compute; closing the iterator early stops generation.
+
+        Lossless speculative decoding is on (``speculation=False`` turns it off): drafts from
+        text the model has already seen (the prompt, the output so far, a ``reference``
+        document or token ids: RAG) are verified several tokens per forward, and the output,
+        draws included, is exactly what plain decoding gives; a cost gate keeps it off where
+        drafts do not pay. Generations with Python ``logit_processors`` decode plainly.
         """
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
+        _, gen = self._start(
+            prompt,
+            max_tokens,
+            params_,
+            stop,
+            logit_processors,
+            on_prefill,
+            ignore_eos=ignore_eos,
+            speculation=speculation,
+            reference=reference,
+        )
         return self._iter_text(gen)
 
     def generate(
@@ -429,10 +479,22 @@ class LLM:
         logit_processors: LogitProcessor | Sequence[LogitProcessor] | None = None,
         on_prefill: ProgressCallback | None = None,
         ignore_eos: bool = False,
+        speculation: bool = True,
+        reference: str | Sequence[int] | None = None,
     ) -> str:
         """The continuation of ``prompt`` as one string (see :meth:`stream`)."""
         params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, on_prefill, ignore_eos=ignore_eos)
+        _, gen = self._start(
+            prompt,
+            max_tokens,
+            params_,
+            stop,
+            logit_processors,
+            on_prefill,
+            ignore_eos=ignore_eos,
+            speculation=speculation,
+            reference=reference,
+        )
         return "".join(self._iter_text(gen))
 
     def create_completion(
@@ -458,6 +520,8 @@ class LLM:
         repeat_last_n: int = 64,
         params: SamplingParams | None = None,
         model: str | None = None,
+        speculation: bool = True,
+        reference: str | Sequence[int] | None = None,
     ) -> Any:
         """An OpenAI ``text_completion`` (llama-cpp-python's ``create_completion``).
 
@@ -490,7 +554,17 @@ class LLM:
             )
         else:
             params_ = _params(_COMPLETION_DEFAULTS, params, {})
-        ids, gen = self._start(prompt, max_tokens, params_, stop, logit_processors, None, logprobs)
+        ids, gen = self._start(
+            prompt,
+            max_tokens,
+            params_,
+            stop,
+            logit_processors,
+            None,
+            logprobs,
+            speculation=speculation,
+            reference=reference,
+        )
         prompt_text = prompt if isinstance(prompt, str) else self.detokenize(ids)
         meta = {
             "id": f"cmpl-{uuid.uuid4()}",
@@ -557,6 +631,7 @@ class LLM:
         params: SamplingParams | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         cache_prompt: bool = True,
+        speculation: bool = True,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -626,6 +701,7 @@ class LLM:
             params=params,
             chat_template_kwargs=chat_template_kwargs,
             cache_prompt=cache_prompt,
+            speculation=speculation,
         )
 
     def _piece(self, token: int) -> str:

@@ -117,7 +117,10 @@ fn greedy() -> SamplingParams {
 #[test]
 fn greedy_speculation_equals_plain_and_accepts_drafts_on_repetitive_text() {
     let stats = check(REPEAT, opts(48, greedy(), &[]));
-    eprintln!("repetitive greedy: {stats:?}, {:.2} tokens/step", stats.tokens_per_step());
+    eprintln!(
+        "repetitive greedy: {stats:?}, {:.2} tokens/step",
+        stats.tokens_per_step()
+    );
     assert!(stats.spec_steps > 0 && stats.accepted > 0, "{stats:?}");
     assert!(
         stats.committed > stats.steps,

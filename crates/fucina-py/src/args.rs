@@ -30,6 +30,15 @@ pub fn token_id(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     int(obj, "token id", u64::from(u32::MAX)).map(|v| v as u32)
 }
 
+/// `None` or [`token_ids`].
+pub fn opt_token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u32>>> {
+    if obj.is_none() {
+        Ok(None)
+    } else {
+        token_ids(obj).map(Some)
+    }
+}
+
 /// A sequence of token ids (any iterable of ints but `str` / `bytes`).
 pub fn token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>() {

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool};
+use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool, SpecOptions};
 use fucina_model::KvDtype;
 use fucina_sample::{LogitProcessor, SampleError, SamplingParams};
 use numpy::ndarray::ArrayView1;
@@ -139,7 +139,8 @@ impl PyEngine {
         min_p = 0.05, typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0,
         frequency_penalty = 0.0, repeat_last_n = 64, logit_bias = None, stop = Vec::new(),
         stop_ids = Vec::new(), ignore_eos = false, logprobs = None, special = false,
-        processors = Vec::new(), on_prefill = None, conversation = None
+        processors = Vec::new(), on_prefill = None, conversation = None, speculation = false,
+        reference = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
@@ -165,6 +166,8 @@ impl PyEngine {
         processors: Vec<Py<PyAny>>,
         on_prefill: Option<Py<PyAny>>,
         conversation: Option<Py<PyConversation>>,
+        speculation: bool,
+        #[pyo3(from_py_with = crate::args::opt_token_ids)] reference: Option<Vec<u32>>,
     ) -> PyResult<PyGeneration> {
         let py = slf.py();
         for p in processors.iter().chain(&on_prefill) {
@@ -195,6 +198,9 @@ impl PyEngine {
             ignore_eos,
             logprobs,
             special,
+            // Python processors get a zero-copy view of the pool's fixed row buffer;
+            // verify rows live elsewhere, so those generations decode plainly.
+            speculation: (speculation && processors.is_empty()).then(SpecOptions::default),
         };
         let this = slf.get();
         let engine = slf.clone().unbind();
@@ -214,6 +220,10 @@ impl PyEngine {
             }
             .map_err(engine_err)?
         };
+        let mut gen = gen;
+        if let Some(r) = reference.filter(|r| !r.is_empty()) {
+            gen.add_reference(&r);
+        }
         Ok(PyGeneration {
             engine,
             conversation,
@@ -490,6 +500,36 @@ impl PyGeneration {
     #[getter]
     fn tokens(&self) -> Vec<u32> {
         lock(&self.gen).generated().to_vec()
+    }
+
+    /// Speculative decoding's counts (`None` when it is off): `steps`, `spec_steps`,
+    /// `fallback_steps`, `disabled_steps`, `drafted`, `accepted`, `rejected_steps`,
+    /// `bonus`, `committed`, and `gate` (the cost gate and the sources, in words).
+    #[getter]
+    fn spec_stats<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let gen = lock(&self.gen);
+        let (Some(s), Some(summary)) = (gen.spec_stats(), gen.spec_summary()) else {
+            return Ok(None);
+        };
+        let d = pyo3::types::PyDict::new(py);
+        for (k, v) in [
+            ("steps", s.steps),
+            ("spec_steps", s.spec_steps),
+            ("fallback_steps", s.fallback_steps),
+            ("disabled_steps", s.disabled_steps),
+            ("drafted", s.drafted),
+            ("accepted", s.accepted),
+            ("rejected_steps", s.rejected_steps),
+            ("bonus", s.bonus),
+            ("committed", s.committed),
+        ] {
+            d.set_item(k, v)?;
+        }
+        d.set_item("gate", summary)?;
+        Ok(Some(d))
     }
 
     /// RNG draws consumed so far (one per sampled token; none when greedy).
