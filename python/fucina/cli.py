@@ -176,7 +176,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out.write(args.prompt)
     n = 0
     t1 = time.perf_counter()
-    _, gen = llm._start(ids, args.max_tokens, params, args.stop, None, progress)
+    reference = Path(args.reference).read_text(encoding="utf-8") if args.reference else None
+    _, gen = llm._start(
+        ids,
+        args.max_tokens,
+        params,
+        args.stop,
+        None,
+        progress,
+        speculation=not args.no_speculation,
+        reference=reference,
+    )
     try:
         for _token, emitted, text, _finish, _lp in gen:
             n += emitted
@@ -192,7 +202,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"[{llm.model.architecture}, {len(ids)} prompt tokens, {n} generated, "
             f"load {t_load * 1e3:.0f} ms, generation {dt:.2f} s]\n"
         )
+    if args.stats:
+        sys.stderr.write(_spec_report(gen.spec_stats) + "\n")
     return 0
+
+
+def _spec_report(stats: dict[str, Any] | None) -> str:
+    """The speculative decoder's numbers in one paragraph (``--stats``)."""
+    if stats is None:
+        return "[speculation off]"
+    steps, drafted = stats["steps"], stats["drafted"]
+    per_step = stats["committed"] / steps if steps else 0.0
+    rate = stats["accepted"] / drafted if drafted else 0.0
+    return (
+        f"[speculation: {stats['committed']} tokens in {steps} steps ({per_step:.2f} per step); "
+        f"{stats['spec_steps']} verifies, {drafted} drafted, {stats['accepted']} accepted ({rate:.0%}), "
+        f"{stats['bonus']} bonus; {stats['fallback_steps']} plain steps without a draft, "
+        f"{stats['disabled_steps']} with the gate off; {stats['gate']}]"
+    )
 
 
 _CHAT_HELP = """commands: /reset forgets the conversation, /save FILE writes it (resume with --resume FILE),
@@ -381,6 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
     run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
+    run.add_argument(
+        "--no-speculation", action="store_true", help="plain decoding (speculation never changes the output)"
+    )
+    run.add_argument("--reference", metavar="FILE", default=None, help="a document speculation may draft from")
+    run.add_argument("--stats", action="store_true", help="print speculative decoding's numbers to stderr")
     run.set_defaults(func=_cmd_run)
     chat = sub.add_parser(
         "chat",
