@@ -23,6 +23,9 @@ use crate::error::{EngineError, Result};
 use crate::generation::{Generation, Step};
 use crate::pool::SeqPool;
 
+/// An exact match this long makes a gate that is off probe at once.
+const STRONG_MATCH: usize = 8;
+
 /// A generation's speculative state.
 #[derive(Debug)]
 pub(crate) struct Speculator {
@@ -118,11 +121,14 @@ impl Generation {
             };
             let mut draft = std::mem::take(&mut spec.draft);
             draft.clear();
-            if spec.gate.allows() {
+            let strong = spec.index.best_match() >= STRONG_MATCH;
+            if spec.gate.allows(strong) {
                 let min = spec.gate.options().min_draft;
                 let budget = spec.gate.budget().min(room);
                 if budget >= min {
-                    spec.index.suggest(&self.history, budget, &mut draft);
+                    let guesses = spec.gate.guesses_pay();
+                    spec.index
+                        .suggest_with(&self.history, budget, guesses, &mut draft);
                     draft.truncate(budget);
                 }
                 if draft.len() < min {

@@ -194,8 +194,25 @@ impl SpeculationIndex {
     }
 }
 
-impl DraftSource for SpeculationIndex {
-    fn suggest(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
+impl SpeculationIndex {
+    /// The longest current match of an unmuted exact-match source.
+    pub fn best_match(&self) -> usize {
+        let commits = self.commits;
+        let conv = if self.conversation_gate.muted(commits) {
+            0
+        } else {
+            self.conversation.match_len()
+        };
+        self.references
+            .iter()
+            .filter(|r| !r.gate.muted(commits))
+            .map(|r| r.cursor.len())
+            .fold(conv, usize::max)
+    }
+
+    /// [`DraftSource::suggest`], with the recycling fallback only when `guesses` (the
+    /// decoder's cost gate says guessed drafts can pay).
+    pub fn suggest_with(&mut self, context: &[u32], max: usize, guesses: bool, out: &mut Vec<u32>) {
         let start = out.len();
         let commits = self.commits;
         let mut best: Option<(Source, usize)> = None;
@@ -221,7 +238,7 @@ impl DraftSource for SpeculationIndex {
                 }
                 source
             }
-            _ if !self.recycling_gate.muted(commits) => {
+            _ if guesses && !self.recycling_gate.muted(commits) => {
                 self.recycling
                     .suggest(context, max.min(self.recycling_chain), out);
                 Source::Recycling
@@ -229,6 +246,12 @@ impl DraftSource for SpeculationIndex {
             _ => return,
         };
         self.pending = (out.len() > start).then(|| (source, out[start..].to_vec()));
+    }
+}
+
+impl DraftSource for SpeculationIndex {
+    fn suggest(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
+        self.suggest_with(context, max, true, out);
     }
 
     fn observe(&mut self, committed: &[u32]) {

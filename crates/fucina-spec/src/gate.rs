@@ -65,6 +65,10 @@ fn table_cost(rows: usize) -> f64 {
     1.0 + 0.12 * rows.saturating_sub(1) as f64
 }
 
+/// Above this cost per verify row (in plain steps) guessed drafts do not pay: a 2-token
+/// recycling draft accepted about half the time commits ~1.5 tokens for `1 + 2 r`.
+const GUESS_ROW_COST: f64 = 0.25;
+
 /// Verify steps the window needs before a running gate judges (one unlucky draft is
 /// no evidence).
 const MIN_JUDGED_VERIFIES: usize = 3;
@@ -93,6 +97,9 @@ pub struct CostGate {
     backoff: usize,
     plain_secs: Option<f64>,
     accepted_per_verify: f64,
+    /// Plain steps one more verify row costs (clock-calibrated EWMA; the table's guess
+    /// until a verify has been timed against a plain step).
+    row_cost: f64,
 }
 
 impl CostGate {
@@ -107,6 +114,7 @@ impl CostGate {
             backoff,
             plain_secs: None,
             accepted_per_verify: (start - 2.0) / 2.0,
+            row_cost: table_cost(2) - 1.0,
         }
     }
 
@@ -120,8 +128,13 @@ impl CostGate {
         self.state
     }
 
-    /// Called once per decode step: whether to try drafting this step.
-    pub fn allows(&mut self) -> bool {
+    /// Called once per decode step: whether to try drafting this step. `strong` says a
+    /// source has a long exact match right now: a gate that is off probes at once
+    /// instead of waiting out its backoff (text is repeating).
+    pub fn allows(&mut self, strong: bool) -> bool {
+        if strong && matches!(self.state, GateState::Off(_)) {
+            self.state = GateState::Off(0);
+        }
         match self.state {
             GateState::Off(0) => {
                 self.state = GateState::Probing(self.opts.probe_steps.max(1));
@@ -148,6 +161,18 @@ impl CostGate {
         )
     }
 
+    /// Plain steps one more verify row costs, as measured.
+    pub fn row_cost(&self) -> f64 {
+        self.row_cost
+    }
+
+    /// Whether guessing drafts (token recycling, with no exact match behind them) can
+    /// pay here: only where verify rows are cheap (many cores, a model bound by reading
+    /// weights). Where each row costs a good part of a step, only exact matches draft.
+    pub fn guesses_pay(&self) -> bool {
+        self.row_cost < GUESS_ROW_COST
+    }
+
     /// A plain (one-row) decode step took `secs`.
     pub fn record_plain(&mut self, secs: f64) {
         self.plain_secs = Some(match self.plain_secs {
@@ -167,7 +192,14 @@ impl CostGate {
         secs: f64,
     ) {
         let cost = match self.plain_secs {
-            Some(p) if p > 0.0 => (secs / p).max(1.0),
+            Some(p) if p > 0.0 => {
+                let cost = (secs / p).max(1.0);
+                if rows > 1 {
+                    let per_row = (cost - 1.0) / (rows - 1) as f64;
+                    self.row_cost += EWMA * (per_row - self.row_cost);
+                }
+                cost
+            }
             _ => table_cost(rows),
         };
         self.accepted_per_verify += EWMA * (accepted as f64 - self.accepted_per_verify);
@@ -278,7 +310,7 @@ mod tests {
         let mut g = CostGate::new(opts);
         g.record_plain(0.010);
         for _ in 0..3 {
-            assert!(g.allows());
+            assert!(g.allows(false));
             g.record_verify(5, 4, 0, 1, 0.014);
         }
         assert_eq!(
@@ -287,9 +319,9 @@ mod tests {
             "3 verifies, 12 drafted, 3 tokens for 4.2 steps of cost"
         );
         for _ in 0..4 {
-            assert!(!g.allows());
+            assert!(!g.allows(false));
         }
-        assert!(g.allows(), "probe");
+        assert!(g.allows(false), "probe");
         g.record_verify(5, 4, 0, 1, 0.014);
         g.record_verify(5, 4, 0, 1, 0.014);
         assert_eq!(
@@ -298,13 +330,20 @@ mod tests {
             "failed probe: backoff doubled"
         );
         for _ in 0..8 {
-            assert!(!g.allows());
+            assert!(!g.allows(false));
         }
-        assert!(g.allows());
+        assert!(g.allows(false));
         g.record_verify(5, 4, 4, 5, 0.014);
         g.record_verify(5, 4, 4, 5, 0.014);
         assert_eq!(g.state(), GateState::On);
         assert!(g.est_speedup() > 3.0);
         assert!(g.budget() > 4, "high acceptance raises the budget");
+        assert!(g.guesses_pay(), "0.1 plain steps per extra row, as timed");
+        for _ in 0..12 {
+            g.record_verify(5, 4, 4, 5, 0.040);
+        }
+        assert!(!g.guesses_pay(), "0.75 plain steps per extra row");
+        g.switch_off();
+        assert!(g.allows(true), "a long match probes at once");
     }
 }
