@@ -127,7 +127,9 @@ else:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
     plain = Llama(model, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
-    lookup = Llama(model, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False,
+    # Its speculative path needs logits for every position (logits_all): a smaller context
+    # keeps that array (n_ctx x n_vocab floats) in memory.
+    lookup = Llama(model, n_ctx=1536, n_threads=threads, n_threads_batch=threads, verbose=False, logits_all=True,
                    draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10))
     def timed(llm, prompt):
         llm.reset()
