@@ -69,6 +69,9 @@ fn table_cost(rows: usize) -> f64 {
 /// recycling draft accepted about half the time commits ~1.5 tokens for `1 + 2 r`.
 const GUESS_ROW_COST: f64 = 0.25;
 
+/// Decode steps between timed plain steps (the verify-cost reference).
+const RECALIBRATE_STEPS: usize = 64;
+
 /// Verify steps the window needs before a running gate judges (one unlucky draft is
 /// no evidence).
 const MIN_JUDGED_VERIFIES: usize = 3;
@@ -100,6 +103,8 @@ pub struct CostGate {
     /// Plain steps one more verify row costs (clock-calibrated EWMA; the table's guess
     /// until a verify has been timed against a plain step).
     row_cost: f64,
+    /// Decode steps since the last timed plain step.
+    since_plain: usize,
 }
 
 impl CostGate {
@@ -115,6 +120,7 @@ impl CostGate {
             plain_secs: None,
             accepted_per_verify: (start - 2.0) / 2.0,
             row_cost: table_cost(2) - 1.0,
+            since_plain: 0,
         }
     }
 
@@ -132,6 +138,13 @@ impl CostGate {
     /// source has a long exact match right now: a gate that is off probes at once
     /// instead of waiting out its backoff (text is repeating).
     pub fn allows(&mut self, strong: bool) -> bool {
+        // Verify costs are judged against a timed plain step: take one first, and again
+        // now and then, so the estimate follows the machine (a plain step commits a token
+        // too, nothing is wasted).
+        self.since_plain += 1;
+        if self.plain_secs.is_none() || self.since_plain > RECALIBRATE_STEPS {
+            return false;
+        }
         if strong && matches!(self.state, GateState::Off(_)) {
             self.state = GateState::Off(0);
         }
@@ -175,6 +188,7 @@ impl CostGate {
 
     /// A plain (one-row) decode step took `secs`.
     pub fn record_plain(&mut self, secs: f64) {
+        self.since_plain = 0;
         self.plain_secs = Some(match self.plain_secs {
             Some(p) => p + EWMA * (secs - p),
             None => secs,
