@@ -61,6 +61,8 @@ pub const TILED_MIN_ROWS: usize = 8;
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
     act: Vec<u8>,
+    /// Converted rows in grouped order ([`matmul_grouped`]).
+    gathered: Vec<u8>,
     pinned: bool,
 }
 
@@ -186,6 +188,98 @@ pub fn matmul_many(
         .zip(ys.iter_mut())
         .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned))
         .collect();
+    run_plans(pool, &plans);
+    Ok(())
+}
+
+/// One product of [`matmul_grouped`]: `y = x[rows] · wᵀ`, `rows` indexing the
+/// grouped input rows, `y` holding `rows.len() × w.rows()` outputs.
+pub struct GroupedProduct<'a> {
+    /// The weights (one expert of a stack).
+    pub w: &'a Linear,
+    /// The grouped input rows this product multiplies.
+    pub rows: std::ops::Range<usize>,
+    /// Its outputs, row-major.
+    pub y: &'a mut [f32],
+}
+
+/// Products of different weights with different row groups of one input, in one
+/// parallel section: llama.cpp's `mul_mat_id` (MoE experts). The grouped input's row
+/// `i` is row `gather[i]` of `x` (`gather: None`: the rows of `x` in order); rows are
+/// converted to the activation format once, before grouping. Each weight is read once
+/// per call for all its rows, like one [`matmul`] over them.
+///
+/// Every row takes the single-row order, except that a product of at least
+/// [`TILED_MIN_ROWS`] rows over a type with a tiled form takes llama.cpp's tiled
+/// order (unpinned; ggml decides per expert, on the rows routed to it). All weights
+/// must share the activation format and input width.
+pub fn matmul_grouped(
+    pool: &ThreadPool,
+    x: &[f32],
+    gather: Option<&[usize]>,
+    products: &mut [GroupedProduct<'_>],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
+    let Some(first) = products.first() else {
+        return Ok(());
+    };
+    let entry = *first.w.dot();
+    let cols = first.w.cols();
+    let m_src = x.len() / cols.max(1);
+    let n_rows = gather.map_or(m_src, <[usize]>::len);
+    for p in products.iter() {
+        let (rows, len) = (p.w.rows(), p.rows.len());
+        if p.w.dot().act != entry.act || p.w.cols() != cols {
+            return Err(ModelError::InvalidBatch(format!(
+                "matmul_grouped: '{}' does not share the activation format and width of '{}'",
+                p.w.name(),
+                first.w.name()
+            )));
+        }
+        if p.rows.end > n_rows || p.y.len() < len * rows {
+            return Err(ModelError::InvalidBatch(format!(
+                "matmul_grouped '{}': rows {:?} of {n_rows}, {} outputs for {}",
+                p.w.name(),
+                p.rows,
+                p.y.len(),
+                len * rows
+            )));
+        }
+    }
+    if let Some(&bad) = gather.and_then(|g| g.iter().find(|&&r| r >= m_src)) {
+        return Err(ModelError::InvalidBatch(format!(
+            "matmul_grouped: row {bad} of {m_src} input rows"
+        )));
+    }
+    convert(&entry, cols, x, m_src, &mut scratch.act)?;
+    let act_row = entry.act.row_bytes(cols);
+    let act: &[u8] = match gather {
+        Some(g) => {
+            scratch.gathered.clear();
+            for &r in g {
+                let src = &scratch.act[r * act_row..(r + 1) * act_row];
+                scratch.gathered.extend_from_slice(src);
+            }
+            &scratch.gathered
+        }
+        None => &scratch.act,
+    };
+    let (pinned, threads) = (scratch.pinned, pool.n_threads());
+    let plans: Vec<Plan> = products
+        .iter_mut()
+        .filter(|p| !p.rows.is_empty())
+        .map(|p| {
+            let (m, rows) = (p.rows.len(), p.rows.clone());
+            let a = &act[rows.start * act_row..rows.end * act_row];
+            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned)
+        })
+        .collect();
+    run_plans(pool, &plans);
+    Ok(())
+}
+
+/// Run every chunk of `plans` in one parallel section.
+fn run_plans(pool: &ThreadPool, plans: &[Plan<'_>]) {
     let starts: Vec<usize> = plans
         .iter()
         .scan(0, |acc, p| {
@@ -199,7 +293,6 @@ pub fn matmul_many(
         let i = starts.partition_point(|&s| s <= t) - 1;
         plans[i].run_chunk(t - starts[i]);
     });
-    Ok(())
 }
 
 fn check_shapes(w: &Linear, x: &[f32], m: usize, gemm_rows: usize, y: &[f32]) -> Result<()> {

@@ -200,7 +200,7 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
     match Model::from_file(Arc::new(renamed), ModelOptions::default()) {
         Err(ModelError::UnsupportedArchitecture { arch, supported }) => {
             assert_eq!(arch, "mamba");
-            assert_eq!(supported, ["gemma3", "qwen3", "qwen2", "llama"]);
+            assert_eq!(supported, ["gemma3", "qwen3", "qwen2", "llama", "qwen3moe"]);
         }
         other => panic!("expected UnsupportedArchitecture, got {other:?}"),
     }
