@@ -187,6 +187,11 @@ impl Model {
         &self.config
     }
 
+    /// The bound weights of every layer.
+    pub fn layers(&self) -> &[LayerWeights] {
+        &self.layers
+    }
+
     /// The underlying GGUF file (metadata, tokenizer vocabulary).
     pub fn file(&self) -> &Arc<GgufFile> {
         &self.file
