@@ -182,9 +182,10 @@ fn grouped_prefill_equals_decode_bitwise() {
     }
 }
 
-/// `matmul_grouped` over a stacked tensor of each block format with MoE experts
-/// (F32, F16, Q8_0, Q4_K, Q6_K; Q6_K and Q4_K with rows % 8 != 0 take llama.cpp's
-/// tiled order from 8 rows on): every expert's block equals `matmul_split` of the
+/// `matmul_grouped` over a stacked tensor of each block format with a quantizer here
+/// (F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, TQ2_0, MXFP4; the K-quants but
+/// row-count-8 Q4_K take llama.cpp's tiled order from 8 rows on; TQ2_0 and MXFP4 go
+/// through the dequantizing path): every expert's block equals `matmul_split` of the
 /// gathered rows with no GEMM rows (the order llama.cpp's `mul_mat_id` uses) bitwise,
 /// and the scalar reference (dequantized weights · dequantized activations, f64)
 /// within the activation format's rounding.
@@ -215,6 +216,10 @@ fn grouped_matmul_matches_per_expert_and_scalar_reference() {
         (GgmlType::Q4_K, 24),
         (GgmlType::Q4_K, 20),
         (GgmlType::Q6_K, 24),
+        (GgmlType::Q5_K, 24),
+        (GgmlType::Q4_0, 24),
+        (GgmlType::TQ2_0, 24),
+        (GgmlType::MXFP4, 24),
     ] {
         let w: Vec<f32> = (0..n_exp * rows * cols).map(|_| rnd() * 0.1).collect();
         let mut data = Vec::new();
