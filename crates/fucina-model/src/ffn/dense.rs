@@ -86,7 +86,8 @@ impl DenseFfn {
     }
 }
 
-/// `gate = act(gate) ⊙ up`, rows of `width` in parallel.
+/// `gate = act(gate) ⊙ up`, rows of `width` in parallel (each activation row by row:
+/// ggml's SwiGLU chunks restart at every row).
 pub(crate) fn apply_glu(
     pool: &ThreadPool,
     act: Activation,
@@ -96,9 +97,11 @@ pub(crate) fn apply_glu(
 ) {
     par_rows(pool, gate, width, &|rr, gate| {
         let up = &up[rr.start * width..rr.end * width];
-        match act {
-            Activation::Silu => swiglu_inplace(gate, up),
-            Activation::GeluTanh => geglu_inplace(gate, up),
+        for (g, u) in gate.chunks_exact_mut(width).zip(up.chunks_exact(width)) {
+            match act {
+                Activation::Silu => swiglu_inplace(g, u),
+                Activation::GeluTanh => geglu_inplace(g, u),
+            }
         }
     });
 }
