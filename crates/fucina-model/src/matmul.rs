@@ -22,6 +22,11 @@
 //!   (Q6_K, Q5_K, Q3_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
 //!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
+//! * llamafile's tinyBLAS order ([`TileDot::new_sgemm`]): F32 and F16 weights in a
+//!   mul_mat of at least [`SGEMM_MIN_ROWS`] rows, every row (where tinyBLAS takes the
+//!   shape); one-row calls and MoE experts ([`matmul_grouped`]) use the single-row
+//!   order, as llama.cpp's `ggml_vec_dot_f32/f16` and `mul_mat_id` do.
+//!
 //! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K) go through the packed
 //! kernels for the orders they have (bitwise the row-major kernels'); for the others
 //! (llama.cpp's tiled Q6_K order) rows are unpacked once per call.
@@ -56,6 +61,9 @@ const W_TILE_MAX: usize = 16;
 /// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
 /// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
 pub const TILED_MIN_ROWS: usize = 8;
+/// Fewest activation rows of a mul_mat that llama.cpp sends through llamafile's
+/// tinyBLAS (`llamafile_sgemm`: "only enable sgemm for prompt processing").
+pub const SGEMM_MIN_ROWS: usize = 2;
 
 /// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
@@ -143,6 +151,7 @@ pub fn matmul_split_in_op(
         &scratch.act,
         pool.n_threads(),
         pinned,
+        false,
     );
     pool.run(plan.n_chunks, &|c| plan.run_chunk(c));
     Ok(())
@@ -186,7 +195,7 @@ pub fn matmul_many(
     let plans: Vec<Plan> = ws
         .iter()
         .zip(ys.iter_mut())
-        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned))
+        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned, false))
         .collect();
     run_plans(pool, &plans);
     Ok(())
@@ -271,7 +280,7 @@ pub fn matmul_grouped(
         .map(|p| {
             let (m, rows) = (p.rows.len(), p.rows.clone());
             let a = &act[rows.start * act_row..rows.end * act_row];
-            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned)
+            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned, true)
         })
         .collect();
     run_plans(pool, &plans);
@@ -344,6 +353,8 @@ struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
+    /// `mul_mat_id`: the product is one expert of llama.cpp's MoE op (its own
+    /// kernel rules: no tinyBLAS).
     #[allow(clippy::too_many_arguments)]
     fn new(
         w: &'a Linear,
@@ -354,6 +365,7 @@ impl<'a> Plan<'a> {
         act: &'a [u8],
         threads: usize,
         pinned: bool,
+        mul_mat_id: bool,
     ) -> Plan<'a> {
         let rows = w.rows();
         let entry = *w.dot();
@@ -370,12 +382,19 @@ impl<'a> Plan<'a> {
         } else {
             TileDot::new_tiled(&entry)
         };
-        let (prompt, gemm_rows) = match tiled {
+        // F32 / F16 mul_mats of two rows or more go through llamafile's tinyBLAS
+        // (every row of the op); mul_mat_id never does.
+        let sgemm = if pinned || mul_mat_id || op_rows.max(m) < SGEMM_MIN_ROWS {
+            None
+        } else {
+            TileDot::new_sgemm(&entry, rows, w.cols())
+        };
+        let (prompt, gemm_rows) = match tiled.or(sgemm) {
             Some(t) => (t, m),
             None => (TileDot::new_prompt(&entry), gemm_rows),
         };
         // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
-        let gemm_rows = if tiled.is_some() {
+        let gemm_rows = if tiled.is_some() || sgemm.is_some() {
             m
         } else if pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
             0

@@ -146,8 +146,11 @@ fn bad_moe_files_name_the_tensor() {
 }
 
 /// A prefill batch (rows grouped by expert, each expert's weights read once for all
-/// its rows) gives bitwise the logits of token-by-token decode in pinned mode, and
-/// (no type here has a batch-dependent order) in the default mode too.
+/// its rows) gives bitwise the logits of token-by-token decode in pinned mode. In the
+/// default mode the F32 router (and the F16 projections) take llama.cpp's batched
+/// tinyBLAS order, as llama.cpp does: one ulp there can move a Q8 / F16 rounding
+/// downstream, so batch and decode differ by up to 1.1e-3 (measured, f16 weights).
+const BATCH_VS_DECODE_REL: f32 = 5e-3;
 #[test]
 fn grouped_prefill_equals_decode_bitwise() {
     let toks = [1u32, 17, 200, 42, 99, 3, 150, 7, 64, 250, 13, 88];
@@ -173,11 +176,23 @@ fn grouped_prefill_equals_decode_bitwise() {
             let rows = BatchRow::sequence(0, 0, &toks, true);
             let out = model.forward(&rows, &mut c, &mut sc).expect("forward");
             assert_eq!(out.len(), toks.len() * vocab);
-            let same = out
-                .iter()
-                .zip(&single)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{variant} pinned {pinned}");
+            if pinned {
+                let same = out
+                    .iter()
+                    .zip(&single)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{variant} pinned");
+            } else {
+                let worst = out
+                    .iter()
+                    .zip(&single)
+                    .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+                    .fold(0f32, f32::max);
+                assert!(
+                    worst <= BATCH_VS_DECODE_REL,
+                    "{variant} default mode: {worst}"
+                );
+            }
         }
     }
 }
@@ -186,7 +201,8 @@ fn grouped_prefill_equals_decode_bitwise() {
 /// (F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, TQ2_0, MXFP4; the K-quants but
 /// row-count-8 Q4_K take llama.cpp's tiled order from 8 rows on; TQ2_0 and MXFP4 go
 /// through the dequantizing path): every expert's block equals `matmul_split` of the
-/// gathered rows with no GEMM rows (the order llama.cpp's `mul_mat_id` uses) bitwise,
+/// gathered rows with no GEMM rows (the order llama.cpp's `mul_mat_id` uses; for F32
+/// and F16, where a plain mul_mat would take tinyBLAS, one-row products) bitwise,
 /// and the scalar reference (dequantized weights · dequantized activations, f64)
 /// within the activation format's rounding.
 #[test]
@@ -272,16 +288,14 @@ fn grouped_matmul_matches_per_expert_and_scalar_reference() {
                 .flat_map(|&r| x[r * cols..(r + 1) * cols].iter().copied())
                 .collect();
             let mut want = vec![0f32; m * rows];
-            matmul_split(
-                &pool,
-                w,
-                &xg,
-                m,
-                0,
-                &mut want,
-                &mut MatmulScratch::default(),
-            )
-            .expect("matmul");
+            let mut mm = MatmulScratch::default();
+            if matches!(ty, GgmlType::F32 | GgmlType::F16) {
+                for (xr, yr) in xg.chunks_exact(cols).zip(want.chunks_exact_mut(rows)) {
+                    matmul_split(&pool, w, xr, 1, 0, yr, &mut mm).expect("matmul");
+                }
+            } else {
+                matmul_split(&pool, w, &xg, m, 0, &mut want, &mut mm).expect("matmul");
+            }
             let got = &y[a * rows..b * rows];
             let same = got
                 .iter()

@@ -141,7 +141,9 @@ fn q8_0_cache() {
 
 /// Several sequences with different lengths in one batch, on every family and KV
 /// dtype: each row's logits equal its single-row forward bitwise (pinned numerics;
-/// these Q8_0 models have no Q4_K matrix, so the default mode gives the same bits).
+/// these Q8_0 models have no Q4_K matrix, so the default mode gives the same bits,
+/// except qwen3moe's F32 router, which batches take through llama.cpp's tinyBLAS
+/// order: pinned only there).
 #[test]
 fn multi_sequence_batch_equals_single_rows() {
     use fucina_model::{BatchRow, Scratch};
@@ -176,7 +178,12 @@ fn multi_sequence_batch_equals_single_rows() {
                 .flat_map(|(i, t)| BatchRow::sequence(i, 0, t, true))
                 .collect();
             rows.sort_by_key(|r| (r.pos, r.seq));
-            for pinned in [true, false] {
+            let modes: &[bool] = if f == "qwen3moe" {
+                &[true]
+            } else {
+                &[true, false]
+            };
+            for &pinned in modes {
                 let mut caches: Vec<_> = (0..3)
                     .map(|_| model.new_cache(16, kv).expect("cache"))
                     .collect();
@@ -347,18 +354,14 @@ fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool) {
 }
 
 /// Bounds against llama.cpp, relative to the position's largest logit, on the ISA its
-/// goldens were made with (AVX-512). Prompt batches are not bitwise llama.cpp's,
-/// because llama.cpp runs batched F32 and F16 matmuls through llamafile's tinyBLAS,
-/// whose summation order fucina does not reproduce (the MoE router `ffn_gate_inp` is
-/// F32 in every variant). Measured: f32 weights 3.7e-7, f16 1.5e-5. With Q8_0
-/// weights one ulp upstream can move an activation's Q8_0 rounding by a step:
-/// qwen3moe differs at one position of 25 (1.3e-3), where llama.cpp's batch also
-/// differs from its own token-by-token result and ours equals the latter bitwise;
-/// every other position is within the goldens' 8 digits.
-const LLAMA_CPP_REL: [(&str, f64); 3] = [("f32", 1e-6), ("f16", 5e-5), ("q8_0", 5e-3)];
+/// goldens were made with (AVX-512). F16 and Q8_0 weights (f16 cache) match to the
+/// goldens' 8 significant digits (measured 2.2e-8). F32 weights run with an f32 cache,
+/// whose batched attention products llama.cpp computes through tinyBLAS in an order
+/// fucina's f32-cache attention does not follow: measured 4.0e-7.
+const LLAMA_CPP_REL: [(&str, f64); 3] = [("f32", 1e-6), ("f16", 1e-7), ("q8_0", 1e-7)];
 /// On the other ISAs (other kernels' summation orders; f16 conversions in software on
 /// the scalar path): the transformers bounds of the weight type. Measured worst
-/// (scalar): f32 5.3e-7, f16 6.2e-4, q8_0 2.1e-8; (AVX2) f32 3.3e-7, f16 1.5e-5,
+/// (scalar): f32 5.9e-7, f16 6.2e-4, q8_0 2.1e-8; (AVX2) f32 3.6e-7, f16 3.6e-4,
 /// q8_0 2.1e-8.
 const OTHER_ISA_REL: [(&str, f64); 3] = [
     ("f32", F32_REL),
