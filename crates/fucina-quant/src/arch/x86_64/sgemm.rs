@@ -12,15 +12,23 @@ use core::arch::x86_64::*;
 pub(crate) mod avx512 {
     use super::*;
 
+    /// Up to [`GROUP`] outputs of one activation row at once (independent
+    /// accumulator chains; each output's order is its own).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
     #[inline]
-    fn dot(w: &[u8], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m512) -> f32 {
+    fn dots(ws: &[&[u8]], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m512, out: &mut [f32]) {
         let step = 16 * size;
-        let mut acc = _mm512_setzero_ps();
-        for (x, y) in w.chunks_exact(step).zip(a.chunks_exact(step)) {
-            acc = _mm512_fmadd_ps(load(x), load(y), acc);
+        let n = ws.iter().map(|w| w.len()).min().unwrap_or(0).min(a.len()) / step * step;
+        let mut acc = [_mm512_setzero_ps(); GROUP];
+        for o in (0..n).step_by(step) {
+            let y = load(&a[o..]);
+            for (acc, w) in acc.iter_mut().zip(ws) {
+                *acc = _mm512_fmadd_ps(load(&w[o..]), y, *acc);
+            }
         }
-        _mm512_reduce_add_ps(acc)
+        for (o, acc) in out.iter_mut().zip(acc) {
+            *o = _mm512_reduce_add_ps(acc);
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
@@ -30,7 +38,7 @@ pub(crate) mod avx512 {
             // SAFETY: `b` has 64 readable bytes and `loadu` needs no alignment.
             unsafe { _mm512_loadu_ps(b.as_ptr().cast()) }
         };
-        tile(ws, acts, stride, out, |w, a| dot(w, a, 4, load));
+        tile(ws, acts, stride, out, |w, a, o| dots(w, a, 4, load, o));
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
@@ -40,7 +48,7 @@ pub(crate) mod avx512 {
             // SAFETY: `b` has 32 readable bytes and `loadu` needs no alignment.
             _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(b.as_ptr().cast()) })
         };
-        tile(ws, acts, stride, out, |w, a| dot(w, a, 2, load));
+        tile(ws, acts, stride, out, |w, a, o| dots(w, a, 2, load, o));
     }
 
     /// The F32 tile ([`crate::gemm::TileFn`]); the caller checked the ISA.
@@ -60,17 +68,25 @@ pub(crate) mod avx512 {
 pub(crate) mod avx2 {
     use super::*;
 
+    /// Up to [`GROUP`] outputs of one activation row at once (independent
+    /// accumulator chains; each output's order is its own).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    fn dot(w: &[u8], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m256) -> f32 {
+    fn dots(ws: &[&[u8]], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m256, out: &mut [f32]) {
         let step = 8 * size;
-        let mut acc = _mm256_setzero_ps();
-        for (x, y) in w.chunks_exact(step).zip(a.chunks_exact(step)) {
-            acc = _mm256_fmadd_ps(load(x), load(y), acc);
+        let n = ws.iter().map(|w| w.len()).min().unwrap_or(0).min(a.len()) / step * step;
+        let mut acc = [_mm256_setzero_ps(); GROUP];
+        for o in (0..n).step_by(step) {
+            let y = load(&a[o..]);
+            for (acc, w) in acc.iter_mut().zip(ws) {
+                *acc = _mm256_fmadd_ps(load(&w[o..]), y, *acc);
+            }
         }
-        let x = _mm_add_ps(_mm256_extractf128_ps::<1>(acc), _mm256_castps256_ps128(acc));
-        let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-        _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)))
+        for (o, acc) in out.iter_mut().zip(acc) {
+            let x = _mm_add_ps(_mm256_extractf128_ps::<1>(acc), _mm256_castps256_ps128(acc));
+            let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+            *o = _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -80,7 +96,7 @@ pub(crate) mod avx2 {
             // SAFETY: `b` has 32 readable bytes and `loadu` needs no alignment.
             unsafe { _mm256_loadu_ps(b.as_ptr().cast()) }
         };
-        tile(ws, acts, stride, out, |w, a| dot(w, a, 4, load));
+        tile(ws, acts, stride, out, |w, a, o| dots(w, a, 4, load, o));
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -90,7 +106,7 @@ pub(crate) mod avx2 {
             // SAFETY: `b` has 16 readable bytes and `loadu` needs no alignment.
             _mm256_cvtph_ps(unsafe { _mm_loadu_si128(b.as_ptr().cast()) })
         };
-        tile(ws, acts, stride, out, |w, a| dot(w, a, 2, load));
+        tile(ws, acts, stride, out, |w, a, o| dots(w, a, 2, load, o));
     }
 
     /// The F32 tile ([`crate::gemm::TileFn`]); the caller checked the ISA.
@@ -106,14 +122,18 @@ pub(crate) mod avx2 {
     }
 }
 
-/// `out[t · nw + i] = dot(ws[i], act_t)` for every whole activation row.
+/// Weight rows computed together per activation row.
+const GROUP: usize = 4;
+
+/// `out[t · nw + i]` = the dot of `ws[i]` with activation row `t`, for every whole
+/// activation row, `dots(group, act, out)` computing up to [`GROUP`] weights at once.
 #[inline(always)]
 fn tile(
     ws: &[&[u8]],
     acts: &[u8],
     stride: usize,
     out: &mut [f32],
-    dot: impl Fn(&[u8], &[u8]) -> f32,
+    dots: impl Fn(&[&[u8]], &[u8], &mut [f32]),
 ) {
     let nw = ws.len();
     if nw == 0 {
@@ -123,8 +143,8 @@ fn tile(
         .chunks_exact_mut(nw)
         .zip(acts.chunks_exact(stride.max(1)))
     {
-        for (o, w) in o.iter_mut().zip(ws) {
-            *o = dot(w, a);
+        for (o, w) in o.chunks_mut(GROUP).zip(ws.chunks(GROUP)) {
+            dots(w, a, o);
         }
     }
 }
