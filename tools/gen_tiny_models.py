@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny random-weight qwen3 / qwen2 / llama / gemma3 / qwen3moe models and transformers goldens.
+"""Tiny random-weight qwen3 / qwen2 / llama / gemma3 / qwen3moe / qwen2moe models and transformers goldens.
 
 For each family: a transformers config (tiny dims, but every feature the family
 ships: GQA, q/k norms, biases, sliding window + local/global RoPE, YaRN, llama3
@@ -7,7 +7,8 @@ frequency factors, tied/untied heads) -> seeded random weights -> GGUF files
 written with gguf-py under llama.cpp's tensor names, applying the same transforms
 as llama.cpp's convert_hf_to_gguf.py (Llama q/k row permutation, Gemma norm
 weights stored as 1 + w, llama3 `rope_freqs.weight`, Qwen3-MoE's fused
-`gate_up_proj` split into `ffn_gate_exps` / `ffn_up_exps` stacks), in three
+`gate_up_proj` split into `ffn_gate_exps` / `ffn_up_exps` stacks, Qwen2-MoE's
+shared expert as `ffn_*_shexp` with its gate `ffn_gate_inp_shexp` as a vector), in three
 variants: f32, f16 (matrices and expert stacks f16, vectors f32) and q8_0 (Q8_0);
 the MoE router `ffn_gate_inp` stays f32 in every variant, as llama.cpp's
 converter and llama-quantize keep it. Goldens: transformers' float32 eager
@@ -41,6 +42,8 @@ from transformers import (
     Qwen2ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
     Qwen3MoeConfig,
     Qwen3MoeForCausalLM,
 )
@@ -148,6 +151,28 @@ def families():
                 mlp_only_layers=[],
             ),
         ),
+        # Routed weights not renormalised, as llama.cpp computes qwen2moe; a gated
+        # shared expert on every layer.
+        "qwen2moe": (
+            Qwen2MoeForCausalLM,
+            Qwen2MoeConfig(
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                tie_word_embeddings=False,
+                max_position_embeddings=512,
+                rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+                num_experts=12,
+                num_experts_per_tok=4,
+                moe_intermediate_size=32,
+                shared_expert_intermediate_size=64,
+                norm_topk_prob=False,
+                decoder_sparse_step=1,
+                mlp_only_layers=[],
+                qkv_bias=True,
+            ),
+        ),
     }
 
 
@@ -240,6 +265,14 @@ def gguf_tensors(family: str, model, cfg) -> list[tuple[str, np.ndarray]]:
             if rest == "mlp.experts.down_proj":
                 out.append((f"blk.{il}.ffn_down_exps.weight", arr))
                 continue
+            if rest == "mlp.shared_expert_gate.weight":
+                # [1, H] -> llama.cpp's {n_embd} vector.
+                out.append((f"blk.{il}.ffn_gate_inp_shexp.weight", arr.reshape(-1)))
+                continue
+            if rest.startswith("mlp.shared_expert."):
+                part = rest.split(".")[2]
+                out.append((f"blk.{il}.{mlp[part]}_shexp.weight", arr))
+                continue
             mod, _, leaf = rest.rpartition(".")
             part = mod.split(".")[-1]
             name = attn.get(part) or mlp.get(part) or norms.get(part)
@@ -262,10 +295,12 @@ def write_gguf(path: Path, family: str, cfg, tensors, variant: str) -> None:
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_feed_forward_length(cfg.intermediate_size)
-    if family == "qwen3moe":
+    if family in ("qwen3moe", "qwen2moe"):
         w.add_expert_count(cfg.num_experts)
         w.add_expert_used_count(cfg.num_experts_per_tok)
         w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    if family == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)

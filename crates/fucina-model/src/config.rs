@@ -25,16 +25,20 @@ pub enum Family {
     Llama,
     /// Qwen3-MoE: Qwen3's attention, a routed mixture-of-experts FFN on every layer.
     Qwen3Moe,
+    /// Qwen1.5-MoE / Qwen2-MoE: Qwen2's attention, routed experts plus a gated
+    /// shared expert on every layer.
+    Qwen2Moe,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
         Family::Llama,
         Family::Qwen3Moe,
+        Family::Qwen2Moe,
     ];
 
     /// The `general.architecture` string of the family.
@@ -45,6 +49,7 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Llama => "llama",
             Family::Qwen3Moe => "qwen3moe",
+            Family::Qwen2Moe => "qwen2moe",
         }
     }
 
@@ -217,7 +222,8 @@ impl Config {
         let n_head_kv = per_layer("attention.head_count_kv", Some(&n_head))?;
         // MoE families may omit the dense width (llama.cpp reads it as optional).
         let no_dense = vec![0; n_layer];
-        let ff_default = (family == Family::Qwen3Moe).then_some(no_dense.as_slice());
+        let moe = matches!(family, Family::Qwen3Moe | Family::Qwen2Moe);
+        let ff_default = moe.then_some(no_dense.as_slice());
         let n_ff = per_layer("feed_forward_length", ff_default)?;
         let head0 = n_head.first().copied().unwrap_or(0);
         if head0 == 0 {
@@ -301,7 +307,7 @@ impl Config {
                     Activation::GeluTanh,
                 )
             }
-            Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen3Moe => {
+            Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen3Moe | Family::Qwen2Moe => {
                 (None, 1.0, kq_default, Activation::Silu)
             }
         };
@@ -383,7 +389,9 @@ fn rope_from_metadata(
 ) -> Result<RopeConfig> {
     let kind = match family {
         Family::Llama => RopeKind::Normal,
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Qwen3Moe => RopeKind::Neox,
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Qwen3Moe | Family::Qwen2Moe => {
+            RopeKind::Neox
+        }
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

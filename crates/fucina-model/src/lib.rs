@@ -1,6 +1,6 @@
 //! Model forward for GGUF LLMs on CPU: weight binding (§13.2), hyperparameters
 //! from metadata (§13.3), the KV cache (§13.4), tensor ops, the FFN blocks (dense,
-//! mixture of experts), the Gemma 3 / Qwen3 / Qwen2 / Llama / Qwen3-MoE families
+//! mixture of experts), the Gemma 3 / Qwen3 / Qwen2 / Llama / Qwen3-MoE / Qwen2-MoE families
 //! and a batched forward over several sequences.
 //!
 //! Sequences, sessions and the generation loop live in `fucina-engine`.

@@ -54,6 +54,14 @@ impl Linear {
             .ok_or_else(|| ModelError::MissingTensor(name.to_owned()))
     }
 
+    /// Bind a 1-D tensor of exactly `cols` elements as a one-row matrix (a
+    /// projection to one output, e.g. Qwen2-MoE's shared-expert gate).
+    pub fn bind_row(file: &Arc<GgufFile>, name: &str, cols: usize) -> Result<Linear> {
+        let mut one = Linear::bind_blocks(file, name, 1, cols, Some(0))?;
+        one.pop()
+            .ok_or_else(|| ModelError::MissingTensor(name.to_owned()))
+    }
+
     /// Bind a stacked tensor of `n` matrices (MoE experts: GGUF dims exactly
     /// `[cols, rows, n]`, ggml order) as `n` matrices, matrix `i` being the `i`-th
     /// block of `rows` rows of the mapping: nothing is copied or widened. Each is
@@ -68,8 +76,9 @@ impl Linear {
         Linear::bind_blocks(file, name, rows, cols, Some(n))
     }
 
-    /// [`Linear::bind`] (`stack: None`, dims `[cols, rows]`) or
-    /// [`Linear::bind_stack`] (`Some(n)`, dims `[cols, rows, n]`).
+    /// [`Linear::bind`] (`stack: None`, dims `[cols, rows]`),
+    /// [`Linear::bind_stack`] (`Some(n)`, dims `[cols, rows, n]`) or
+    /// [`Linear::bind_row`] (`Some(0)`, `rows == 1`, dims `[cols]`).
     fn bind_blocks(
         file: &Arc<GgufFile>,
         name: &str,
@@ -79,7 +88,11 @@ impl Linear {
     ) -> Result<Vec<Linear>> {
         let info = tensor_info(file, name)?;
         let mut expected = vec![cols as u64, rows as u64];
-        expected.extend(stack.map(|n| n as u64));
+        match stack {
+            Some(0) => expected.truncate(1),
+            Some(n) => expected.push(n as u64),
+            None => {}
+        }
         let shape_err = || ModelError::WeightShape {
             name: name.to_owned(),
             found: info.dims.clone(),
@@ -111,15 +124,15 @@ impl Linear {
         let dot = Kernels::from_env()?.entry(info.ggml_type)?;
         let row_bytes = cols / format.block_size * format.type_size;
         let (part, range) = locate(file, info)?;
-        let n = stack.unwrap_or(1);
+        let n = stack.filter(|&n| n > 0).unwrap_or(1);
         let block = row_bytes.checked_mul(rows).ok_or_else(shape_err)?;
         if block.checked_mul(n) != Some(range.len()) {
             return Err(shape_err());
         }
         let linear = |i: usize| Linear {
             name: match stack {
-                Some(_) => format!("{name}[{i}]").into(),
-                None => name.into(),
+                Some(n) if n > 0 => format!("{name}[{i}]").into(),
+                _ => name.into(),
             },
             ty: info.ggml_type,
             rows,

@@ -1,4 +1,4 @@
-//! Mixture-of-experts loading and forward on the tiny qwen3moe GGUFs: experts are
+//! Mixture-of-experts loading and forward on the tiny qwen3moe / qwen2moe GGUFs: experts are
 //! borrowed from the mapping (no copies), bad files fail at load with an error
 //! naming the tensor, and batched prefill equals token-by-token decode.
 
@@ -7,8 +7,14 @@ use std::sync::Arc;
 use fucina_gguf::{GgmlType, GgufFile, GgufWriter, OpenOptions, Value};
 use fucina_model::{BatchRow, FfnWeights, KvDtype, Model, ModelError, ModelOptions, Scratch};
 
+/// `variant` of the tiny qwen3moe ("f32", "f16", "q8_0"), or a whole file stem
+/// ("qwen2moe-f32").
 fn path(variant: &str) -> std::path::PathBuf {
-    fucina_testdata::repo_root().join(format!("tests/goldens/model/tiny/qwen3moe-{variant}.gguf"))
+    let stem = match variant.contains('-') {
+        true => variant.to_owned(),
+        false => format!("qwen3moe-{variant}"),
+    };
+    fucina_testdata::repo_root().join(format!("tests/goldens/model/tiny/{stem}.gguf"))
 }
 
 /// A tensor to write: type, dims (ggml order), bytes.
@@ -132,6 +138,32 @@ fn bad_moe_files_name_the_tensor() {
         matches!(&untyped, Err(ModelError::UnsupportedWeightType { name, ty: GgmlType::I32, .. })
             if name == "blk.1.ffn_down_exps.weight"),
         "{untyped:?}"
+    );
+
+    // Qwen2-MoE's shared expert and its gate are required.
+    for gone in [
+        "blk.0.ffn_gate_inp_shexp.weight",
+        "blk.1.ffn_down_shexp.weight",
+    ] {
+        let r = rewritten("qwen2moe-f32", &none, &|n, t, d, b| {
+            (n != gone).then(|| keep(n, t, d, b)).flatten()
+        });
+        assert!(
+            matches!(&r, Err(ModelError::MissingTensor(n)) if n == gone),
+            "{r:?}"
+        );
+    }
+    let gate_as_matrix = rewritten("qwen2moe-f32", &none, &|n, t, d, b| {
+        let d = match n {
+            "blk.0.ffn_gate_inp_shexp.weight" => vec![d[0], 1],
+            _ => d.to_vec(),
+        };
+        Some((t, d, b.to_vec()))
+    });
+    assert!(
+        matches!(&gate_as_matrix, Err(ModelError::WeightShape { name, .. })
+            if name == "blk.0.ffn_gate_inp_shexp.weight"),
+        "{gate_as_matrix:?}"
     );
 
     let too_many_used = rewritten(

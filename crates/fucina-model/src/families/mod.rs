@@ -7,6 +7,7 @@
 pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
+pub mod qwen2moe;
 pub mod qwen3;
 pub mod qwen3moe;
 
@@ -57,6 +58,7 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Qwen2 => qwen2::SPEC,
         Family::Llama => llama::SPEC,
         Family::Qwen3Moe => qwen3moe::SPEC,
+        Family::Qwen2Moe => qwen2moe::SPEC,
     }
 }
 
@@ -65,10 +67,26 @@ pub fn spec(family: Family) -> FamilySpec {
 pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<FfnConfig>> {
     match family {
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
+        Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
         Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama => {
             Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
         }
     }
+}
+
+/// `<arch>.expert_count`, `<arch>.expert_used_count` (both required, non-zero) and
+/// `<arch>.expert_feed_forward_length` (optional) of a MoE family.
+pub(crate) fn expert_counts(md: &Metadata, arch: &str) -> Result<(usize, usize, Option<usize>)> {
+    use fucina_gguf::ZeroPolicy;
+    let count = |suffix: &str| -> Result<usize> {
+        let v = md.meta_int(arch, suffix, ZeroPolicy::RejectZero)?;
+        usize::try_from(v)
+            .map_err(|_| crate::ModelError::InvalidConfig(format!("{arch}.{suffix} = {v}")))
+    };
+    let width = md
+        .meta_int_opt(arch, "expert_feed_forward_length", ZeroPolicy::RejectZero)
+        .and_then(|v| usize::try_from(v).ok());
+    Ok((count("expert_count")?, count("expert_used_count")?, width))
 }
 
 /// One transformer block's weights.
@@ -130,7 +148,7 @@ pub fn bind_layer(
     let ffn = match &l.ffn {
         FfnConfig::Dense { n_ff } => {
             let bias = |name: &str, len| vec_by(file, name, len, spec.out_ffn_bias);
-            FfnWeights::Dense(DenseFfn::bind(file, il, e, *n_ff, &bias)?)
+            FfnWeights::Dense(DenseFfn::bind(file, il, "", e, *n_ff, &bias)?)
         }
         FfnConfig::Moe(moe) => FfnWeights::Moe(MoeFfn::bind(
             file,

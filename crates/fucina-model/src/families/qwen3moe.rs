@@ -7,11 +7,11 @@
 //! `norm_topk_prob` the checkpoint had), SwiGLU experts of width
 //! `expert_feed_forward_length`, no shared expert.
 
-use fucina_gguf::{Metadata, ZeroPolicy};
+use fucina_gguf::Metadata;
 
 use super::{FamilySpec, Presence};
 use crate::ffn::{FfnConfig, Gating, MoeConfig};
-use crate::{ModelError, Result};
+use crate::Result;
 
 /// Tensors of a Qwen3-MoE layer beyond the common ones.
 pub const SPEC: FamilySpec = FamilySpec {
@@ -30,15 +30,7 @@ const ARCH: &str = "qwen3moe";
 /// absent) gives the expert width `n_ff / expert_used_count` when the file has no
 /// `expert_feed_forward_length`, as llama.cpp does.
 pub fn ffn_configs(md: &Metadata, n_ff: &[usize]) -> Result<Vec<FfnConfig>> {
-    let count = |suffix: &str| -> Result<usize> {
-        let v = md.meta_int(ARCH, suffix, ZeroPolicy::RejectZero)?;
-        usize::try_from(v).map_err(|_| ModelError::InvalidConfig(format!("{ARCH}.{suffix} = {v}")))
-    };
-    let n_expert = count("expert_count")?;
-    let n_expert_used = count("expert_used_count")?;
-    let n_ff_exp = md
-        .meta_int_opt(ARCH, "expert_feed_forward_length", ZeroPolicy::RejectZero)
-        .and_then(|v| usize::try_from(v).ok());
+    let (n_expert, n_expert_used, n_ff_exp) = super::expert_counts(md, ARCH)?;
     n_ff.iter()
         .enumerate()
         .map(|(il, &n_ff)| {
@@ -50,6 +42,7 @@ pub fn ffn_configs(md: &Metadata, n_ff: &[usize]) -> Result<Vec<FfnConfig>> {
                 norm_weights: true,
                 weights_scale: None,
                 group_limit: None,
+                shared: None,
             };
             moe.validate(il)?;
             Ok(FfnConfig::Moe(moe))

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use fucina_gguf::GgufFile;
 
-use super::FfnScratch;
 use crate::config::Activation;
 use crate::forward::{add_bias, grow, par_rows};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
@@ -34,27 +33,29 @@ pub struct DenseFfn {
 }
 
 impl DenseFfn {
-    /// Bind `blk.{il}.ffn_{gate,up,down}.weight`; `bias(name, len)` binds a bias as
-    /// the family says.
+    /// Bind `blk.{il}.ffn_{gate,up,down}{suffix}.weight` (`suffix`: "" for the
+    /// layer's FFN, "_shexp" for a MoE layer's shared expert); `bias(name, len)`
+    /// binds a bias as the family says.
     pub fn bind(
         file: &Arc<GgufFile>,
         il: usize,
+        suffix: &str,
         n_embd: usize,
         n_ff: usize,
         bias: BindBias<'_>,
     ) -> Result<DenseFfn> {
-        let n = |s: &str| layer_name(il, s);
+        let n = |p: &str, s: &str| layer_name(il, &format!("ffn_{p}{suffix}.{s}"));
         Ok(DenseFfn {
-            gate: Linear::bind(file, &n("ffn_gate.weight"), n_ff, n_embd)?,
-            up: Linear::bind(file, &n("ffn_up.weight"), n_ff, n_embd)?,
-            down: Linear::bind(file, &n("ffn_down.weight"), n_embd, n_ff)?,
-            b_gate: bias(&n("ffn_gate.bias"), n_ff)?,
-            b_up: bias(&n("ffn_up.bias"), n_ff)?,
-            b_down: bias(&n("ffn_down.bias"), n_embd)?,
+            gate: Linear::bind(file, &n("gate", "weight"), n_ff, n_embd)?,
+            up: Linear::bind(file, &n("up", "weight"), n_ff, n_embd)?,
+            down: Linear::bind(file, &n("down", "weight"), n_embd, n_ff)?,
+            b_gate: bias(&n("gate", "bias"), n_ff)?,
+            b_up: bias(&n("up", "bias"), n_ff)?,
+            b_down: bias(&n("down", "bias"), n_embd)?,
         })
     }
 
-    /// `out = ffn(xn)` for `m` rows.
+    /// `out = ffn(xn)` for `m` rows (`gate` and `up`: buffers for the inner rows).
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -63,12 +64,13 @@ impl DenseFfn {
         xn: &[f32],
         m: usize,
         out: &mut [f32],
-        s: &mut FfnScratch,
+        gate: &mut Vec<f32>,
+        up: &mut Vec<f32>,
         mm: &mut MatmulScratch,
     ) -> Result<()> {
         let ff = self.gate.rows();
         let e = self.down.rows();
-        let (gate, up) = (grow(&mut s.gate, m * ff), grow(&mut s.up, m * ff));
+        let (gate, up) = (grow(gate, m * ff), grow(up, m * ff));
         matmul_many(
             pool,
             &[&self.gate, &self.up],

@@ -8,7 +8,7 @@ pub mod moe;
 pub mod router;
 
 pub use dense::DenseFfn;
-pub use moe::{MoeFfn, MoeScratch};
+pub use moe::{MoeFfn, MoeScratch, SharedFfn};
 
 use crate::config::Activation;
 use crate::matmul::MatmulScratch;
@@ -70,6 +70,17 @@ pub struct GroupLimit {
     pub n_groups_used: usize,
 }
 
+/// A shared expert: a dense SwiGLU FFN every token runs beside its routed experts,
+/// its output added to theirs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedExpert {
+    /// Inner width.
+    pub n_ff: usize,
+    /// Scaled per token by `sigmoid(w · x)` (`ffn_gate_inp_shexp`, Qwen2-MoE); else
+    /// added as is (DeepSeek).
+    pub gated: bool,
+}
+
 /// A mixture-of-experts FFN's hyperparameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoeConfig {
@@ -88,6 +99,8 @@ pub struct MoeConfig {
     pub weights_scale: Option<f32>,
     /// Group-limited selection, where the family uses it.
     pub group_limit: Option<GroupLimit>,
+    /// The shared expert, where the family has one.
+    pub shared: Option<SharedExpert>,
 }
 
 impl MoeConfig {
@@ -107,7 +120,7 @@ impl MoeConfig {
                 self.n_expert_used, self.n_expert
             ));
         }
-        if self.n_ff_exp == 0 {
+        if self.n_ff_exp == 0 || self.shared.is_some_and(|s| s.n_ff == 0) {
             return bad("zero expert width".into());
         }
         if let Some(g) = self.group_limit {
@@ -160,7 +173,7 @@ impl FfnWeights {
         mm: &mut MatmulScratch,
     ) -> Result<()> {
         match self {
-            FfnWeights::Dense(d) => d.forward(pool, act, xn, m, out, s, mm),
+            FfnWeights::Dense(d) => d.forward(pool, act, xn, m, out, &mut s.gate, &mut s.up, mm),
             FfnWeights::Moe(e) => e.forward(pool, act, xn, m, out, &mut s.moe, mm),
         }
     }
@@ -170,7 +183,14 @@ impl FfnWeights {
     pub fn resident_matrices(&self) -> Vec<&Linear> {
         match self {
             FfnWeights::Dense(d) => vec![&d.gate, &d.up, &d.down],
-            FfnWeights::Moe(e) => vec![&e.gate_inp],
+            FfnWeights::Moe(e) => {
+                let mut v = vec![&e.gate_inp];
+                if let Some(sh) = &e.shared {
+                    v.extend([&sh.ffn.gate, &sh.ffn.up, &sh.ffn.down]);
+                    v.extend(&sh.gate);
+                }
+                v
+            }
         }
     }
 

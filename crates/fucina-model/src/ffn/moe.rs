@@ -12,13 +12,14 @@
 //! products in another ([`matmul_grouped`]).
 //!
 //! Sum order is ggml's: each expert output times its weight (one f32 rounding), then
-//! added slot by slot, best expert first.
+//! added slot by slot, best expert first; a shared expert's output (times its
+//! sigmoid gate, where it has one) is added last.
 
 use std::sync::Arc;
 
 use fucina_gguf::GgufFile;
 
-use super::dense::apply_glu;
+use super::dense::{apply_glu, DenseFfn};
 use super::router::{route, RouteScratch};
 use super::MoeConfig;
 use crate::config::Activation;
@@ -43,6 +44,17 @@ pub struct MoeFfn {
     pub up: Vec<Linear>,
     /// Per-expert down projections `[n_embd, n_ff_exp]` (`ffn_down_exps`).
     pub down: Vec<Linear>,
+    /// The shared expert, where the family has one (boxed: a whole dense FFN).
+    pub shared: Option<Box<SharedFfn>>,
+}
+
+/// A shared expert's weights (`ffn_{gate,up,down}_shexp`).
+#[derive(Clone, Debug)]
+pub struct SharedFfn {
+    /// Its SwiGLU FFN.
+    pub ffn: DenseFfn,
+    /// The per-token gate `ffn_gate_inp_shexp` (`[n_embd]`, one output), where gated.
+    pub gate: Option<Linear>,
 }
 
 /// Reusable buffers of [`MoeFfn::forward`].
@@ -58,6 +70,8 @@ pub struct MoeScratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     down: Vec<f32>,
+    shared: Vec<f32>,
+    shared_gate: Vec<f32>,
     route: RouteScratch,
 }
 
@@ -81,8 +95,23 @@ impl MoeFfn {
         } else {
             None
         };
+        let shared = match config.shared {
+            Some(sh) => Some(Box::new(SharedFfn {
+                ffn: DenseFfn::bind(file, il, "_shexp", n_embd, sh.n_ff, &|_, _| Ok(None))?,
+                gate: match sh.gated {
+                    true => Some(Linear::bind_row(
+                        file,
+                        &n("ffn_gate_inp_shexp.weight"),
+                        n_embd,
+                    )?),
+                    false => None,
+                },
+            })),
+            None => None,
+        };
         let ffn = MoeFfn {
             config: *config,
+            shared,
             gate_inp: Linear::bind(file, &n("ffn_gate_inp.weight"), ne, n_embd)?,
             exp_probs_b,
             gate: Linear::bind_stack(file, &n("ffn_gate_exps.weight"), ne, ff, n_embd)?,
@@ -92,15 +121,24 @@ impl MoeFfn {
         Ok(ffn)
     }
 
-    /// Bytes one decode token reads: the router and `n_expert_used` experts (of
-    /// the first expert's size; every expert of a stack has the same).
+    /// Bytes one decode token reads: the router, `n_expert_used` experts (of the
+    /// first expert's size; every expert of a stack has the same) and the shared
+    /// expert.
     pub fn bytes_per_token(&self) -> usize {
         let expert: usize = [&self.gate, &self.up, &self.down]
             .iter()
             .filter_map(|s| s.first())
             .map(|w| w.bytes().len())
             .sum();
-        self.gate_inp.bytes().len() + self.config.n_expert_used * expert
+        let shared: usize = self.shared.as_ref().map_or(0, |sh| {
+            let gate = sh.gate.as_ref().map_or(0, |g| g.bytes().len());
+            [&sh.ffn.gate, &sh.ffn.up, &sh.ffn.down]
+                .iter()
+                .map(|w| w.bytes().len())
+                .sum::<usize>()
+                + gate
+        });
+        self.gate_inp.bytes().len() + self.config.n_expert_used * expert + shared
     }
 
     /// `out = moe(xn)` for `m` normed rows.
@@ -195,6 +233,51 @@ impl MoeFfn {
                     } else {
                         o.iter_mut().zip(src).for_each(|(o, v)| *o += v * wt);
                     }
+                }
+            }
+        });
+        if let Some(sh) = &self.shared {
+            self.add_shared(sh, pool, act, xn, m, out, s, mm)?;
+        }
+        Ok(())
+    }
+
+    /// `out += shared(xn)` (times `sigmoid(gate · xn)` per row where gated; ggml
+    /// computes that sigmoid as `silu(x) / x`, with libm's `expf`).
+    #[allow(clippy::too_many_arguments)]
+    fn add_shared(
+        &self,
+        sh: &SharedFfn,
+        pool: &ThreadPool,
+        act: Activation,
+        xn: &[f32],
+        m: usize,
+        out: &mut [f32],
+        s: &mut MoeScratch,
+        mm: &mut MatmulScratch,
+    ) -> Result<()> {
+        let e = self.gate_inp.cols();
+        let y = grow(&mut s.shared, m * e);
+        sh.ffn
+            .forward(pool, act, xn, m, y, &mut s.gate, &mut s.up, mm)?;
+        let gates = grow(&mut s.shared_gate, m);
+        match &sh.gate {
+            Some(g) => {
+                matmul(pool, g, &xn[..m * e], m, gates, mm)?;
+                gates
+                    .iter_mut()
+                    .for_each(|x| *x = (*x / (1.0 + (-*x).exp())) / *x);
+            }
+            None => gates.fill(1.0),
+        }
+        let (y, gates) = (&s.shared[..m * e], &s.shared_gate[..m]);
+        par_rows(pool, out, e, &|rr, out| {
+            for (r, o) in rr.zip(out.chunks_exact_mut(e)) {
+                let (src, g) = (&y[r * e..(r + 1) * e], gates[r]);
+                if sh.gate.is_some() {
+                    o.iter_mut().zip(src).for_each(|(o, v)| *o += v * g);
+                } else {
+                    o.iter_mut().zip(src).for_each(|(o, v)| *o += v);
                 }
             }
         });

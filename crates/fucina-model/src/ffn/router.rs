@@ -126,6 +126,7 @@ mod tests {
             norm_weights: false,
             weights_scale: None,
             group_limit: None,
+            shared: None,
         }
     }
 
