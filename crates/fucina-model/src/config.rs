@@ -7,6 +7,7 @@
 
 use fucina_gguf::{Metadata, ZeroPolicy};
 
+pub use crate::ffn::{FfnConfig, Gating, GroupLimit, MoeConfig};
 use crate::{ModelError, Result};
 
 /// The model families this crate runs, selected by `general.architecture`.
@@ -22,11 +23,23 @@ pub enum Family {
     /// Llama 2/3, Mistral-style: SwiGLU, normal (interleaved) RoPE, optional
     /// llama3 frequency factors (`rope_freqs.weight`).
     Llama,
+    /// Qwen3-MoE: Qwen3's attention, a routed mixture-of-experts FFN on every layer.
+    Qwen3Moe,
+    /// Qwen1.5-MoE / Qwen2-MoE: Qwen2's attention, routed experts plus a gated
+    /// shared expert on every layer.
+    Qwen2Moe,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 4] = [Family::Gemma3, Family::Qwen3, Family::Qwen2, Family::Llama];
+    pub const ALL: [Family; 6] = [
+        Family::Gemma3,
+        Family::Qwen3,
+        Family::Qwen2,
+        Family::Llama,
+        Family::Qwen3Moe,
+        Family::Qwen2Moe,
+    ];
 
     /// The `general.architecture` string of the family.
     pub fn arch(self) -> &'static str {
@@ -35,6 +48,8 @@ impl Family {
             Family::Qwen3 => "qwen3",
             Family::Qwen2 => "qwen2",
             Family::Llama => "llama",
+            Family::Qwen3Moe => "qwen3moe",
+            Family::Qwen2Moe => "qwen2moe",
         }
     }
 
@@ -102,8 +117,9 @@ pub struct LayerConfig {
     pub head_dim_k: usize,
     /// Value head dimension.
     pub head_dim_v: usize,
-    /// Feed-forward inner size.
-    pub n_ff: usize,
+    /// The feed-forward block of the layer (dense or mixture of experts), chosen
+    /// per layer by the family.
+    pub ffn: FfnConfig,
     /// Sliding window (a query at position p sees keys at p - window < k <= p), or
     /// `None` for full causal attention.
     pub sliding_window: Option<usize>,
@@ -171,7 +187,7 @@ impl Config {
             m.k = m.k.max(l.k_dim());
             m.v = m.v.max(l.v_dim());
             m.attn_out = m.attn_out.max(l.attn_out_dim());
-            m.ff = m.ff.max(l.n_ff);
+            m.ff = m.ff.max(l.ffn.n_ff());
             m.head_dim = m.head_dim.max(l.head_dim_k).max(l.head_dim_v);
         }
         m
@@ -204,7 +220,11 @@ impl Config {
         };
         let n_head = per_layer("attention.head_count", None)?;
         let n_head_kv = per_layer("attention.head_count_kv", Some(&n_head))?;
-        let n_ff = per_layer("feed_forward_length", None)?;
+        // MoE families may omit the dense width (llama.cpp reads it as optional).
+        let no_dense = vec![0; n_layer];
+        let moe = matches!(family, Family::Qwen3Moe | Family::Qwen2Moe);
+        let ff_default = moe.then_some(no_dense.as_slice());
+        let n_ff = per_layer("feed_forward_length", ff_default)?;
         let head0 = n_head.first().copied().unwrap_or(0);
         if head0 == 0 {
             return Err(invalid(format!("{arch}.attention.head_count is zero")));
@@ -240,14 +260,15 @@ impl Config {
             }
         }
 
+        let ffns = crate::families::ffn_configs(md, family, &n_ff)?;
         let mut layers = Vec::with_capacity(n_layer);
-        for il in 0..n_layer {
+        for (il, ffn) in ffns.into_iter().enumerate() {
             let l = LayerConfig {
                 n_head: n_head[il],
                 n_head_kv: n_head_kv[il],
                 head_dim_k,
                 head_dim_v,
-                n_ff: n_ff[il],
+                ffn,
                 sliding_window: if swa[il] { window } else { None },
                 rope: if swa[il] { swa_rope } else { global_rope },
             };
@@ -257,7 +278,7 @@ impl Config {
                     l.n_head, l.n_head_kv
                 )));
             }
-            if l.n_ff == 0 || l.head_dim_k == 0 || l.head_dim_v == 0 {
+            if l.ffn.n_ff() == 0 || l.head_dim_k == 0 || l.head_dim_v == 0 {
                 return Err(invalid(format!("layer {il}: zero-sized ffn or head")));
             }
             if l.rope.n_rot > l.head_dim_k || l.rope.n_rot % 2 != 0 {
@@ -286,7 +307,7 @@ impl Config {
                     Activation::GeluTanh,
                 )
             }
-            Family::Qwen3 | Family::Qwen2 | Family::Llama => {
+            Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen3Moe | Family::Qwen2Moe => {
                 (None, 1.0, kq_default, Activation::Silu)
             }
         };
@@ -368,7 +389,9 @@ fn rope_from_metadata(
 ) -> Result<RopeConfig> {
     let kind = match family {
         Family::Llama => RopeKind::Normal,
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 => RopeKind::Neox,
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Qwen3Moe | Family::Qwen2Moe => {
+            RopeKind::Neox
+        }
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

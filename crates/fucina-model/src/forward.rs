@@ -13,11 +13,10 @@
 use std::cell::RefCell;
 use std::sync::Mutex;
 
-use crate::config::Activation;
+use crate::ffn::FfnScratch;
 use crate::kv_cache::KvCache;
 use crate::matmul::{matmul, matmul_many, matmul_split, MatmulScratch};
 use crate::model::Model;
-use crate::ops::act::{geglu_inplace, swiglu_inplace};
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
 use crate::ops::rope::{apply_rope, rope_cache};
@@ -66,8 +65,7 @@ pub struct Scratch {
     v: Vec<f32>,
     attn: Vec<f32>,
     o: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
+    ffn: FfnScratch,
     cs: Vec<f32>,
     logits: Vec<f32>,
     mm: MatmulScratch,
@@ -111,14 +109,14 @@ impl Scratch {
     }
 }
 
-fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+pub(crate) fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     if v.len() < n {
         v.resize(n, 0.0);
     }
     &mut v[..n]
 }
 
-fn add_bias(y: &mut [f32], bias: Option<&Vec<f32>>, width: usize) {
+pub(crate) fn add_bias(y: &mut [f32], bias: Option<&Vec<f32>>, width: usize) {
     if let Some(b) = bias {
         for row in y.chunks_exact_mut(width) {
             for (v, bb) in row.iter_mut().zip(b) {
@@ -136,7 +134,7 @@ const ROW_TASK_FLOATS: usize = 16 * 1024;
 /// `chunk` being those rows, spread over the pool when there is enough work. Each
 /// row is computed by exactly the code it would run serially, so results do not
 /// depend on the split.
-fn par_rows(
+pub(crate) fn par_rows(
     pool: &ThreadPool,
     buf: &mut [f32],
     width: usize,
@@ -486,29 +484,9 @@ impl Model {
                     rms_norm(&x_ro[r * e..(r + 1) * e], &lw.ffn_norm, cfg.rms_eps, o);
                 }
             });
-            let ff = lc.n_ff;
-            let (gate, up) = (grow(&mut s.gate, mc * ff), grow(&mut s.up, mc * ff));
-            matmul_many(
-                &self.pool,
-                &[&lw.gate, &lw.up],
-                xn,
-                mc,
-                &mut [&mut gate[..], &mut up[..]],
-                &mut s.mm,
-            )?;
-            add_bias(gate, lw.b_gate.as_ref(), ff);
-            add_bias(up, lw.b_up.as_ref(), ff);
-            let up_ro: &[f32] = up;
-            par_rows(&self.pool, gate, ff, &|rr, gate| {
-                let up = &up_ro[rr.start * ff..rr.end * ff];
-                match cfg.activation {
-                    Activation::Silu => swiglu_inplace(gate, up),
-                    Activation::GeluTanh => geglu_inplace(gate, up),
-                }
-            });
             let o = grow(&mut s.o, mc * e);
-            matmul(&self.pool, &lw.down, gate, mc, o, &mut s.mm)?;
-            add_bias(o, lw.b_down.as_ref(), e);
+            lw.ffn
+                .forward(&self.pool, cfg.activation, xn, mc, o, &mut s.ffn, &mut s.mm)?;
             residual(
                 &self.pool,
                 &mut s.x[..mc * e],

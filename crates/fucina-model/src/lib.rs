@@ -1,6 +1,7 @@
 //! Model forward for GGUF LLMs on CPU: weight binding (§13.2), hyperparameters
-//! from metadata (§13.3), the KV cache (§13.4), tensor ops, the Gemma 3 / Qwen3 /
-//! Qwen2 / Llama families and a batched forward over several sequences.
+//! from metadata (§13.3), the KV cache (§13.4), tensor ops, the FFN blocks (dense,
+//! mixture of experts), the Gemma 3 / Qwen3 / Qwen2 / Llama / Qwen3-MoE / Qwen2-MoE families
+//! and a batched forward over several sequences.
 //!
 //! Sequences, sessions and the generation loop live in `fucina-engine`.
 //!
@@ -16,6 +17,7 @@
 pub mod config;
 mod error;
 pub mod families;
+pub mod ffn;
 pub mod forward;
 pub mod kv_cache;
 pub mod matmul;
@@ -26,6 +28,7 @@ pub mod weights;
 
 pub use config::{Activation, Config, Family, LayerConfig, RopeConfig, RopeKind};
 pub use error::{ModelError, Result};
+pub use ffn::{FfnConfig, FfnWeights, Gating, GroupLimit, MoeConfig};
 pub use forward::{BatchRow, Scratch};
 pub use kv_cache::{KvCache, KvDtype, KvGeometry, KvLayer, LayerState};
 pub use model::{Model, ModelOptions};

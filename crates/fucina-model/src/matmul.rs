@@ -22,6 +22,11 @@
 //!   (Q6_K, Q5_K, Q3_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
 //!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
+//! * llamafile's tinyBLAS order ([`TileDot::new_sgemm`]): F32 and F16 weights in a
+//!   mul_mat of at least [`SGEMM_MIN_ROWS`] rows, every row (where tinyBLAS takes the
+//!   shape); one-row calls and MoE experts ([`matmul_grouped`]) use the single-row
+//!   order, as llama.cpp's `ggml_vec_dot_f32/f16` and `mul_mat_id` do.
+//!
 //! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K) go through the packed
 //! kernels for the orders they have (bitwise the row-major kernels'); for the others
 //! (llama.cpp's tiled Q6_K order) rows are unpacked once per call.
@@ -56,11 +61,16 @@ const W_TILE_MAX: usize = 16;
 /// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
 /// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
 pub const TILED_MIN_ROWS: usize = 8;
+/// Fewest activation rows of a mul_mat that llama.cpp sends through llamafile's
+/// tinyBLAS (`llamafile_sgemm`: "only enable sgemm for prompt processing").
+pub const SGEMM_MIN_ROWS: usize = 2;
 
 /// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
     act: Vec<u8>,
+    /// Converted rows in grouped order ([`matmul_grouped`]).
+    gathered: Vec<u8>,
     pinned: bool,
 }
 
@@ -141,6 +151,7 @@ pub fn matmul_split_in_op(
         &scratch.act,
         pool.n_threads(),
         pinned,
+        false,
     );
     pool.run(plan.n_chunks, &|c| plan.run_chunk(c));
     Ok(())
@@ -184,8 +195,100 @@ pub fn matmul_many(
     let plans: Vec<Plan> = ws
         .iter()
         .zip(ys.iter_mut())
-        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned))
+        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned, false))
         .collect();
+    run_plans(pool, &plans);
+    Ok(())
+}
+
+/// One product of [`matmul_grouped`]: `y = x[rows] · wᵀ`, `rows` indexing the
+/// grouped input rows, `y` holding `rows.len() × w.rows()` outputs.
+pub struct GroupedProduct<'a> {
+    /// The weights (one expert of a stack).
+    pub w: &'a Linear,
+    /// The grouped input rows this product multiplies.
+    pub rows: std::ops::Range<usize>,
+    /// Its outputs, row-major.
+    pub y: &'a mut [f32],
+}
+
+/// Products of different weights with different row groups of one input, in one
+/// parallel section: llama.cpp's `mul_mat_id` (MoE experts). The grouped input's row
+/// `i` is row `gather[i]` of `x` (`gather: None`: the rows of `x` in order); rows are
+/// converted to the activation format once, before grouping. Each weight is read once
+/// per call for all its rows, like one [`matmul`] over them.
+///
+/// Every row takes the single-row order, except that a product of at least
+/// [`TILED_MIN_ROWS`] rows over a type with a tiled form takes llama.cpp's tiled
+/// order (unpinned; ggml decides per expert, on the rows routed to it). All weights
+/// must share the activation format and input width.
+pub fn matmul_grouped(
+    pool: &ThreadPool,
+    x: &[f32],
+    gather: Option<&[usize]>,
+    products: &mut [GroupedProduct<'_>],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
+    let Some(first) = products.first() else {
+        return Ok(());
+    };
+    let entry = *first.w.dot();
+    let cols = first.w.cols();
+    let m_src = x.len() / cols.max(1);
+    let n_rows = gather.map_or(m_src, <[usize]>::len);
+    for p in products.iter() {
+        let (rows, len) = (p.w.rows(), p.rows.len());
+        if p.w.dot().act != entry.act || p.w.cols() != cols {
+            return Err(ModelError::InvalidBatch(format!(
+                "matmul_grouped: '{}' does not share the activation format and width of '{}'",
+                p.w.name(),
+                first.w.name()
+            )));
+        }
+        if p.rows.end > n_rows || p.y.len() < len * rows {
+            return Err(ModelError::InvalidBatch(format!(
+                "matmul_grouped '{}': rows {:?} of {n_rows}, {} outputs for {}",
+                p.w.name(),
+                p.rows,
+                p.y.len(),
+                len * rows
+            )));
+        }
+    }
+    if let Some(&bad) = gather.and_then(|g| g.iter().find(|&&r| r >= m_src)) {
+        return Err(ModelError::InvalidBatch(format!(
+            "matmul_grouped: row {bad} of {m_src} input rows"
+        )));
+    }
+    convert(&entry, cols, x, m_src, &mut scratch.act)?;
+    let act_row = entry.act.row_bytes(cols);
+    let act: &[u8] = match gather {
+        Some(g) => {
+            scratch.gathered.clear();
+            for &r in g {
+                let src = &scratch.act[r * act_row..(r + 1) * act_row];
+                scratch.gathered.extend_from_slice(src);
+            }
+            &scratch.gathered
+        }
+        None => &scratch.act,
+    };
+    let (pinned, threads) = (scratch.pinned, pool.n_threads());
+    let plans: Vec<Plan> = products
+        .iter_mut()
+        .filter(|p| !p.rows.is_empty())
+        .map(|p| {
+            let (m, rows) = (p.rows.len(), p.rows.clone());
+            let a = &act[rows.start * act_row..rows.end * act_row];
+            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned, true)
+        })
+        .collect();
+    run_plans(pool, &plans);
+    Ok(())
+}
+
+/// Run every chunk of `plans` in one parallel section.
+fn run_plans(pool: &ThreadPool, plans: &[Plan<'_>]) {
     let starts: Vec<usize> = plans
         .iter()
         .scan(0, |acc, p| {
@@ -199,7 +302,6 @@ pub fn matmul_many(
         let i = starts.partition_point(|&s| s <= t) - 1;
         plans[i].run_chunk(t - starts[i]);
     });
-    Ok(())
 }
 
 fn check_shapes(w: &Linear, x: &[f32], m: usize, gemm_rows: usize, y: &[f32]) -> Result<()> {
@@ -251,6 +353,8 @@ struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
+    /// `mul_mat_id`: the product is one expert of llama.cpp's MoE op (its own
+    /// kernel rules: no tinyBLAS).
     #[allow(clippy::too_many_arguments)]
     fn new(
         w: &'a Linear,
@@ -261,6 +365,7 @@ impl<'a> Plan<'a> {
         act: &'a [u8],
         threads: usize,
         pinned: bool,
+        mul_mat_id: bool,
     ) -> Plan<'a> {
         let rows = w.rows();
         let entry = *w.dot();
@@ -277,12 +382,19 @@ impl<'a> Plan<'a> {
         } else {
             TileDot::new_tiled(&entry)
         };
-        let (prompt, gemm_rows) = match tiled {
+        // F32 / F16 mul_mats of two rows or more go through llamafile's tinyBLAS
+        // (every row of the op); mul_mat_id never does.
+        let sgemm = if pinned || mul_mat_id || op_rows.max(m) < SGEMM_MIN_ROWS {
+            None
+        } else {
+            TileDot::new_sgemm(&entry, rows, w.cols())
+        };
+        let (prompt, gemm_rows) = match tiled.or(sgemm) {
             Some(t) => (t, m),
             None => (TileDot::new_prompt(&entry), gemm_rows),
         };
         // llama.cpp repacks (and so runs its GEMM order on) Q4_K only with rows % 8 == 0.
-        let gemm_rows = if tiled.is_some() {
+        let gemm_rows = if tiled.is_some() || sgemm.is_some() {
             m
         } else if pinned || !prompt.is_prompt_order() || rows % 8 != 0 {
             0

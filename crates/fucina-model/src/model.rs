@@ -187,6 +187,11 @@ impl Model {
         &self.config
     }
 
+    /// The bound weights of every layer.
+    pub fn layers(&self) -> &[LayerWeights] {
+        &self.layers
+    }
+
     /// The underlying GGUF file (metadata, tokenizer vocabulary).
     pub fn file(&self) -> &Arc<GgufFile> {
         &self.file
@@ -207,23 +212,34 @@ impl Model {
         KvCache::for_config(&self.config, capacity, dtype)
     }
 
-    /// Bytes of weight data a decode step reads (every matrix once; the head once).
+    /// Bytes of weight data a decode step reads (every matrix once, of a MoE layer
+    /// the router and the routed experts; the head once).
     pub fn weight_bytes_per_token(&self) -> usize {
-        matmul_weights(&self.layers, &self.output)
+        let attn: usize = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo])
             .map(|w| w.bytes().len())
-            .sum()
+            .sum();
+        let ffn: usize = self.layers.iter().map(|l| l.ffn.bytes_per_token()).sum();
+        attn + ffn + self.output.bytes().len()
     }
 }
 
-/// Every matrix a decode step multiplies with: each layer's projections, then the
-/// output head.
+/// Every matrix each decode step multiplies with in full: each layer's projections
+/// (of a MoE layer, the router; experts are borrowed from the mapping, never
+/// repacked), then the output head.
 fn matmul_weights<'a>(
     layers: &'a [LayerWeights],
     output: &'a Linear,
 ) -> impl Iterator<Item = &'a Linear> {
     layers
         .iter()
-        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+        .flat_map(|l| {
+            [&l.wq, &l.wk, &l.wv, &l.wo]
+                .into_iter()
+                .chain(l.ffn.resident_matrices())
+        })
         .chain([output])
 }
 

@@ -2,7 +2,9 @@
 //!
 //! A [`Linear`] keeps the tensor's bytes where they are (the mmapped file, shared
 //! through an `Arc`) in their GGUF precision: nothing is widened at load time, so
-//! binding a model is a metadata walk. The one exception is [`Linear::repack`]: Q4_K,
+//! binding a model is a metadata walk. A stacked MoE tensor (`[in, out, n_expert]`)
+//! binds as one `Linear` per expert over that expert's block of rows of the same
+//! mapping ([`Linear::bind_stack`]). The one exception is [`Linear::repack`]: Q4_K,
 //! Q8_0 and Q6_K matrices the kernels have an interleaved form for are copied, still
 //! in their type's bits, into interleaved 8-row groups (the model does it at load; bitwise the same results),
 //! and the file's pages of the original rows leave the resident set. Norm weights and
@@ -47,14 +49,57 @@ impl Linear {
     /// Bind tensor `name` as an `[rows (out), cols (in)]` matrix: GGUF dims must be
     /// exactly `[cols, rows]` (ggml order) and the type must have a dot kernel.
     pub fn bind(file: &Arc<GgufFile>, name: &str, rows: usize, cols: usize) -> Result<Linear> {
+        let mut one = Linear::bind_blocks(file, name, rows, cols, None)?;
+        one.pop()
+            .ok_or_else(|| ModelError::MissingTensor(name.to_owned()))
+    }
+
+    /// Bind a 1-D tensor of exactly `cols` elements as a one-row matrix (a
+    /// projection to one output, e.g. Qwen2-MoE's shared-expert gate).
+    pub fn bind_row(file: &Arc<GgufFile>, name: &str, cols: usize) -> Result<Linear> {
+        let mut one = Linear::bind_blocks(file, name, 1, cols, Some(0))?;
+        one.pop()
+            .ok_or_else(|| ModelError::MissingTensor(name.to_owned()))
+    }
+
+    /// Bind a stacked tensor of `n` matrices (MoE experts: GGUF dims exactly
+    /// `[cols, rows, n]`, ggml order) as `n` matrices, matrix `i` being the `i`-th
+    /// block of `rows` rows of the mapping: nothing is copied or widened. Each is
+    /// named `name[i]` in errors.
+    pub fn bind_stack(
+        file: &Arc<GgufFile>,
+        name: &str,
+        n: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Vec<Linear>> {
+        Linear::bind_blocks(file, name, rows, cols, Some(n))
+    }
+
+    /// [`Linear::bind`] (`stack: None`, dims `[cols, rows]`),
+    /// [`Linear::bind_stack`] (`Some(n)`, dims `[cols, rows, n]`) or
+    /// [`Linear::bind_row`] (`Some(0)`, `rows == 1`, dims `[cols]`).
+    fn bind_blocks(
+        file: &Arc<GgufFile>,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        stack: Option<usize>,
+    ) -> Result<Vec<Linear>> {
         let info = tensor_info(file, name)?;
-        let expected = [cols as u64, rows as u64];
-        if info.dims.as_slice() != expected {
-            return Err(ModelError::WeightShape {
-                name: name.to_owned(),
-                found: info.dims.clone(),
-                expected: expected.to_vec(),
-            });
+        let mut expected = vec![cols as u64, rows as u64];
+        match stack {
+            Some(0) => expected.truncate(1),
+            Some(n) => expected.push(n as u64),
+            None => {}
+        }
+        let shape_err = || ModelError::WeightShape {
+            name: name.to_owned(),
+            found: info.dims.clone(),
+            expected: expected.clone(),
+        };
+        if info.dims != expected {
+            return Err(shape_err());
         }
         let format =
             fucina_quant::format(info.ggml_type).ok_or(ModelError::UnsupportedWeightType {
@@ -79,25 +124,27 @@ impl Linear {
         let dot = Kernels::from_env()?.entry(info.ggml_type)?;
         let row_bytes = cols / format.block_size * format.type_size;
         let (part, range) = locate(file, info)?;
-        if range.len() != row_bytes * rows {
-            return Err(ModelError::WeightShape {
-                name: name.to_owned(),
-                found: info.dims.clone(),
-                expected: expected.to_vec(),
-            });
+        let n = stack.filter(|&n| n > 0).unwrap_or(1);
+        let block = row_bytes.checked_mul(rows).ok_or_else(shape_err)?;
+        if block.checked_mul(n) != Some(range.len()) {
+            return Err(shape_err());
         }
-        Ok(Linear {
-            name: name.into(),
+        let linear = |i: usize| Linear {
+            name: match stack {
+                Some(n) if n > 0 => format!("{name}[{i}]").into(),
+                _ => name.into(),
+            },
             ty: info.ggml_type,
             rows,
             cols,
             row_bytes,
             file: Arc::clone(file),
             part,
-            range,
+            range: range.start + i * block..range.start + (i + 1) * block,
             dot,
             packed: Arc::new(OnceLock::new()),
-        })
+        };
+        Ok((0..n).map(linear).collect())
     }
 
     /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with

@@ -13,6 +13,10 @@
 //! sub-blocks, bitwise `dot_q4_k_q8_k_pairs` on every ISA), which llama.cpp applies to
 //! groups of 4 activation rows; for every other type the same as [`TileDot::new`].
 //!
+//! [`TileDot::new_sgemm`] is llamafile's tinyBLAS order, which llama.cpp runs on
+//! batched F32 and F16 mul_mats: one vector accumulator per output, then a horizontal
+//! sum ([`sgemm_order_reference`] defines it).
+//!
 //! [`TileDot::new_tiled`] is llama.cpp's tiled K-quant matmul order (ggml-cpu
 //! `tiled/`, taken by mul_mats with >= 8 activation rows over non-repacked K-quant
 //! weights): for Q6_K one rounded multiply by `d_w` per super-block, then one FMA
@@ -114,6 +118,32 @@ impl TileDot {
         })
     }
 
+    /// llamafile's tinyBLAS form of `entry` for a `rows × cols` matrix: what llama.cpp
+    /// computes a mul_mat of at least two activation rows with when the weights are F32
+    /// or F16, the build has AVX2 or AVX-512 (8 or 16 lanes) and tinyBLAS takes the
+    /// shape (`cols` a multiple of the lanes, `rows` of 4). `None` otherwise (llama.cpp
+    /// then runs `ggml_vec_dot_*`, the order of [`TileDot::new`]).
+    pub fn new_sgemm(entry: &DotEntry, rows: usize, cols: usize) -> Option<TileDot> {
+        #[cfg(target_arch = "x86_64")]
+        use crate::arch::x86_64::sgemm::{avx2, avx512};
+        let (tile, lanes): (TileFn, usize) = match (entry.ty, entry.path) {
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::F32, KernelPath::Simd(Isa::Avx512)) => (avx512::f32, 16),
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::F16, KernelPath::Simd(Isa::Avx512)) => (avx512::f16, 16),
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::F32, KernelPath::Simd(Isa::Avx2)) => (avx2::f32, 8),
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::F16, KernelPath::Simd(Isa::Avx2)) => (avx2::f16, 8),
+            _ => return None,
+        };
+        (cols.is_multiple_of(lanes) && rows.is_multiple_of(4)).then_some(TileDot {
+            entry: *entry,
+            tile: Some(tile),
+            prompt: true,
+        })
+    }
+
     /// Whether this form differs in arithmetic from the single-row dots (the prompt
     /// form of a type whose GEMM order differs).
     pub fn is_prompt_order(&self) -> bool {
@@ -184,6 +214,27 @@ impl TileDot {
             }
         }
     }
+}
+
+/// The tinyBLAS float order of one output ([`TileDot::new_sgemm`]): `lanes` f32
+/// accumulators, element `i` into lane `i % lanes` by a fused multiply-add, then the
+/// lanes summed as tinyBLAS's `hsum` does (16 lanes: `_mm512_reduce_add_ps`, halves
+/// then quarters; 8 lanes: the two halves, then pairs 0+2 / 1+3, then those two).
+/// `w.len()` must be a multiple of `lanes` (8 or 16).
+pub fn sgemm_order_reference(lanes: usize, w: &[f32], a: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    for (wc, ac) in w.chunks_exact(lanes).zip(a.chunks_exact(lanes)) {
+        for l in 0..lanes {
+            acc[l] = wc[l].mul_add(ac[l], acc[l]);
+        }
+    }
+    let v: [f32; 8] = if lanes == 16 {
+        core::array::from_fn(|k| acc[k] + acc[k + 8])
+    } else {
+        core::array::from_fn(|k| acc[k])
+    };
+    let t4: [f32; 4] = core::array::from_fn(|k| v[k + 4] + v[k]);
+    (t4[0] + t4[2]) + (t4[1] + t4[3])
 }
 
 /// The scalar prompt-order Q4_K tile: a loop of `dot_q4_k_q8_k_pairs`.

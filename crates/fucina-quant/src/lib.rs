@@ -30,7 +30,7 @@ pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
 pub use error::{QuantError, Result};
 pub use formats::{format, Format, REGISTRY};
 pub use fucina_gguf::GgmlType;
-pub use gemm::TileDot;
+pub use gemm::{sgemm_order_reference, TileDot};
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
 pub use repack::{Packed, Q4KOrder};

@@ -14,5 +14,6 @@ pub const SPEC: FamilySpec = FamilySpec {
     qkv_bias: Presence::Optional,
     out_ffn_bias: Presence::Optional,
     output_bias: Presence::Absent,
+    probs_bias: Presence::Absent,
     rope_freqs: Presence::Optional,
 };

@@ -1,18 +1,22 @@
 //! Model families as data over shared blocks: each family module says which
-//! tensors its layers carry (q/k norms, post-norms, biases, RoPE factors); the
-//! binder here turns that into [`LayerWeights`] with shapes checked against the
-//! [`Config`]. The forward itself is family-agnostic.
+//! tensors its layers carry (q/k norms, post-norms, biases, RoPE factors) and which
+//! FFN block each layer has (dense or mixture of experts, with the family's own
+//! hyperparameters); the binder here turns that into [`LayerWeights`] with shapes
+//! checked against the [`Config`]. The forward itself is family-agnostic.
 
 pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
+pub mod qwen2moe;
 pub mod qwen3;
+pub mod qwen3moe;
 
 use std::sync::Arc;
 
-use fucina_gguf::GgufFile;
+use fucina_gguf::{GgufFile, Metadata};
 
 use crate::config::{Config, Family};
+use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, MoeFfn};
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
 use crate::Result;
 
@@ -42,6 +46,8 @@ pub struct FamilySpec {
     pub output_bias: Presence,
     /// `rope_freqs.weight` (llama3 frequency factors).
     pub rope_freqs: Presence,
+    /// `exp_probs_b.bias` on MoE layers (DeepSeek-V3-style selection bias).
+    pub probs_bias: Presence,
 }
 
 /// The spec of `family`.
@@ -51,7 +57,36 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Qwen3 => qwen3::SPEC,
         Family::Qwen2 => qwen2::SPEC,
         Family::Llama => llama::SPEC,
+        Family::Qwen3Moe => qwen3moe::SPEC,
+        Family::Qwen2Moe => qwen2moe::SPEC,
     }
+}
+
+/// The FFN block of every layer of `family` (`n_ff`: the per-layer
+/// `feed_forward_length`, zeros where the file has none).
+pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<FfnConfig>> {
+    match family {
+        Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
+        Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama => {
+            Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
+        }
+    }
+}
+
+/// `<arch>.expert_count`, `<arch>.expert_used_count` (both required, non-zero) and
+/// `<arch>.expert_feed_forward_length` (optional) of a MoE family.
+pub(crate) fn expert_counts(md: &Metadata, arch: &str) -> Result<(usize, usize, Option<usize>)> {
+    use fucina_gguf::ZeroPolicy;
+    let count = |suffix: &str| -> Result<usize> {
+        let v = md.meta_int(arch, suffix, ZeroPolicy::RejectZero)?;
+        usize::try_from(v)
+            .map_err(|_| crate::ModelError::InvalidConfig(format!("{arch}.{suffix} = {v}")))
+    };
+    let width = md
+        .meta_int_opt(arch, "expert_feed_forward_length", ZeroPolicy::RejectZero)
+        .and_then(|v| usize::try_from(v).ok());
+    Ok((count("expert_count")?, count("expert_used_count")?, width))
 }
 
 /// One transformer block's weights.
@@ -83,18 +118,8 @@ pub struct LayerWeights {
     pub post_attn_norm: Option<Vec<f32>>,
     /// Pre-FFN RMSNorm.
     pub ffn_norm: Vec<f32>,
-    /// FFN gate projection.
-    pub gate: Linear,
-    /// FFN up projection.
-    pub up: Linear,
-    /// FFN down projection.
-    pub down: Linear,
-    /// FFN biases.
-    pub b_gate: Option<Vec<f32>>,
-    /// Up bias.
-    pub b_up: Option<Vec<f32>>,
-    /// Down bias.
-    pub b_down: Option<Vec<f32>>,
+    /// The FFN block (dense or experts).
+    pub ffn: FfnWeights,
     /// RMSNorm on the FFN output before the residual add.
     pub post_ffn_norm: Option<Vec<f32>>,
     /// RoPE frequency factors (`n_rot / 2` values).
@@ -120,6 +145,19 @@ pub fn bind_layer(
     let l = &config.layers[il];
     let n = |s: &str| layer_name(il, s);
     let e = config.n_embd;
+    let ffn = match &l.ffn {
+        FfnConfig::Dense { n_ff } => {
+            let bias = |name: &str, len| vec_by(file, name, len, spec.out_ffn_bias);
+            FfnWeights::Dense(DenseFfn::bind(file, il, "", e, *n_ff, &bias)?)
+        }
+        FfnConfig::Moe(moe) => FfnWeights::Moe(MoeFfn::bind(
+            file,
+            il,
+            moe,
+            e,
+            spec.probs_bias == Presence::Required,
+        )?),
+    };
     Ok(LayerWeights {
         attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
         wq: Linear::bind(file, &n("attn_q.weight"), l.q_dim(), e)?,
@@ -134,12 +172,7 @@ pub fn bind_layer(
         k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
         post_attn_norm: vec_by(file, &n("post_attention_norm.weight"), e, spec.post_norms)?,
         ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
-        gate: Linear::bind(file, &n("ffn_gate.weight"), l.n_ff, e)?,
-        up: Linear::bind(file, &n("ffn_up.weight"), l.n_ff, e)?,
-        down: Linear::bind(file, &n("ffn_down.weight"), e, l.n_ff)?,
-        b_gate: vec_by(file, &n("ffn_gate.bias"), l.n_ff, spec.out_ffn_bias)?,
-        b_up: vec_by(file, &n("ffn_up.bias"), l.n_ff, spec.out_ffn_bias)?,
-        b_down: vec_by(file, &n("ffn_down.bias"), e, spec.out_ffn_bias)?,
+        ffn,
         post_ffn_norm: vec_by(file, &n("post_ffw_norm.weight"), e, spec.post_norms)?,
         rope_freqs: rope_freqs.cloned(),
     })

@@ -9,6 +9,9 @@
 //! wrapped, which is how llama.cpp fills a fresh sequence). The result is the same
 //! to the last bit as long as `n_kv` is a multiple of 16, which llama.cpp's padding
 //! (to 256 cells) guarantees.
+//!
+//! [`softmax_row`] is the same op over a whole unmasked row (the MoE router's
+//! probabilities), where ggml's tail past the last 16-lane chunk uses libm's `expf`.
 
 use crate::ops::f16dot::reduce16;
 
@@ -83,6 +86,32 @@ fn softmax_cells_body(w: &mut [f32], first_cell: usize, max: f32) {
         }
         sum += f64::from(reduce16(&chunk));
         i += take;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in w.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// In place: a whole-row softmax as ggml's CPU `soft_max` computes it (no mask, scale
+/// 1; the MoE router's): 16-lane chunks through [`ggml_expf`] joining an f64 total
+/// in `_mm512_reduce_add_ps` order, the tail (`len % 16` values) through libm's
+/// `expf`, then every value times the f32 reciprocal of the total.
+pub fn softmax_row(w: &mut [f32]) {
+    let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let whole = w.len() - w.len() % CHUNK;
+    let mut sum = 0f64;
+    for chunk in w[..whole].chunks_exact_mut(CHUNK) {
+        let mut lanes = [0f32; CHUNK];
+        for (l, v) in lanes.iter_mut().zip(chunk.iter_mut()) {
+            *v = ggml_expf(*v - max);
+            *l = *v;
+        }
+        sum += f64::from(reduce16(&lanes));
+    }
+    for v in &mut w[whole..] {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
     }
     let inv = (1.0 / sum) as f32;
     for v in w.iter_mut() {
@@ -188,6 +217,24 @@ mod tests {
                 reference(&mut b, first, max);
                 let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
                 assert!(same, "first {first} len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_row_tracks_f64_softmax() {
+        for len in [1usize, 2, 8, 15, 16, 20, 64, 128, 131] {
+            let mut w: Vec<f32> = (0..len).map(|i| (i as f32 * 0.91).sin() * 6.0).collect();
+            let max = w.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f64> = w.iter().map(|&x| f64::from(x - max).exp()).collect();
+            let z: f64 = e.iter().sum();
+            softmax_row(&mut w);
+            for (a, b) in w.iter().zip(&e) {
+                assert!(
+                    (f64::from(*a) - b / z).abs() < 1e-6,
+                    "{len}: {a} vs {}",
+                    b / z
+                );
             }
         }
     }

@@ -34,16 +34,55 @@ fn madd_acc(acc: __m256i, p16: __m256i, s16: __m256i) -> __m256i {
     _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s16))
 }
 
-// F32 · F32: four 8-lane FMA accumulators, tail in order.
+/// The SIMD part of ggml's `ggml_vec_dot_f32` / `ggml_vec_dot_f16` on AVX2
+/// (`GGML_F32_STEP` 32): four 8-lane FMA accumulators over the first `n / 32 · 32`
+/// elements, reduced as `GGML_F32x8_REDUCE` does (0+2 and 1+3, then 0+1, then the
+/// two halves, then two `hadd`s). Returns that sum and the elements it covered.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn f32_f32(w: &[u8], a: &[u8]) -> f32 {
-    float_dot(w, a, 4, |b| _mm256_castsi256_ps(load_i256(b)), widen_f32)
+#[inline]
+fn ggml_dot_main(w: &[u8], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m256) -> (f32, usize) {
+    let n = (w.len() / size).min(a.len() / size);
+    let step = 8 * size;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let main = n / 32 * 32;
+    for (x, y) in w[..main * size]
+        .chunks_exact(4 * step)
+        .zip(a[..main * size].chunks_exact(4 * step))
+    {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm256_fmadd_ps(load(&x[k * step..]), load(&y[k * step..]), *acc);
+        }
+    }
+    let (s02, s13) = (_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    let v = _mm256_add_ps(s02, s13);
+    let t0 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let t1 = _mm_hadd_ps(t0, t0);
+    (_mm_cvtss_f32(_mm_hadd_ps(t1, t1)), main)
 }
 
-// F16 · F16, widened with F16C.
+// F32 · F32 in `ggml_vec_dot_f32`'s order; the tail as GCC contracts
+// `sumf += x[i]*y[i]` (one FMA into the f32 sum).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f32_f32(w: &[u8], a: &[u8]) -> f32 {
+    let (mut sum, main) = ggml_dot_main(w, a, 4, |b| _mm256_castsi256_ps(load_i256(b)));
+    let n = (w.len() / 4).min(a.len() / 4);
+    for i in main..n {
+        sum = widen_f32(&w[i * 4..]).mul_add(widen_f32(&a[i * 4..]), sum);
+    }
+    sum
+}
+
+// F16 · F16 (widened with F16C) in `ggml_vec_dot_f16`'s order: the tail's exact
+// products join an f64 sum.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn f16_f16(w: &[u8], a: &[u8]) -> f32 {
-    float_dot(w, a, 2, |b| _mm256_cvtph_ps(load_i128(b)), widen_f16)
+    let (sum, main) = ggml_dot_main(w, a, 2, |b| _mm256_cvtph_ps(load_i128(b)));
+    let n = (w.len() / 2).min(a.len() / 2);
+    let mut sum = f64::from(sum);
+    for i in main..n {
+        sum += f64::from(widen_f16(&w[i * 2..]) * widen_f16(&a[i * 2..]));
+    }
+    sum as f32
 }
 
 // BF16 · BF16, widened by a 16-bit shift.

@@ -84,16 +84,51 @@ fn float_dot(
     sum
 }
 
-// F32 · F32.
+/// The SIMD part of ggml's `ggml_vec_dot_f32` / `ggml_vec_dot_f16` on AVX-512
+/// (`GGML_F32_STEP` 64): four 16-lane FMA accumulators over the first `n / 64 · 64`
+/// elements, reduced as `GGML_F32x16_REDUCE` does (0+2 and 1+3, then 0+1, then
+/// `_mm512_reduce_add_ps`). Returns that sum and the elements it covered.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
-fn f32_f32(w: &[u8], a: &[u8]) -> f32 {
-    float_dot(w, a, 4, |b| _mm512_castsi512_ps(load_i512(b)), widen_f32)
+#[inline]
+fn ggml_dot_main(w: &[u8], a: &[u8], size: usize, load: impl Fn(&[u8]) -> __m512) -> (f32, usize) {
+    let n = (w.len() / size).min(a.len() / size);
+    let step = 16 * size;
+    let mut acc = [_mm512_setzero_ps(); 4];
+    let main = n / 64 * 64;
+    for (x, y) in w[..main * size]
+        .chunks_exact(4 * step)
+        .zip(a[..main * size].chunks_exact(4 * step))
+    {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm512_fmadd_ps(load(&x[k * step..]), load(&y[k * step..]), *acc);
+        }
+    }
+    let (s02, s13) = (_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+    (_mm512_reduce_add_ps(_mm512_add_ps(s02, s13)), main)
 }
 
-// F16 · F16.
+// F32 · F32 in `ggml_vec_dot_f32`'s order; the tail as GCC contracts
+// `sumf += x[i]*y[i]` (one FMA into the f32 sum).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+fn f32_f32(w: &[u8], a: &[u8]) -> f32 {
+    let (mut sum, main) = ggml_dot_main(w, a, 4, |b| _mm512_castsi512_ps(load_i512(b)));
+    let n = (w.len() / 4).min(a.len() / 4);
+    for i in main..n {
+        sum = widen_f32(&w[i * 4..]).mul_add(widen_f32(&a[i * 4..]), sum);
+    }
+    sum
+}
+
+// F16 · F16 in `ggml_vec_dot_f16`'s order: the tail's exact products join an f64 sum.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 fn f16_f16(w: &[u8], a: &[u8]) -> f32 {
-    float_dot(w, a, 2, |b| _mm512_cvtph_ps(load_i256(b)), widen_f16)
+    let (sum, main) = ggml_dot_main(w, a, 2, |b| _mm512_cvtph_ps(load_i256(b)));
+    let n = (w.len() / 2).min(a.len() / 2);
+    let mut sum = f64::from(sum);
+    for i in main..n {
+        sum += f64::from(widen_f16(&w[i * 2..]) * widen_f16(&a[i * 2..]));
+    }
+    sum as f32
 }
 
 // BF16 · BF16 without AVX512-BF16: widen by a 16-bit shift.

@@ -12,3 +12,4 @@ mod primitives;
 pub(crate) mod q4_k_tiles;
 pub(crate) mod q6_k_x8;
 pub(crate) mod q8_0_x8;
+pub(crate) mod sgemm;

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""llama.cpp logits goldens for the tiny random-weight GGUFs (tests/goldens/model/tiny/).
+
+    benches/.peers/bin/python tools/gen_tiny_llamacpp_goldens.py [FAMILY ...]   # default: qwen3moe
+
+The tiny models carry no tokenizer, which llama.cpp needs to load a file, so each
+variant is copied to a temporary GGUF with `tokenizer.ggml.model = "none"` and
+`<arch>.vocab_size` (llama.cpp's dummy vocabulary; tensors and every other key
+unchanged). llama.cpp (through llama-cpp-python, built by benches/setup_peers.sh)
+then evaluates the prompts of tools/gen_tiny_models.py in one batch with logits
+for every position, 2 threads, and a 12-token greedy continuation (one token per
+decode, as a generation runs). KV cache: f32 for f32 weights, f16 (llama.cpp's
+default) for f16 and q8_0 weights. Writes `<family>-llamacpp.json`: per variant
+and prompt, the logits of every position and the greedy tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+import gguf
+import numpy as np
+from llama_cpp import Llama
+
+DIR = Path(__file__).resolve().parent.parent / "tests" / "goldens" / "model" / "tiny"
+PROMPTS = [
+    [1, 17, 200, 42, 99, 3, 150, 7, 64, 250, 13, 88, 5, 121, 33, 190],
+    [2, 9, 77, 180, 4, 222, 61, 19, 140],
+]
+N_GREEDY = 12
+# (variant, KV type name, ggml type id for type_k / type_v)
+VARIANTS = [("f32", "f32", 0), ("f16", "f16", 1), ("q8_0", "f16", 1)]
+
+
+def with_dummy_vocab(src: Path, dst: Path) -> None:
+    """Copy `src` to `dst` adding llama.cpp's no-vocabulary keys."""
+    r = gguf.GGUFReader(str(src))
+    arch = r.fields["general.architecture"].contents()
+    n_vocab = next(int(t.shape[1]) for t in r.tensors if t.name == "token_embd.weight")
+    w = gguf.GGUFWriter(str(dst), arch)
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, field.contents(), vtype, sub_type=sub)
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(f"{arch}.vocab_size", n_vocab)
+    for t in r.tensors:
+        w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def run(path: Path, kv_type: int) -> list[dict]:
+    llm = Llama(
+        model_path=str(path),
+        n_ctx=64,
+        n_batch=64,
+        n_threads=2,
+        logits_all=True,
+        type_k=kv_type,
+        type_v=kv_type,
+        verbose=False,
+    )
+    out = []
+    for toks in PROMPTS:
+        llm.reset()
+        llm.eval(toks)
+        logits = np.array(llm.scores[: llm.n_tokens], dtype=np.float32)
+        greedy = []
+        last = logits[-1]
+        for _ in range(N_GREEDY):
+            tok = int(np.argmax(last))
+            greedy.append(tok)
+            llm.eval([tok])
+            last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        out.append(
+            {
+                "tokens": toks,
+                "logits": [[float(f"{v:.8g}") for v in row] for row in logits.tolist()],
+                "greedy": greedy,
+            }
+        )
+    return out
+
+
+def main() -> None:
+    families = sys.argv[1:] or ["qwen3moe"]
+    for family in families:
+        doc = {
+            "generator": "tools/gen_tiny_llamacpp_goldens.py " + family,
+            "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, one batch per prompt",
+            "family": family,
+            "variants": {},
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            for variant, kv_name, kv_type in VARIANTS:
+                src = DIR / f"{family}-{variant}.gguf"
+                dst = Path(tmp) / src.name
+                with_dummy_vocab(src, dst)
+                doc["variants"][variant] = {"kv": kv_name, "prompts": run(dst, kv_type)}
+                print(family, variant, "ok")
+        (DIR / f"{family}-llamacpp.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    main()
