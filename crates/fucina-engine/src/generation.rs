@@ -385,6 +385,15 @@ impl Generation {
         if self.released {
             return Ok(None);
         }
+        if self.cancel.load(Ordering::Relaxed) {
+            // Cancelled: no more steps, not even ones a verify already committed.
+            self.finish = Some(FinishReason::Stop);
+            if let Some(spec) = &mut self.spec {
+                spec.ready.clear();
+                spec.deferred = None;
+            }
+            return Ok(None);
+        }
         if let Some(spec) = &mut self.spec {
             if let Some(step) = spec.ready.pop_front() {
                 return Ok(Some(step));
@@ -395,10 +404,6 @@ impl Generation {
             }
         }
         if self.finish.is_some() {
-            return Ok(None);
-        }
-        if self.cancel.load(Ordering::Relaxed) {
-            self.finish = Some(FinishReason::Stop);
             return Ok(None);
         }
         let result = self.step_inner(pool, extra, progress);
@@ -471,8 +476,13 @@ impl Generation {
         }
         self.evaluated = self.history.len();
         let result = self.decide_inner(logits, extra);
-        if result.is_err() {
-            self.finish = Some(FinishReason::Stop);
+        match &result {
+            Ok(step) => {
+                if let Some(spec) = &mut self.spec {
+                    spec.observe(step.token);
+                }
+            }
+            Err(_) => self.finish = Some(FinishReason::Stop),
         }
         result.map(Some)
     }
