@@ -32,8 +32,16 @@ from gguf import GGUFValueType as T
 ARCHS = {
     "qwen3-4b": dict(n_layer=36, n_embd=2560, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_vocab=151936),
     "qwen3-30b-a3b": dict(
-        n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_ff=6144, n_vocab=151936,
-        n_expert=128, n_expert_used=8, n_ff_exp=768,
+        n_layer=48,
+        n_embd=2048,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=128,
+        n_ff=6144,
+        n_vocab=151936,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
     ),
 }
 
