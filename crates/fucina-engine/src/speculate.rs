@@ -126,9 +126,9 @@ impl Generation {
                 let min = spec.gate.options().min_draft;
                 let budget = spec.gate.budget().min(room);
                 if budget >= min {
-                    let guesses = spec.gate.guesses_pay();
+                    let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
                     spec.index
-                        .suggest_with(&self.history, budget, guesses, &mut draft);
+                        .suggest_with(&self.history, budget, min_match, guesses, &mut draft);
                     draft.truncate(budget);
                 }
                 if draft.len() < min {
@@ -157,8 +157,13 @@ impl Generation {
     ) -> Result<Step> {
         let t0 = Instant::now();
         let carried = *self.history().last().unwrap_or(&0);
-        let wants = self.spec_mut().index.wants_topk();
-        let k = self.spec_mut().gate.options().topk_feedback;
+        // Top-K feedback feeds the guessed drafts only; where those cannot pay, skip the
+        // pass over the vocabulary.
+        let (wants, k) = {
+            let spec = self.spec_mut();
+            let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
+            (wants, spec.gate.options().topk_feedback)
+        };
         let seq = self.seq();
         let logits = pool.eval(seq, &[carried], &mut |_, _| {})?;
         let mut ids = Vec::new();
@@ -196,7 +201,8 @@ impl Generation {
         let seq = self.seq();
         let (wants, k) = {
             let spec = self.spec_mut();
-            (spec.index.wants_topk(), spec.gate.options().topk_feedback)
+            let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
+            (wants, spec.gate.options().topk_feedback)
         };
         let logits = pool.eval_verify(seq, &rows)?;
         let vocab = logits.len() / rows.len();

@@ -83,25 +83,34 @@ fn check(prompt: &str, o: GenerationOptions) -> fucina_engine::SpecStats {
     let ids = tokenizer().encode(prompt, true, false).unwrap();
     let (plain, none) = run(&ids, o.clone());
     assert!(none.is_none());
-    let spec_opts = GenerationOptions {
-        speculation: Some(SpecOptions::default()),
-        ..o
-    };
-    let (spec, stats) = run(&ids, spec_opts);
-    assert_eq!(
-        spec.steps, plain.steps,
-        "speculative != plain for {prompt:?}"
-    );
-    assert_eq!(spec.draws, plain.draws, "draws for {prompt:?}");
-    assert_eq!(
-        spec.cache_tokens, plain.cache_tokens,
-        "cache tokens for {prompt:?}"
-    );
-    assert!(
-        spec.cache_bytes == plain.cache_bytes,
-        "the KV bytes differ for {prompt:?}"
-    );
-    stats.expect("speculation was on")
+    let mut first = None;
+    // With the economics (the default) and without them (every proposed draft
+    // verified, so sampled and low-acceptance text goes through the verify path too).
+    for economics in [true, false] {
+        let spec_opts = GenerationOptions {
+            speculation: Some(SpecOptions {
+                economics,
+                ..SpecOptions::default()
+            }),
+            ..o.clone()
+        };
+        let (spec, stats) = run(&ids, spec_opts);
+        assert_eq!(
+            spec.steps, plain.steps,
+            "speculative != plain for {prompt:?}"
+        );
+        assert_eq!(spec.draws, plain.draws, "draws for {prompt:?}");
+        assert_eq!(
+            spec.cache_tokens, plain.cache_tokens,
+            "cache tokens for {prompt:?}"
+        );
+        assert!(
+            spec.cache_bytes == plain.cache_bytes,
+            "the KV bytes differ for {prompt:?}"
+        );
+        first.get_or_insert(stats.expect("speculation was on"));
+    }
+    first.expect("two runs")
 }
 
 const REPEAT: &str = "The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog";

@@ -187,9 +187,12 @@ fn speculative_equals_plain_over_240_generated_cases() {
                     stop,
                     ..GenerationOptions::default()
                 };
+                // Every proposed draft verified: the point is the verify path, not its
+                // economics.
                 let spec = GenerationOptions {
                     speculation: Some(SpecOptions {
                         max_draft,
+                        economics: false,
                         ..SpecOptions::default()
                     }),
                     ..plain.clone()

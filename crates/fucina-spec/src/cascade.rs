@@ -210,9 +210,17 @@ impl SpeculationIndex {
             .fold(conv, usize::max)
     }
 
-    /// [`DraftSource::suggest`], with the recycling fallback only when `guesses` (the
-    /// decoder's cost gate says guessed drafts can pay).
-    pub fn suggest_with(&mut self, context: &[u32], max: usize, guesses: bool, out: &mut Vec<u32>) {
+    /// [`DraftSource::suggest`] under the decoder's economics: exact matches of at
+    /// least `min_match` tokens (and this index's own `min_match`), the recycling
+    /// fallback only when `guesses` can pay.
+    pub fn suggest_with(
+        &mut self,
+        context: &[u32],
+        max: usize,
+        min_match: usize,
+        guesses: bool,
+        out: &mut Vec<u32>,
+    ) {
         let start = out.len();
         let commits = self.commits;
         let mut best: Option<(Source, usize)> = None;
@@ -225,7 +233,7 @@ impl SpeculationIndex {
             }
         }
         let source = match best {
-            Some((source, m)) if m >= self.min_match => {
+            Some((source, m)) if m >= self.min_match.max(min_match) => {
                 let budget = max.min(self.beta * (1 + m));
                 match source {
                     Source::Reference(i) => {
@@ -251,7 +259,7 @@ impl SpeculationIndex {
 
 impl DraftSource for SpeculationIndex {
     fn suggest(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
-        self.suggest_with(context, max, true, out);
+        self.suggest_with(context, max, self.min_match, true, out);
     }
 
     fn observe(&mut self, committed: &[u32]) {

@@ -39,6 +39,10 @@ pub struct SpecOptions {
     pub probe_steps: usize,
     /// Follow the acceptance with the draft budget.
     pub adapt_budget: bool,
+    /// Apply the economics (the on/off gate, the minimum match and guessed drafts by
+    /// measured row cost). Off: draft whenever a source proposes, with the shortest
+    /// matches and guesses — for exercising the verify path; speculation may then cost.
+    pub economics: bool,
 }
 
 impl Default for SpecOptions {
@@ -55,6 +59,7 @@ impl Default for SpecOptions {
             reprobe_max: 1024,
             probe_steps: 4,
             adapt_budget: true,
+            economics: true,
         }
     }
 }
@@ -68,6 +73,9 @@ fn table_cost(rows: usize) -> f64 {
 /// Above this cost per verify row (in plain steps) guessed drafts do not pay: a 2-token
 /// recycling draft accepted about half the time commits ~1.5 tokens for `1 + 2 r`.
 const GUESS_ROW_COST: f64 = 0.25;
+
+/// Shortest exact match drafted from where verify rows are expensive.
+const EXPENSIVE_MIN_MATCH: usize = 4;
 
 /// Decode steps between timed plain steps (the verify-cost reference).
 const RECALIBRATE_STEPS: usize = 64;
@@ -119,7 +127,9 @@ impl CostGate {
             backoff,
             plain_secs: None,
             accepted_per_verify: (start - 2.0) / 2.0,
-            row_cost: table_cost(2) - 1.0,
+            // Pessimistic until a verify is timed: guessed drafts start off, exact matches
+            // must be longer (where rows turn out cheap, both open up).
+            row_cost: GUESS_ROW_COST * 2.0,
             since_plain: 0,
         }
     }
@@ -141,6 +151,9 @@ impl CostGate {
         // Verify costs are judged against a timed plain step: take one first, and again
         // now and then, so the estimate follows the machine (a plain step commits a token
         // too, nothing is wasted).
+        if !self.opts.economics {
+            return true;
+        }
         self.since_plain += 1;
         if self.plain_secs.is_none() || self.since_plain > RECALIBRATE_STEPS {
             return false;
@@ -183,7 +196,18 @@ impl CostGate {
     /// pay here: only where verify rows are cheap (many cores, a model bound by reading
     /// weights). Where each row costs a good part of a step, only exact matches draft.
     pub fn guesses_pay(&self) -> bool {
-        self.row_cost < GUESS_ROW_COST
+        !self.opts.economics || self.row_cost < GUESS_ROW_COST
+    }
+
+    /// The shortest exact match worth drafting from at the measured row cost: where a
+    /// verify row costs a good part of a step, short matches (often chance repeats)
+    /// lose more than they win.
+    pub fn min_match(&self) -> usize {
+        if self.guesses_pay() {
+            2
+        } else {
+            EXPENSIVE_MIN_MATCH
+        }
     }
 
     /// A plain (one-row) decode step took `secs`.
@@ -352,11 +376,16 @@ mod tests {
         assert_eq!(g.state(), GateState::On);
         assert!(g.est_speedup() > 3.0);
         assert!(g.budget() > 4, "high acceptance raises the budget");
+        for _ in 0..12 {
+            g.record_verify(5, 4, 4, 5, 0.014);
+        }
         assert!(g.guesses_pay(), "0.1 plain steps per extra row, as timed");
+        assert_eq!(g.min_match(), 2);
         for _ in 0..12 {
             g.record_verify(5, 4, 4, 5, 0.040);
         }
         assert!(!g.guesses_pay(), "0.75 plain steps per extra row");
+        assert_eq!(g.min_match(), 4);
         g.switch_off();
         assert!(g.allows(true), "a long match probes at once");
     }
