@@ -345,6 +345,23 @@ class LLM:
             self._cache = _core.Conversation(self.engine)
         return None if self._cache.busy else self._cache
 
+    def _start_greedy(self, scope: dict[str, Any]) -> _core.Generation:
+        """The generation ``generate`` / ``stream`` / ``stream_tokens`` start from their
+        arguments (``locals()``): greedy unless sampling arguments or ``params`` say otherwise."""
+        params_ = _params(_GREEDY, scope["params"], dict(_sampling_args(scope)))
+        _, gen = self._start(
+            scope["prompt"],
+            scope["max_tokens"],
+            params_,
+            scope["stop"],
+            scope["logit_processors"],
+            scope["on_prefill"],
+            ignore_eos=scope["ignore_eos"],
+            speculation=scope["speculation"],
+            reference=scope["reference"],
+        )
+        return gen
+
     def stream_tokens(
         self,
         prompt: str | Sequence[int],
@@ -372,19 +389,7 @@ class LLM:
         """Continue ``prompt`` one token id at a time (see :meth:`stream`): ends after an
         end-of-generation token (not yielded), a stop string (the token that completed
         it is yielded), or ``max_tokens`` (``None``: until the context is full)."""
-        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(
-            prompt,
-            max_tokens,
-            params_,
-            stop,
-            logit_processors,
-            on_prefill,
-            ignore_eos=ignore_eos,
-            speculation=speculation,
-            reference=reference,
-        )
-        return self._iter_tokens(gen)
+        return self._iter_tokens(self._start_greedy(locals()))
 
     @staticmethod
     def _iter_tokens(gen: _core.Generation) -> Generator[int, None, None]:
@@ -444,19 +449,7 @@ class LLM:
         draws included, is exactly what plain decoding gives; a cost gate keeps it off where
         drafts do not pay. Generations with Python ``logit_processors`` decode plainly.
         """
-        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(
-            prompt,
-            max_tokens,
-            params_,
-            stop,
-            logit_processors,
-            on_prefill,
-            ignore_eos=ignore_eos,
-            speculation=speculation,
-            reference=reference,
-        )
-        return self._iter_text(gen)
+        return self._iter_text(self._start_greedy(locals()))
 
     def generate(
         self,
@@ -483,19 +476,7 @@ class LLM:
         reference: str | Sequence[int] | None = None,
     ) -> str:
         """The continuation of ``prompt`` as one string (see :meth:`stream`)."""
-        params_ = _params(_GREEDY, params, dict(_sampling_args(locals())))
-        _, gen = self._start(
-            prompt,
-            max_tokens,
-            params_,
-            stop,
-            logit_processors,
-            on_prefill,
-            ignore_eos=ignore_eos,
-            speculation=speculation,
-            reference=reference,
-        )
-        return "".join(self._iter_text(gen))
+        return "".join(self._iter_text(self._start_greedy(locals())))
 
     def create_completion(
         self,

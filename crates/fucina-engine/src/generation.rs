@@ -316,14 +316,6 @@ impl Generation {
             .expect("speculative steps run only with speculation on")
     }
 
-    pub(crate) fn history(&self) -> &[u32] {
-        &self.history
-    }
-
-    pub(crate) fn history_len(&self) -> usize {
-        self.history.len()
-    }
-
     /// Tokens the generation may still commit.
     pub(crate) fn remaining(&self) -> usize {
         self.max_new.saturating_sub(self.generated().len())
@@ -332,15 +324,6 @@ impl Generation {
     /// The sequence holds the first `n` history tokens.
     pub(crate) fn set_evaluated(&mut self, n: usize) {
         self.evaluated = n;
-    }
-
-    /// The decision on one row (processors, sampler, stop rules), for the verify loop.
-    pub(crate) fn decide_row(
-        &mut self,
-        logits: &mut [f32],
-        extra: &mut [&mut dyn LogitProcessor],
-    ) -> Result<Step> {
-        self.decide_inner(logits, extra)
     }
 
     /// The options it was started with.
@@ -487,7 +470,9 @@ impl Generation {
         result.map(Some)
     }
 
-    fn decide_inner(
+    /// The decision on one row: processors, sampler, commit, stop rules (also the
+    /// speculative verify loop's, row by row).
+    pub(crate) fn decide_inner(
         &mut self,
         logits: &mut [f32],
         extra: &mut [&mut dyn LogitProcessor],

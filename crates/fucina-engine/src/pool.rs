@@ -258,9 +258,9 @@ impl SeqPool {
                 logits: true,
             });
         }
+        self.all.clear();
         let pinned = self.scratch.pinned();
         self.scratch.set_pinned(true);
-        self.all.clear();
         let out = self
             .model
             .forward(&self.rows, &mut self.caches, &mut self.scratch)

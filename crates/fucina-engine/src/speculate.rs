@@ -114,7 +114,7 @@ impl Generation {
         let room = self
             .remaining()
             .saturating_sub(1)
-            .min(pool.n_ctx().saturating_sub(self.history_len()));
+            .min(pool.n_ctx().saturating_sub(self.history.len()));
         let mut draft = {
             let Some(spec) = self.spec.as_deref_mut() else {
                 return Err(crate::error::invalid("speculation", "is off"));
@@ -156,7 +156,7 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
     ) -> Result<Step> {
         let t0 = Instant::now();
-        let carried = *self.history().last().unwrap_or(&0);
+        let carried = *self.history.last().unwrap_or(&0);
         // Top-K feedback feeds the guessed drafts only; where those cannot pay, skip the
         // pass over the vocabulary.
         let (wants, k) = {
@@ -171,7 +171,7 @@ impl Generation {
             top_k(logits, k, &mut ids);
         }
         self.set_evaluated(self.history.len());
-        let step = self.decide_row(logits, extra)?;
+        let step = self.decide_inner(logits, extra)?;
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
         spec.gate.record_plain(dt);
@@ -194,9 +194,9 @@ impl Generation {
         draft: &[u32],
     ) -> Result<Step> {
         let t0 = Instant::now();
-        let n = self.history_len();
+        let n = self.history.len();
         let mut rows = Vec::with_capacity(draft.len() + 1);
-        rows.push(self.history()[n - 1]);
+        rows.push(self.history[n - 1]);
         rows.extend_from_slice(draft);
         let seq = self.seq();
         let (wants, k) = {
@@ -215,7 +215,7 @@ impl Generation {
                 top_k(row, k, &mut ids);
                 topk.push(ids);
             }
-            match self.decide_row(row, extra) {
+            match self.decide_inner(row, extra) {
                 Ok(step) => {
                     committed += 1;
                     let (token, finished) = (step.token, step.finish.is_some());
@@ -259,10 +259,10 @@ impl Generation {
                 .collect();
             spec.index.observe_topk(&fed);
         }
-        let new = &self.history()[n..];
-        let new = new.to_vec();
-        let spec = self.spec_mut();
-        spec.index.observe(&new);
+        let Some(spec) = self.spec.as_deref_mut() else {
+            return Err(crate::error::invalid("speculation", "is off"));
+        };
+        spec.index.observe(&self.history[n..]);
         match (spec.ready.pop_front(), failure) {
             (Some(step), failure) => {
                 spec.deferred = failure;
