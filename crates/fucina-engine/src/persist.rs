@@ -162,14 +162,18 @@ pub fn decode_state<'a>(
             body.len()
         )));
     }
-    let tokens = body
-        .chunks_exact(record_len)
-        .map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]))
-        .collect();
+    let tokens = record_tokens(body, record_len);
     Ok((
         tokens,
         body.chunks_exact(record_len).map(|r| &r[4..]).collect(),
     ))
+}
+
+/// The token ids of records laid end to end (each: token id, then KV bytes).
+fn record_tokens(body: &[u8], record_len: usize) -> Vec<u32> {
+    body.chunks_exact(record_len)
+        .map(|r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]))
+        .collect()
 }
 
 /// A sequence's sidecar file, open for appends.
@@ -253,10 +257,7 @@ impl KvSidecar {
             .read_exact(&mut body)
             .map_err(|e| io_err(path, e))?;
         let record_len = sidecar.record_len as usize;
-        let tokens: Vec<u32> = body
-            .chunks_exact(record_len)
-            .map(|rec| u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]))
-            .collect();
+        let tokens = record_tokens(&body, record_len);
         if n < count {
             // A torn tail: publish the prefix that is really there.
             sidecar.write_count(n)?;
