@@ -23,6 +23,8 @@ pub fn step_batch(
     for (i, g) in gens.iter_mut().enumerate() {
         if g.is_finished() || g.check_cancel() {
             out[i] = Some(Ok(None));
+        } else if let Err(e) = g.fast_forward() {
+            out[i] = Some(Err(e));
         } else if let (false, [token]) = (g.has_queued(), g.pending()) {
             let token = *token;
             decoding.push(i);

@@ -16,6 +16,7 @@
 //! a forward whose logits nobody reads. The sampler draws once per committed token,
 //! so a seed fixes the tokens whatever the caller's pace.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -117,7 +118,7 @@ pub struct Generation {
     reused: usize,
     tokenizer: Arc<Tokenizer>,
     sampler: Sampler,
-    processors: Vec<Box<dyn LogitProcessor>>,
+    pub(crate) processors: Vec<Box<dyn LogitProcessor>>,
     opts: GenerationOptions,
     /// Prompt then generated tokens.
     pub(crate) history: Vec<u32>,
@@ -133,6 +134,14 @@ pub struct Generation {
     raw: Vec<f32>,
     /// Speculative decoding's state (with `speculation`).
     pub(crate) spec: Option<Box<Speculator>>,
+    /// Steps committed ahead (a verify's, grammar-forced tokens), not yet handed out.
+    pub(crate) ready: VecDeque<Step>,
+    /// An error after the first of several steps committed at once, surfaced once the
+    /// steps before it are out (as a plain run would have).
+    pub(crate) deferred: Option<EngineError>,
+    /// Tokens committed without sampling because a processor forced them.
+    forced: usize,
+    n_vocab: usize,
 }
 
 impl std::fmt::Debug for Generation {
@@ -251,6 +260,10 @@ impl Generation {
             cancel: Arc::new(AtomicBool::new(false)),
             raw: Vec::new(),
             spec,
+            ready: VecDeque::new(),
+            deferred: None,
+            forced: 0,
+            n_vocab,
         })
     }
 
@@ -285,11 +298,14 @@ impl Generation {
         self.finish.is_some() && !self.has_queued()
     }
 
-    /// Whether steps a verify committed are still to be handed out.
+    /// Whether steps committed ahead are still to be handed out.
     pub(crate) fn has_queued(&self) -> bool {
-        self.spec
-            .as_ref()
-            .is_some_and(|s| !s.ready.is_empty() || s.deferred.is_some())
+        !self.ready.is_empty() || self.deferred.is_some()
+    }
+
+    /// Tokens committed without sampling because a processor (a grammar) forced them.
+    pub fn forced_count(&self) -> usize {
+        self.forced
     }
 
     /// Speculative decoding's counts (`None` without speculation).
@@ -324,6 +340,11 @@ impl Generation {
     /// The sequence holds the first `n` history tokens.
     pub(crate) fn set_evaluated(&mut self, n: usize) {
         self.evaluated = n;
+    }
+
+    /// History tokens the sequence holds.
+    pub(crate) fn evaluated(&self) -> usize {
+        self.evaluated
     }
 
     /// The options it was started with.
@@ -369,22 +390,18 @@ impl Generation {
             return Ok(None);
         }
         if self.cancel.load(Ordering::Relaxed) {
-            // Cancelled: no more steps, not even ones a verify already committed.
+            // Cancelled: no more steps, not even ones already committed ahead.
             self.finish = Some(FinishReason::Stop);
-            if let Some(spec) = &mut self.spec {
-                spec.ready.clear();
-                spec.deferred = None;
-            }
+            self.ready.clear();
+            self.deferred = None;
             return Ok(None);
         }
-        if let Some(spec) = &mut self.spec {
-            if let Some(step) = spec.ready.pop_front() {
-                return Ok(Some(step));
-            }
-            if let Some(e) = spec.deferred.take() {
-                self.finish = Some(FinishReason::Stop);
-                return Err(e);
-            }
+        if let Some(step) = self.ready.pop_front() {
+            return Ok(Some(step));
+        }
+        if let Some(e) = self.deferred.take() {
+            self.finish = Some(FinishReason::Stop);
+            return Err(e);
         }
         if self.finish.is_some() {
             return Ok(None);
@@ -402,23 +419,30 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Step> {
-        if self.spec.is_some() && self.evaluated + 1 == self.history.len() && self.evaluated > 0 {
+        if extra.is_empty() && self.fast_forward()? {
+            if let Some(step) = self.ready.pop_front() {
+                return Ok(step);
+            }
+        }
+        let decoding = self.evaluated >= self.prompt_len;
+        if self.spec.is_some() && decoding {
             return self.speculative_step(pool, extra);
         }
-        // Progress reports follow the prompt's evaluation only, not decode steps.
-        let mut quiet = |_: usize, _: usize| {};
-        let progress = if self.evaluated < self.prompt_len {
-            progress
+        let pending = &self.history[self.evaluated..];
+        let logits = if decoding && pending.len() > 1 {
+            // Forced tokens then the last sampled one: one forward whose rows are
+            // bitwise one-row decode steps, as the speculative path evaluates them.
+            pool.eval_verify_from(self.seq, pending, pending.len() - 1)?
         } else {
-            &mut quiet
+            // Progress reports follow the prompt's evaluation only, not decode steps.
+            let mut quiet = |_: usize, _: usize| {};
+            let progress = if decoding { &mut quiet } else { progress };
+            pool.eval(self.seq, pending, progress)?
         };
-        let logits = pool.eval(self.seq, &self.history[self.evaluated..], progress)?;
         self.evaluated = self.history.len();
         let step = self.decide_inner(logits, extra)?;
-        if let Some(spec) = &mut self.spec {
-            // The draft index mirrors every committed token.
-            spec.observe(step.token);
-        }
+        // The draft index mirrors every committed token.
+        self.sync_index();
         Ok(step)
     }
 
@@ -460,11 +484,7 @@ impl Generation {
         self.evaluated = self.history.len();
         let result = self.decide_inner(logits, extra);
         match &result {
-            Ok(step) => {
-                if let Some(spec) = &mut self.spec {
-                    spec.observe(step.token);
-                }
-            }
+            Ok(_) => self.sync_index(),
             Err(_) => self.finish = Some(FinishReason::Stop),
         }
         result.map(Some)
@@ -496,8 +516,53 @@ impl Generation {
             }
             token
         };
-        self.history.push(token);
         let logprobs = top.map(|n| log_probs(&self.raw, token, n));
+        self.commit_token(token, logprobs)
+    }
+
+    /// Commit the tokens the processors force next, without sampling (a grammar's
+    /// fast-forward: a span it leaves no choice in, or the stop token once it is
+    /// complete), queueing their steps; whether any was. Every processor must agree
+    /// on each token; log-probabilities need every row's logits, so with `logprobs`
+    /// nothing is forced and each token is sampled under the processors' masks.
+    pub(crate) fn fast_forward(&mut self) -> Result<bool> {
+        if self.finish.is_some() || self.opts.logprobs.is_some() || self.processors.is_empty() {
+            return Ok(false);
+        }
+        let mut any = false;
+        while self.finish.is_none() {
+            let (first, others) = self.processors.split_at_mut(1);
+            let mut forced = first[0].forced_tokens(&self.history);
+            for p in others {
+                let n = p.valid_prefix_len(&self.history, &forced);
+                forced.truncate(n);
+            }
+            let n_vocab = self.n_vocab;
+            if let Some(bad) = forced.iter().position(|&t| t as usize >= n_vocab) {
+                forced.truncate(bad);
+            }
+            if forced.is_empty() {
+                break;
+            }
+            for token in forced {
+                if self.finish.is_some() {
+                    break;
+                }
+                for p in &mut self.processors {
+                    p.commit(token);
+                }
+                let step = self.commit_token(token, None)?;
+                self.forced += 1;
+                self.ready.push_back(step);
+                any = true;
+            }
+        }
+        Ok(any)
+    }
+
+    /// Append a decided `token` to the history and apply the stop rules.
+    fn commit_token(&mut self, token: u32, logprobs: Option<TokenLogprobs>) -> Result<Step> {
+        self.history.push(token);
         let mut step = Step {
             token,
             emitted: true,

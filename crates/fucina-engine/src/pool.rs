@@ -317,7 +317,7 @@ impl SeqPool {
         tokens: &[u32],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<&mut [f32]> {
-        self.eval_rows(id, tokens, false, progress)?;
+        self.eval_rows(id, tokens, None, progress)?;
         Ok(&mut self.row)
     }
 
@@ -325,7 +325,7 @@ impl SeqPool {
     /// (`tokens.len() × n_vocab`, row-major).
     pub fn eval_all(&mut self, id: SeqId, tokens: &[u32]) -> Result<&[f32]> {
         self.all.clear();
-        self.eval_rows(id, tokens, true, &mut |_, _| {})?;
+        self.eval_rows(id, tokens, Some(0), &mut |_, _| {})?;
         Ok(&self.all)
     }
 
@@ -333,10 +333,28 @@ impl SeqPool {
     /// a one-row decode step's) and return every row's logits, mutable: the
     /// speculative decoder's verify batch.
     pub fn eval_verify(&mut self, id: SeqId, tokens: &[u32]) -> Result<&mut [f32]> {
+        self.eval_verify_from(id, tokens, 0)
+    }
+
+    /// [`SeqPool::eval_verify`] returning only the logits of rows `from..` (rows whose
+    /// successor is already known, such as grammar-forced tokens, skip the output
+    /// layer).
+    pub fn eval_verify_from(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        from: usize,
+    ) -> Result<&mut [f32]> {
         self.all.clear();
+        if from >= tokens.len() {
+            return Err(invalid(
+                "from",
+                format!("{from} is past the {} rows", tokens.len()),
+            ));
+        }
         let pinned = self.scratch.pinned();
         self.scratch.set_pinned(true);
-        let r = self.eval_rows(id, tokens, true, &mut |_, _| {});
+        let r = self.eval_rows(id, tokens, Some(from), &mut |_, _| {});
         self.scratch.set_pinned(pinned);
         r?;
         Ok(&mut self.all)
@@ -351,7 +369,7 @@ impl SeqPool {
         &mut self,
         id: SeqId,
         tokens: &[u32],
-        all: bool,
+        collect_from: Option<usize>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<()> {
         let i = self.check(id)?;
@@ -379,12 +397,14 @@ impl SeqPool {
                     seq: i,
                     pos: at + r,
                     token,
-                    logits: all || (last_chunk && r + 1 == n),
+                    logits: collect_from.is_some_and(|f| done + r >= f)
+                        || (last_chunk && r + 1 == n),
                 }));
             let out = self
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
-            if all {
+            if collect_from.is_some() {
+                // `out` holds the rows with logits, in order: exactly rows `from..`.
                 self.all.extend_from_slice(out);
             }
             if last_chunk {

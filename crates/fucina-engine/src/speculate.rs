@@ -13,13 +13,12 @@
 //! more tokens come per forward. The [`CostGate`] keeps speculation off where verifies
 //! cost more than they commit.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use fucina_sample::LogitProcessor;
 use fucina_spec::{CostGate, DraftSource, SpecOptions, SpeculationIndex, Stats, TopKRow};
 
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::generation::{Generation, Step};
 use crate::pool::SeqPool;
 
@@ -33,11 +32,8 @@ pub(crate) struct Speculator {
     gate: CostGate,
     stats: Stats,
     draft: Vec<u32>,
-    /// Steps committed by the last verify, not yet handed out.
-    pub(crate) ready: VecDeque<Step>,
-    /// An error after the first committed step of a verify, surfaced once the
-    /// committed steps before it are out (as a plain run would have).
-    pub(crate) deferred: Option<EngineError>,
+    /// History tokens the index has observed.
+    observed: usize,
 }
 
 impl Speculator {
@@ -50,13 +46,8 @@ impl Speculator {
             gate: CostGate::new(opts),
             stats: Stats::default(),
             draft: Vec::new(),
-            ready: VecDeque::new(),
-            deferred: None,
+            observed: prompt.len(),
         }
-    }
-
-    pub(crate) fn observe(&mut self, token: u32) {
-        self.index.observe(&[token]);
     }
 
     pub(crate) fn add_reference(&mut self, tokens: &[u32]) {
@@ -104,42 +95,74 @@ pub(crate) fn top_k(row: &[f32], k: usize, out: &mut Vec<u32>) {
 }
 
 impl Generation {
+    /// Let the draft index observe every token committed since it last did, at once.
+    pub(crate) fn sync_index(&mut self) {
+        if let Some(spec) = self.spec.as_deref_mut() {
+            if spec.observed < self.history.len() {
+                spec.index.observe(&self.history[spec.observed..]);
+                spec.observed = self.history.len();
+            }
+        }
+    }
+
     /// One decode step with speculation on: a verify when the source drafts enough, a
-    /// plain step otherwise. `self` carries exactly one pending token.
+    /// plain step otherwise. `self` carries its pending tokens: the last committed one,
+    /// after any tokens a grammar forced.
     pub(crate) fn speculative_step(
         &mut self,
         pool: &mut SeqPool,
         extra: &mut [&mut dyn LogitProcessor],
     ) -> Result<Step> {
+        // Tokens forced since the last step are part of the context drafts continue.
+        self.sync_index();
         let room = self
             .remaining()
             .saturating_sub(1)
             .min(pool.n_ctx().saturating_sub(self.history.len()));
-        let mut draft = {
+        let (mut draft, allowed) = {
             let Some(spec) = self.spec.as_deref_mut() else {
                 return Err(crate::error::invalid("speculation", "is off"));
             };
             let mut draft = std::mem::take(&mut spec.draft);
             draft.clear();
             let strong = spec.index.best_match() >= STRONG_MATCH;
-            if spec.gate.allows(strong) {
-                let min = spec.gate.options().min_draft;
+            let allowed = spec.gate.allows(strong);
+            if allowed {
                 let budget = spec.gate.budget().min(room);
-                if budget >= min {
+                if budget >= spec.gate.options().min_draft {
                     let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
                     spec.index
                         .suggest_with(&self.history, budget, min_match, guesses, &mut draft);
                     draft.truncate(budget);
                 }
-                if draft.len() < min {
-                    draft.clear();
-                    spec.stats.fallback_steps += 1;
-                }
-            } else {
-                spec.stats.disabled_steps += 1;
             }
-            draft
+            (draft, allowed)
         };
+        // Constrained drafting: a draft goes only as far as every processor (a grammar)
+        // accepts it.
+        let suggested = draft.len();
+        let history = &self.history;
+        let procs = self
+            .processors
+            .iter_mut()
+            .map(|p| &mut **p as &mut dyn LogitProcessor);
+        for p in procs.chain(extra.iter_mut().map(|p| &mut **p as _)) {
+            if draft.is_empty() {
+                break;
+            }
+            let n = p.valid_prefix_len(history, &draft);
+            draft.truncate(n);
+        }
+        let spec = self.spec_mut();
+        if draft.len() < suggested {
+            spec.index.truncate_pending(draft.len());
+        }
+        if !allowed {
+            spec.stats.disabled_steps += 1;
+        } else if draft.len() < spec.gate.options().min_draft {
+            draft.clear();
+            spec.stats.fallback_steps += 1;
+        }
         let result = if draft.is_empty() {
             self.plain_step(pool, extra)
         } else {
@@ -164,8 +187,14 @@ impl Generation {
             let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
             (wants, spec.gate.options().topk_feedback)
         };
-        let seq = self.seq();
-        let logits = pool.eval(seq, &[carried], &mut |_, _| {})?;
+        let (seq, at) = (self.seq(), self.evaluated());
+        let pending = &self.history[at..];
+        let one_row = pending.len() == 1;
+        let logits = if one_row {
+            pool.eval(seq, pending, &mut |_, _| {})?
+        } else {
+            pool.eval_verify_from(seq, pending, pending.len() - 1)?
+        };
         let mut ids = Vec::new();
         if wants {
             top_k(logits, k, &mut ids);
@@ -174,7 +203,9 @@ impl Generation {
         let step = self.decide_inner(logits, extra)?;
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
-        spec.gate.record_plain(dt);
+        if one_row {
+            spec.gate.record_plain(dt);
+        }
         spec.stats.steps += 1;
         spec.stats.committed += 1;
         if wants {
@@ -183,10 +214,13 @@ impl Generation {
                 topk: &ids,
             }]);
         }
-        spec.index.observe(&[step.token]);
+        self.sync_index();
         Ok(step)
     }
 
+    /// One forward over the pending tokens and `draft`, then the decisions row by row:
+    /// while each committed token (and the tokens a grammar forces after it) equals the
+    /// next row's input, the row after it is valid and decides the next token.
     fn verify(
         &mut self,
         pool: &mut SeqPool,
@@ -194,9 +228,10 @@ impl Generation {
         draft: &[u32],
     ) -> Result<Step> {
         let t0 = Instant::now();
-        let n = self.history.len();
-        let mut rows = Vec::with_capacity(draft.len() + 1);
-        rows.push(self.history[n - 1]);
+        let n0 = self.evaluated();
+        let p = self.history.len() - n0;
+        let mut rows = Vec::with_capacity(p + draft.len());
+        rows.extend_from_slice(&self.history[n0..]);
         rows.extend_from_slice(draft);
         let seq = self.seq();
         let (wants, k) = {
@@ -204,68 +239,99 @@ impl Generation {
             let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
             (wants, spec.gate.options().topk_feedback)
         };
-        let logits = pool.eval_verify(seq, &rows)?;
-        let vocab = logits.len() / rows.len();
+        // Rows before the last pending one predict tokens already committed.
+        let first = p - 1;
+        let logits = pool.eval_verify_from(seq, &rows, first)?;
+        let vocab = logits.len() / (rows.len() - first);
         let mut topk: Vec<Vec<u32>> = Vec::new();
-        let (mut committed, mut accepted, mut rejected) = (0usize, 0usize, false);
+        let (mut committed, mut accepted, mut forced_in, mut rejected) = (0usize, 0, 0, false);
+        // Rows whose input is committed history (the cache keeps exactly those).
+        let mut valid = p;
         let mut failure = None;
-        for (i, row) in logits.chunks_exact_mut(vocab).enumerate() {
+        let mut r = first;
+        while r < rows.len() {
+            let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
             if wants {
                 let mut ids = Vec::new();
                 top_k(row, k, &mut ids);
                 topk.push(ids);
             }
-            match self.decide_inner(row, extra) {
-                Ok(step) => {
-                    committed += 1;
-                    let (token, finished) = (step.token, step.finish.is_some());
-                    self.spec_mut().ready.push_back(step);
-                    if finished {
-                        break;
-                    }
-                    if i < draft.len() {
-                        if token != draft[i] {
-                            rejected = true;
-                            break;
-                        }
-                        accepted += 1;
-                    }
-                }
+            let at = self.history.len();
+            let step = match self.decide_inner(row, extra) {
+                Ok(step) => step,
                 Err(e) => {
                     failure = Some(e);
                     break;
                 }
+            };
+            committed += 1;
+            let finished = step.finish.is_some();
+            self.ready.push_back(step);
+            if finished {
+                break;
             }
+            if extra.is_empty() {
+                match self.fast_forward() {
+                    Ok(_) => {}
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            // The tokens committed since this row: its decision, then any forced.
+            let new = &self.history[at..];
+            let matched = new
+                .iter()
+                .zip(&rows[r + 1..])
+                .take_while(|(a, b)| a == b)
+                .count();
+            valid += matched;
+            if matched > 0 {
+                accepted += 1;
+                forced_in += matched - 1;
+            }
+            if self.finish_reason().is_some() {
+                break;
+            }
+            if matched < new.len() {
+                rejected = r + 1 < rows.len();
+                break;
+            }
+            r += matched;
         }
-        // The cache keeps the carried token and every committed token but the last.
-        pool.truncate(seq, n - 1 + committed)?;
-        self.set_evaluated(n - 1 + committed);
+        pool.truncate(seq, n0 + valid)?;
+        self.set_evaluated(n0 + valid);
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
         spec.stats.steps += 1;
         spec.stats.spec_steps += 1;
         spec.stats.drafted += draft.len();
-        spec.stats.accepted += accepted;
+        spec.stats.accepted += accepted + forced_in;
         spec.stats.rejected_steps += usize::from(rejected);
-        spec.stats.bonus += usize::from(accepted == draft.len() && committed == draft.len() + 1);
+        spec.stats.bonus += usize::from(valid == rows.len() && !rejected);
         spec.stats.committed += committed;
-        spec.gate
-            .record_verify(rows.len(), draft.len(), accepted, committed, dt);
+        spec.gate.record_verify(
+            rows.len() - first,
+            draft.len(),
+            accepted + forced_in,
+            committed + forced_in,
+            dt,
+        );
         if wants {
-            let fed: Vec<TopKRow<'_>> = rows
+            let fed: Vec<TopKRow<'_>> = rows[first..]
                 .iter()
                 .zip(&topk)
                 .map(|(&token, ids)| TopKRow { token, topk: ids })
                 .collect();
             spec.index.observe_topk(&fed);
         }
-        let Some(spec) = self.spec.as_deref_mut() else {
-            return Err(crate::error::invalid("speculation", "is off"));
-        };
-        spec.index.observe(&self.history[n..]);
-        match (spec.ready.pop_front(), failure) {
+        // Every token this verify committed reaches the index at once, so the draft's
+        // source is credited with its whole accepted run.
+        self.sync_index();
+        match (self.ready.pop_front(), failure) {
             (Some(step), failure) => {
-                spec.deferred = failure;
+                self.deferred = failure;
                 Ok(step)
             }
             (None, Some(e)) => Err(e),

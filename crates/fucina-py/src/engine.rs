@@ -9,7 +9,7 @@
 //! what the sampler sees. Without processors the loop never touches Python.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool, SpecOptions};
 use fucina_model::KvDtype;
@@ -21,6 +21,7 @@ use pyo3::types::PyList;
 
 use crate::conversation::PyConversation;
 use crate::errors::{fucina_error, raise, value_err};
+use crate::grammar::{grammar_error, PyGrammar};
 use crate::llm::{model_err, PyModel};
 use crate::tokenizer::PyTokenizer;
 
@@ -53,6 +54,21 @@ pub struct PyEngine {
     pub(crate) pool: Mutex<SeqPool>,
     tokenizer: PyTokenizer,
     n_vocab: usize,
+    /// Built on the first constrained generation (a trie over the whole vocabulary).
+    grammars: OnceLock<Result<Arc<fucina_grammar::GrammarCompiler>, String>>,
+}
+
+impl PyEngine {
+    fn grammar_compiler(&self) -> PyResult<Arc<fucina_grammar::GrammarCompiler>> {
+        self.grammars
+            .get_or_init(|| {
+                fucina_grammar::GrammarCompiler::new(Arc::clone(self.tokenizer.arc()), self.n_vocab)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(crate::errors::grammar_err)
+    }
 }
 
 #[pymethods]
@@ -77,6 +93,7 @@ impl PyEngine {
             pool: Mutex::new(pool),
             tokenizer: tokenizer.clone(),
             n_vocab: model.inner.config().n_vocab,
+            grammars: OnceLock::new(),
         })
     }
 
@@ -140,7 +157,7 @@ impl PyEngine {
         frequency_penalty = 0.0, repeat_last_n = 64, logit_bias = None, stop = Vec::new(),
         stop_ids = Vec::new(), ignore_eos = false, logprobs = None, special = false,
         processors = Vec::new(), on_prefill = None, conversation = None, speculation = false,
-        reference = None
+        reference = None, grammar = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
@@ -168,6 +185,7 @@ impl PyEngine {
         conversation: Option<Py<PyConversation>>,
         speculation: bool,
         #[pyo3(from_py_with = crate::args::opt_token_ids)] reference: Option<Vec<u32>>,
+        grammar: Option<PyRef<'_, PyGrammar>>,
     ) -> PyResult<PyGeneration> {
         let py = slf.py();
         for p in processors.iter().chain(&on_prefill) {
@@ -203,6 +221,17 @@ impl PyEngine {
             speculation: (speculation && processors.is_empty()).then(SpecOptions::default),
         };
         let this = slf.get();
+        let mut constraints: Vec<Box<dyn LogitProcessor>> = Vec::new();
+        let mut grammar_stats = None;
+        if let Some(g) = &grammar {
+            let compiler = py.detach(|| this.grammar_compiler())?;
+            let inner = &g.inner;
+            let c = py
+                .detach(|| compiler.compile(inner))
+                .map_err(grammar_error)?;
+            grammar_stats = Some(c.stats_handle());
+            constraints.push(Box::new(c));
+        }
         let engine = slf.clone().unbind();
         if let Some(c) = &conversation {
             if !c.get().belongs_to(&engine) {
@@ -215,8 +244,8 @@ impl PyEngine {
             match &conversation {
                 Some(c) => c
                     .get()
-                    .turn(&mut pool, tokenizer, &prompt, opts, Vec::new()),
-                None => Generation::new(&mut pool, tokenizer, &prompt, opts, Vec::new()),
+                    .turn(&mut pool, tokenizer, &prompt, opts, constraints),
+                None => Generation::new(&mut pool, tokenizer, &prompt, opts, constraints),
             }
             .map_err(engine_err)?
         };
@@ -233,7 +262,16 @@ impl PyEngine {
                 err: None,
             },
             on_prefill,
+            grammar_stats,
         })
+    }
+
+    /// Compile `grammar` against this model's vocabulary without generating (raises
+    /// `GrammarError` naming what is wrong).
+    fn check_grammar(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<()> {
+        let compiler = py.detach(|| self.grammar_compiler())?;
+        let inner = &grammar.inner;
+        py.detach(|| compiler.check(inner)).map_err(grammar_error)
     }
 
     /// For each token of `tokens` after the first: its log-probability given the
@@ -325,6 +363,8 @@ pub struct PyGeneration {
     gen: Mutex<Generation>,
     processors: PyProcessors,
     on_prefill: Option<Py<PyAny>>,
+    /// The grammar constraint's counts (with `grammar`).
+    grammar_stats: Option<fucina_grammar::StatsHandle>,
 }
 
 impl PyGeneration {
@@ -500,6 +540,27 @@ impl PyGeneration {
     #[getter]
     fn tokens(&self) -> Vec<u32> {
         lock(&self.gen).generated().to_vec()
+    }
+
+    /// The grammar constraint's counts (`None` without `grammar`): `masks` computed,
+    /// `mask_us` (each mask's time in microseconds), `wait_us` (time spent waiting
+    /// for masks computed while the forward ran) and `forced` (tokens the grammar
+    /// forced, committed without sampling).
+    #[getter]
+    fn grammar_stats<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let Some(h) = &self.grammar_stats else {
+            return Ok(None);
+        };
+        let s = py.detach(|| h.get());
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("masks", s.masks)?;
+        d.set_item("mask_us", s.mask_us)?;
+        d.set_item("wait_us", s.wait_us)?;
+        d.set_item("forced", lock(&self.gen).forced_count())?;
+        Ok(Some(d))
     }
 
     /// Speculative decoding's counts (`None` when it is off): `steps`, `spec_steps`,

@@ -17,6 +17,7 @@ static GGUF_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INVALID_ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ARGUMENT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static GRAMMAR_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type(
     py: Python<'_>,
@@ -128,6 +129,31 @@ pub fn unsupported_model_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     )
 }
 
+/// `fucina.GrammarError`: a grammar or schema that cannot be compiled (an
+/// `InvalidArgumentError`, so also a `ValueError`).
+pub fn grammar_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    GRAMMAR_ERROR
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(py, [invalid_argument_error(py)?.clone()])?;
+            make_type(
+                py,
+                "GrammarError",
+                &bases,
+                "A grammar, regex or JSON Schema is invalid or uses an unsupported feature (the message names it).",
+            )
+        })
+        .map(|t| t.bind(py))
+}
+
+/// A `GrammarError` with `message`.
+pub fn grammar_err(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match grammar_error(py) {
+        Ok(ty) => raise(ty, message),
+        Err(err) => err,
+    })
+}
+
 /// Add the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -136,6 +162,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsupportedModelError", unsupported_model_error(py)?)?;
     m.add("InvalidArgumentError", invalid_argument_error(py)?)?;
     m.add("ArgumentTypeError", argument_type_error(py)?)?;
+    m.add("GrammarError", grammar_error(py)?)?;
     Ok(())
 }
 

@@ -6,6 +6,7 @@ mod conversation;
 mod engine;
 mod errors;
 mod gguf;
+mod grammar;
 mod llm;
 mod quant;
 mod tokenizer;
@@ -37,6 +38,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     gguf::register(m)?;
+    grammar::register(m)?;
     quant::register(m)?;
     llm::register(m)?;
     engine::register(m)?;
