@@ -279,7 +279,7 @@ def test_processors_and_stopping_criteria(llm: Llama) -> None:
 
 
 def test_unsupported_options_raise(llm: Llama) -> None:
-    with pytest.raises(fucina.InvalidArgumentError, match="grammar"):
+    with pytest.raises(fucina.ArgumentTypeError, match="grammar must be a LlamaGrammar"):
         llm("x", grammar=object())
     with pytest.raises(fucina.InvalidArgumentError, match="mirostat"):
         llm("x", mirostat_mode=2)

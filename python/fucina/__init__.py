@@ -19,6 +19,7 @@ from ._core import (
     GGUFError,
     GGUFFile,
     GGUFWriter,
+    GrammarError,
     InvalidArgumentError,
     Model,
     Session,
@@ -41,6 +42,7 @@ from .chat import (
     render_chat_template,
 )
 from .conversation import Conversation
+from .grammar import Grammar
 from .llama import Llama
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
@@ -50,6 +52,8 @@ __all__ = [
     "Conversation",
     "Llama",
     "LogitProcessor",
+    "Grammar",
+    "GrammarError",
     "SamplingParams",
     "Engine",
     "Generation",

@@ -47,6 +47,26 @@ class InvalidArgumentError(FucinaError, ValueError):
 class ArgumentTypeError(FucinaError, TypeError):
     """An argument has a type fucina cannot use (the message names it)."""
 
+class GrammarError(InvalidArgumentError):
+    """A grammar, regex or JSON Schema is invalid or uses an unsupported feature (the message names it)."""
+
+@final
+class Grammar:
+    """A constraint on generated text (see ``fucina.Grammar``)."""
+
+    @staticmethod
+    def json_schema(schema: str) -> Grammar: ...
+    @staticmethod
+    def json_object() -> Grammar: ...
+    @staticmethod
+    def regex(pattern: str) -> Grammar: ...
+    @staticmethod
+    def lark(text: str) -> Grammar: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
 def build_info() -> dict[str, Any]:
     """Version, build and CPU facts, for bug reports."""
 
@@ -330,9 +350,12 @@ class Engine:
         conversation: Conversation | None = None,
         speculation: bool = False,
         reference: Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> Generation:
         """Start continuing ``prompt``; every argument is checked before any compute. With
         ``conversation``, on its sequence, keeping the common prefix of what it holds."""
+    def check_grammar(self, grammar: Grammar) -> None:
+        """Compile ``grammar`` against the vocabulary (raises ``GrammarError``)."""
 
 @final
 class Generation:
@@ -363,6 +386,9 @@ class Generation:
     @property
     def spec_stats(self) -> dict[str, Any] | None:
         """Speculative decoding's counts and the gate's state (``None`` when off)."""
+    @property
+    def grammar_stats(self) -> dict[str, Any] | None:
+        """The grammar's ``masks``, ``mask_us``, ``wait_us`` and ``forced`` (``None`` without one)."""
 
 @final
 class Conversation:

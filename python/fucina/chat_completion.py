@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, ChatTemplateError
+from .grammar import Grammar
 from .sampling import SamplingParams
 from .tool_calls import ParsedReply, ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
 
@@ -237,9 +238,10 @@ def _tool_choice(choice: Any, function_call: Any, tools: list[dict[str, Any]] | 
     return {"type": "function", "function": {"name": name}}
 
 
-def _response_format(fmt: Any) -> None:
+def _response_format(fmt: Any) -> Grammar | None:
+    """The grammar ``response_format`` asks for (``None`` for plain text)."""
     if fmt is None:
-        return
+        return None
     if not isinstance(fmt, Mapping):
         raise ArgumentTypeError(f"response_format must be a dict, not {_type_name(fmt)}")
     kind = fmt.get("type")
@@ -255,6 +257,12 @@ def _response_format(fmt: Any) -> None:
             raise InvalidArgumentError("response_format['json_schema']['name'] must be a str")
         if spec.get("schema") is not None and not isinstance(spec["schema"], Mapping):
             raise ArgumentTypeError("response_format['json_schema']['schema'] must be a JSON schema dict")
+        schema = spec.get("schema")
+        return Grammar.json_schema(schema) if schema is not None else Grammar.json_object()
+    if kind == "json_object":
+        schema = fmt.get("schema")
+        return Grammar.json_schema(schema) if schema is not None else Grammar.json_object()
+    return None
 
 
 def _top_logprobs(logprobs: Any, top_logprobs: Any) -> int | None:
@@ -526,12 +534,16 @@ def create_chat_completion(
     chat_template_kwargs: Mapping[str, Any] | None = None,
     cache_prompt: bool = True,
     speculation: bool = True,
+    grammar: Grammar | None = None,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
     tools_ = _tools(tools, functions)
     choice = _tool_choice(tool_choice, function_call, tools_)
-    _response_format(response_format)
+    from_format = _response_format(response_format)
+    if grammar is not None and from_format is not None:
+        raise InvalidArgumentError("give either grammar or a JSON response_format, not both")
+    grammar = grammar if grammar is not None else from_format
     n_logprobs = _top_logprobs(logprobs, top_logprobs)
     if not isinstance(stream, bool):
         raise ArgumentTypeError(f"stream must be a bool, not {_type_name(stream)}")
@@ -568,6 +580,7 @@ def create_chat_completion(
         special=special,
         cache_prompt=cache_prompt,
         speculation=speculation,
+        grammar=grammar,
     )
     rows = _LogprobRows(llm, special) if n_logprobs is not None else None
     meta = {

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _core
 from ._core import ArgumentTypeError, InvalidArgumentError
+from .grammar import Grammar, as_core
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
 if TYPE_CHECKING:
@@ -247,6 +248,7 @@ class Conversation:
         max_tokens: int | None,
         overrides: dict[str, Any],
         on_prefill: ProgressCallback | None = None,
+        grammar: Grammar | None = None,
     ) -> _core.Generation:
         from .llm import _check_max_tokens, _params
 
@@ -266,6 +268,7 @@ class Conversation:
             on_prefill=on_prefill,
             speculation=self._speculation,
             reference=self._references or None,
+            grammar=as_core(grammar),
             **params.to_core(),
         )
         self.last_prompt_tokens = len(ids)
@@ -302,15 +305,17 @@ class Conversation:
         *,
         max_tokens: _Cap = _DEFAULT,
         on_prefill: ProgressCallback | None = None,
+        grammar: Grammar | None = None,
         **sampling: Any,
     ) -> Generator[str, None, None]:
         """Send a user message; yield the reply's text pieces as they are decoded. Arguments
         are checked (and the turn started) before the first piece is asked for. Closing the
         iterator early ends the reply there (what was produced stays in the history); an
         error leaves the history as it was. ``on_prefill(done, total)`` follows the
-        evaluation of the history tokens the cache did not hold."""
+        evaluation of the history tokens the cache did not hold. ``grammar`` (a
+        :class:`fucina.Grammar`) constrains the reply."""
         messages = [*self._messages, {"role": "user", "content": _check_text("text", text)}]
-        return self._turn(messages, self._begin(messages, self._cap(max_tokens), sampling, on_prefill))
+        return self._turn(messages, self._begin(messages, self._cap(max_tokens), sampling, on_prefill, grammar))
 
     def send(
         self,
@@ -318,11 +323,13 @@ class Conversation:
         *,
         max_tokens: _Cap = _DEFAULT,
         on_prefill: ProgressCallback | None = None,
+        grammar: Grammar | None = None,
         **sampling: Any,
     ) -> str:
         """Send a user message and return the reply. Sampling keywords (``temperature``,
-        ``seed``, ...) override the conversation's for this turn."""
-        return "".join(self.stream(text, max_tokens=max_tokens, on_prefill=on_prefill, **sampling))
+        ``seed``, ...) override the conversation's for this turn; ``grammar`` (a
+        :class:`fucina.Grammar`) constrains the reply."""
+        return "".join(self.stream(text, max_tokens=max_tokens, on_prefill=on_prefill, grammar=grammar, **sampling))
 
     def stream_messages(
         self,
@@ -330,13 +337,14 @@ class Conversation:
         *,
         max_tokens: _Cap = _DEFAULT,
         on_prefill: ProgressCallback | None = None,
+        grammar: Grammar | None = None,
         **sampling: Any,
     ) -> Generator[str, None, None]:
         """:meth:`send_messages`, yielding the reply's text pieces as they are decoded."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
             raise ArgumentTypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
         msgs = [dict(m) for m in messages]
-        return self._turn(msgs, self._begin(msgs, self._cap(max_tokens), sampling, on_prefill))
+        return self._turn(msgs, self._begin(msgs, self._cap(max_tokens), sampling, on_prefill, grammar))
 
     def send_messages(
         self,
@@ -344,12 +352,15 @@ class Conversation:
         *,
         max_tokens: _Cap = _DEFAULT,
         on_prefill: ProgressCallback | None = None,
+        grammar: Grammar | None = None,
         **sampling: Any,
     ) -> str:
         """The stateless shape: reply to a FULL message history (which replaces this
         conversation's), reusing the longest common token prefix of its render and the cache;
         :attr:`last_reused_tokens` says how many tokens were kept."""
-        pieces = self.stream_messages(messages, max_tokens=max_tokens, on_prefill=on_prefill, **sampling)
+        pieces = self.stream_messages(
+            messages, max_tokens=max_tokens, on_prefill=on_prefill, grammar=grammar, **sampling
+        )
         return "".join(pieces)
 
     @staticmethod

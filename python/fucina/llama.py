@@ -26,16 +26,18 @@ import random
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ._core import InvalidArgumentError, read_gguf_header
+from ._core import ArgumentTypeError, InvalidArgumentError, read_gguf_header
+from .grammar import Grammar
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
-__all__ = ["Llama", "LlamaState", "LogitsProcessorList", "StoppingCriteriaList"]
+__all__ = ["Llama", "LlamaGrammar", "LlamaState", "LogitsProcessorList", "StoppingCriteriaList"]
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 """llama.cpp's "no seed given" value: each call then draws its seed from the previous one."""
@@ -64,6 +66,41 @@ class StoppingCriteriaList(list[StoppingCriteria]):
 
     def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
         return any(criterion(input_ids, logits) for criterion in self)
+
+
+class LlamaGrammar:
+    """llama-cpp-python's ``LlamaGrammar``: a GBNF grammar (converted to llguidance's Lark) or
+    a JSON Schema, for the ``grammar=`` argument of :class:`Llama`'s methods."""
+
+    def __init__(self, grammar: Grammar) -> None:
+        if not isinstance(grammar, Grammar):
+            raise ArgumentTypeError(f"LlamaGrammar wraps a fucina.Grammar, not {type(grammar).__name__}")
+        self.grammar = grammar
+
+    @classmethod
+    def from_string(cls, grammar: str, verbose: bool = True) -> LlamaGrammar:
+        """A GBNF grammar (``root ::= ...``)."""
+        return cls(Grammar.from_gbnf(grammar))
+
+    @classmethod
+    def from_file(cls, file: str | os.PathLike[str], verbose: bool = True) -> LlamaGrammar:
+        """A GBNF grammar read from ``file``."""
+        return cls(Grammar.from_gbnf(Path(file).read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_json_schema(cls, json_schema: str, verbose: bool = True) -> LlamaGrammar:
+        """A JSON Schema (JSON text)."""
+        return cls(Grammar.json_schema(json_schema))
+
+
+def _grammar(grammar: Any) -> Grammar | None:
+    if grammar is None or isinstance(grammar, Grammar):
+        return grammar
+    if isinstance(grammar, LlamaGrammar):
+        return grammar.grammar
+    if isinstance(grammar, str):
+        return Grammar.from_gbnf(grammar)
+    raise ArgumentTypeError(f"grammar must be a LlamaGrammar, a fucina.Grammar or GBNF text, not {type(grammar).__name__}")
 
 
 class LlamaState:
@@ -435,12 +472,9 @@ class Llama:
         seed: int | None,
         logit_bias: Mapping[int, float] | None,
         mirostat_mode: int,
-        grammar: Any,
     ) -> SamplingParams:
         if mirostat_mode:
             raise InvalidArgumentError(f"mirostat sampling is not supported (mirostat_mode={mirostat_mode})")
-        if grammar is not None:
-            raise InvalidArgumentError("grammar-constrained sampling is not supported yet (grammar must be None)")
         if temperature < 0:
             # llama-cpp-python samples from the untruncated distribution for a negative temperature.
             temperature, top_k, top_p, min_p, typical_p = 1.0, 0, 1.0, 0.0, 1.0
@@ -516,7 +550,7 @@ class Llama:
         """An OpenAI ``text_completion`` (llama-cpp-python's signature and defaults; see
         :meth:`fucina.LLM.create_completion` for the shape). ``max_tokens`` ``None`` or ``<= 0`` runs to
         the end of the context; ``tfs_z`` has no effect (as in llama-cpp-python); ``suffix``, mirostat
-        and ``grammar`` are not supported and raise."""
+        are not supported and raise; ``grammar`` is a :class:`LlamaGrammar` (GBNF or JSON Schema)."""
         if suffix is not None:
             raise InvalidArgumentError("suffix (fill-in-the-middle) is not supported")
         params = self._sampling(
@@ -531,7 +565,6 @@ class Llama:
             seed,
             logit_bias,
             mirostat_mode,
-            grammar,
         )
         prompt_, n_prompt = self._prompt(prompt)
         if n_prompt >= self.n_ctx():
@@ -548,6 +581,7 @@ class Llama:
             logit_processors=self._stopping(stopping_criteria) + _wrap_processors(logits_processor),
             params=params,
             model=model if model is not None else self.model_path,
+            grammar=_grammar(grammar),
         )
 
     def __call__(
@@ -640,7 +674,7 @@ class Llama:
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's signature and defaults); tool calls are
         parsed into ``message.tool_calls``. See :meth:`fucina.LLM.create_chat_completion` for the
-        shapes and for what ``tool_choice`` / ``response_format`` do not enforce yet."""
+        shapes; ``grammar`` (a :class:`LlamaGrammar`) constrains the reply, like ``response_format``."""
         params = self._sampling(
             temperature,
             top_k,
@@ -653,7 +687,6 @@ class Llama:
             seed,
             logit_bias,
             mirostat_mode,
-            grammar,
         )
         return self._llm.create_chat_completion(
             messages,
@@ -670,6 +703,7 @@ class Llama:
             logprobs=logprobs,
             top_logprobs=top_logprobs,
             params=params,
+            grammar=_grammar(grammar),
         )
 
     def create_chat_completion_openai_v1(self, *args: Any, **kwargs: Any) -> Any:
@@ -721,10 +755,9 @@ class Llama:
             None,
             None,
             mirostat_mode,
-            grammar,
         )
         procs = self._stopping(stopping_criteria) + _wrap_processors(logits_processor)
-        _, gen = self._llm._start(list(tokens), None, params, None, procs, None, ignore_eos=True)
+        _, gen = self._llm._start(list(tokens), None, params, None, procs, None, ignore_eos=True, grammar=_grammar(grammar))
         return self._llm._iter_tokens(gen)
 
     # -- not available ---------------------------------------------------------------------

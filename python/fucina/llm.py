@@ -30,6 +30,7 @@ from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, select_chat_template
 from .chat_completion import create_chat_completion as _create_chat_completion
 from .conversation import Conversation
+from .grammar import Grammar, as_core
 from .sampling import SAMPLING_FIELDS, SamplingParams
 
 __all__ = ["LLM", "LogitProcessor", "KV_CACHE_TYPES"]
@@ -304,6 +305,7 @@ class LLM:
         cache_prompt: bool = False,
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -324,6 +326,7 @@ class LLM:
             conversation=self._prompt_cache() if cache_prompt else None,
             speculation=bool(speculation),
             reference=self._reference_ids(reference),
+            grammar=as_core(grammar),
             **params.to_core(),
         )
         return ids, gen
@@ -359,6 +362,7 @@ class LLM:
             ignore_eos=scope["ignore_eos"],
             speculation=scope["speculation"],
             reference=scope["reference"],
+            grammar=scope["grammar"],
         )
         return gen
 
@@ -385,6 +389,7 @@ class LLM:
         ignore_eos: bool = False,
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> Generator[int, None, None]:
         """Continue ``prompt`` one token id at a time (see :meth:`stream`): ends after an
         end-of-generation token (not yielded), a stop string (the token that completed
@@ -432,6 +437,7 @@ class LLM:
         ignore_eos: bool = False,
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> Generator[str, None, None]:
         """Continue ``prompt`` (text or token ids), yielding text pieces (complete UTF-8).
 
@@ -448,6 +454,11 @@ class LLM:
         document or token ids: RAG) are verified several tokens per forward, and the output,
         draws included, is exactly what plain decoding gives; a cost gate keeps it off where
         drafts do not pay. Generations with Python ``logit_processors`` decode plainly.
+
+        ``grammar`` (a :class:`fucina.Grammar`: JSON Schema, regex, Lark) restricts the output
+        to what it matches: tokens it forbids are masked, tokens it leaves no choice in are
+        committed without sampling, and the generation ends with the end-of-turn token once it
+        is complete (or with ``max_tokens``, finish reason ``"length"``).
         """
         return self._iter_text(self._start_greedy(locals()))
 
@@ -474,6 +485,7 @@ class LLM:
         ignore_eos: bool = False,
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> str:
         """The continuation of ``prompt`` as one string (see :meth:`stream`)."""
         return "".join(self._iter_text(self._start_greedy(locals())))
@@ -503,6 +515,7 @@ class LLM:
         model: str | None = None,
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
+        grammar: Grammar | None = None,
     ) -> Any:
         """An OpenAI ``text_completion`` (llama-cpp-python's ``create_completion``).
 
@@ -545,6 +558,7 @@ class LLM:
             logprobs,
             speculation=speculation,
             reference=reference,
+            grammar=grammar,
         )
         prompt_text = prompt if isinstance(prompt, str) else self.detokenize(ids)
         meta = {
@@ -613,6 +627,7 @@ class LLM:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         cache_prompt: bool = True,
         speculation: bool = True,
+        grammar: Grammar | None = None,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -639,8 +654,11 @@ class LLM:
         ``tool_choice``.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
-        ``{"type": "json_schema", "json_schema": {"name", "schema"}}``) is checked but does not
-        constrain the output yet (grammar-constrained decoding is to come): ask for JSON in the prompt.
+        ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
+        with a :class:`fucina.Grammar`: the content is JSON (valid against the schema when one is
+        given; always enforced, ``strict`` or not). A schema llguidance cannot compile raises
+        :class:`fucina.GrammarError` naming the keyword before anything is generated; ``grammar`` (a
+        :class:`fucina.Grammar`) constrains the reply to any grammar instead.
         ``logprobs=True`` adds OpenAI's ``choices[].logprobs.content[{token, logprob, bytes,
         top_logprobs}]`` with ``top_logprobs`` alternatives (0-20). ``logits_processor`` takes fucina
         logit processors (in place, see :data:`LogitProcessor`); ``chat_template_kwargs`` are extra
@@ -683,6 +701,7 @@ class LLM:
             chat_template_kwargs=chat_template_kwargs,
             cache_prompt=cache_prompt,
             speculation=speculation,
+            grammar=grammar,
         )
 
     def _piece(self, token: int) -> str:

@@ -4,7 +4,11 @@
 //! JSON Schemas compile with llguidance's JSON compiler in compact form: the separators
 //! are `", "` and `": "` and no other whitespace is allowed between tokens, so a model
 //! cannot wander into endless indentation and most structure is forced (a schema can
-//! still ask for something else with llguidance's `x-guidance` key).
+//! still ask for something else with llguidance's `x-guidance` key). Numbers get digit
+//! bounds as in llama.cpp (whose JSON-Schema grammars allow at most 16 integral and 16
+//! fractional digits): an integer without a bound gets ±(10^16 − 1), a number without
+//! `multipleOf` gets `multipleOf: 1e-10` (the finest step llguidance represents), so a
+//! model cannot run on with digits forever.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -81,6 +85,7 @@ impl Grammar {
             "key_separator": ": ",
         });
         let schema = |mut v: Value| {
+            bound_digits(&mut v);
             match &mut v {
                 Value::Object(m) => {
                     m.entry("x-guidance").or_insert(compact.clone());
@@ -96,6 +101,38 @@ impl Grammar {
             Grammar::Regex(r) => TopLevelGrammar::from_regex(r),
             Grammar::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
         }
+    }
+}
+
+/// The largest magnitude llama.cpp's JSON grammars write for an integer (16 digits).
+const MAX_DIGITS_INT: i64 = 9_999_999_999_999_999;
+
+/// The finest `multipleOf` llguidance compiles (1e-11 and below exceed its digit limit).
+const NUMBER_STEP: f64 = 1e-10;
+
+/// Bound the digits of every `integer` and `number` schema that leaves them unbounded.
+fn bound_digits(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            match m.get("type").and_then(Value::as_str) {
+                Some("integer") => {
+                    m.entry("minimum").or_insert(json!(-MAX_DIGITS_INT));
+                    m.entry("maximum").or_insert(json!(MAX_DIGITS_INT));
+                }
+                Some("number") => {
+                    m.entry("multipleOf").or_insert(json!(NUMBER_STEP));
+                }
+                _ => {}
+            }
+            for (k, child) in m.iter_mut() {
+                // Values of these keys are data, not schemas.
+                if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                    bound_digits(child);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(bound_digits),
+        _ => {}
     }
 }
 
