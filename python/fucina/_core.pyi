@@ -67,6 +67,29 @@ class Grammar:
     @property
     def source(self) -> str: ...
 
+@final
+class GrammarCompiler:
+    """Compiles grammars against a tokenizer's vocabulary."""
+
+    def __new__(cls, tokenizer: Tokenizer, n_vocab: int | None = None) -> GrammarCompiler: ...
+    @property
+    def vocab_size(self) -> int: ...
+    def compile(self, grammar: Grammar) -> GrammarMatcher: ...
+
+@final
+class GrammarMatcher:
+    """One grammar's state over a token stream."""
+
+    def mask(self) -> tuple[npt.NDArray[np.bool_], float]:
+        """Allowed next tokens and the microseconds the mask took."""
+    def consume(self, tokens: Sequence[int]) -> None: ...
+    def forced_tokens(self) -> list[int]: ...
+    def valid_prefix_len(self, tokens: Sequence[int]) -> int: ...
+    @property
+    def accepting(self) -> bool: ...
+    @property
+    def stopped(self) -> bool: ...
+
 def build_info() -> dict[str, Any]:
     """Version, build and CPU facts, for bug reports."""
 

@@ -41,24 +41,10 @@ def _schema_text(schema: Any) -> str:
     as_model = schema if isinstance(schema, type) else type(schema)
     to_schema = getattr(as_model, "model_json_schema", None)
     if callable(to_schema):
-        return json.dumps(_closed_objects(to_schema()))
+        return json.dumps(to_schema())
     raise ArgumentTypeError(
         f"schema must be a dict, JSON text or a pydantic model, not {type(schema).__name__}"
     )
-
-
-def _closed_objects(schema: Any) -> Any:
-    """A pydantic model's schema with ``additionalProperties: false`` on every object that
-    leaves it open (the OpenAI SDK does the same for ``response_format=Model``): the model's
-    fields are what the output holds."""
-    if isinstance(schema, dict):
-        out = {k: _closed_objects(v) for k, v in schema.items()}
-        if out.get("type") == "object" and "properties" in out:
-            out.setdefault("additionalProperties", False)
-        return out
-    if isinstance(schema, list):
-        return [_closed_objects(v) for v in schema]
-    return schema
 
 
 class Grammar:
@@ -77,7 +63,10 @@ class Grammar:
     @classmethod
     def json_schema(cls, schema: Any) -> Grammar:
         """Output must be JSON valid against ``schema``: a dict, JSON text, or a pydantic
-        model class (or instance). Written compactly (``", "`` and ``": "`` separators)."""
+        model class (or instance). Written compactly (``", "`` and ``": "`` separators).
+        Read as llama.cpp reads schemas: an object listing ``properties`` without
+        ``additionalProperties`` allows no other keys, and numbers have at most 16 integral
+        and 10 fractional digits."""
         return cls(_core.Grammar.json_schema(_schema_text(schema)))
 
     @classmethod

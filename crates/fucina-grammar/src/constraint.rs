@@ -164,6 +164,11 @@ impl Constraint {
         self.lock().stats.clone()
     }
 
+    /// How long the last mask took to compute, microseconds (0 before any).
+    pub fn last_mask_us(&self) -> u32 {
+        self.lock().stats.mask_us.last().copied().unwrap_or(0)
+    }
+
     /// A handle that reads the counts from anywhere.
     pub fn stats_handle(&self) -> StatsHandle {
         StatsHandle(Arc::clone(&self.shared))

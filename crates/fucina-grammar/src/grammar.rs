@@ -4,8 +4,10 @@
 //! JSON Schemas compile with llguidance's JSON compiler in compact form: the separators
 //! are `", "` and `": "` and no other whitespace is allowed between tokens, so a model
 //! cannot wander into endless indentation and most structure is forced (a schema can
-//! still ask for something else with llguidance's `x-guidance` key). Numbers get digit
-//! bounds as in llama.cpp (whose JSON-Schema grammars allow at most 16 integral and 16
+//! still ask for something else with llguidance's `x-guidance` key). Schemas are read
+//! as llama.cpp reads them where it is stricter than JSON Schema: an object listing
+//! `properties` without `additionalProperties` allows no other keys (a model would
+//! otherwise invent keys without end), and numbers get digit bounds as in llama.cpp (whose JSON-Schema grammars allow at most 16 integral and 16
 //! fractional digits): an integer without a bound gets ±(10^16 − 1), a number without
 //! `multipleOf` gets `multipleOf: 1e-10` (the finest step llguidance represents), so a
 //! model cannot run on with digits forever.
@@ -85,7 +87,7 @@ impl Grammar {
             "key_separator": ": ",
         });
         let schema = |mut v: Value| {
-            bound_digits(&mut v);
+            normalize(&mut v);
             match &mut v {
                 Value::Object(m) => {
                     m.entry("x-guidance").or_insert(compact.clone());
@@ -110,29 +112,64 @@ const MAX_DIGITS_INT: i64 = 9_999_999_999_999_999;
 /// The finest `multipleOf` llguidance compiles (1e-11 and below exceed its digit limit).
 const NUMBER_STEP: f64 = 1e-10;
 
-/// Bound the digits of every `integer` and `number` schema that leaves them unbounded.
-fn bound_digits(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            match m.get("type").and_then(Value::as_str) {
-                Some("integer") => {
-                    m.entry("minimum").or_insert(json!(-MAX_DIGITS_INT));
-                    m.entry("maximum").or_insert(json!(MAX_DIGITS_INT));
-                }
-                Some("number") => {
-                    m.entry("multipleOf").or_insert(json!(NUMBER_STEP));
-                }
-                _ => {}
-            }
-            for (k, child) in m.iter_mut() {
-                // Values of these keys are data, not schemas.
-                if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
-                    bound_digits(child);
-                }
-            }
+/// llama.cpp's reading of a schema, where it is tighter than JSON Schema's: an object
+/// that lists `properties` and says nothing of others allows no others; integers and
+/// numbers get digit bounds (module doc).
+fn normalize(v: &mut Value) {
+    let Value::Object(m) = v else {
+        return;
+    };
+    match m.get("type").and_then(Value::as_str) {
+        Some("integer") => {
+            m.entry("minimum").or_insert(json!(-MAX_DIGITS_INT));
+            m.entry("maximum").or_insert(json!(MAX_DIGITS_INT));
         }
-        Value::Array(a) => a.iter_mut().for_each(bound_digits),
+        Some("number") => {
+            m.entry("multipleOf").or_insert(json!(NUMBER_STEP));
+        }
         _ => {}
+    }
+    let open_keys = [
+        "additionalProperties",
+        "patternProperties",
+        "unevaluatedProperties",
+    ];
+    if m.get("properties").is_some_and(Value::is_object)
+        && !open_keys.iter().any(|k| m.contains_key(*k))
+    {
+        m.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (k, child) in m.iter_mut() {
+        match k.as_str() {
+            // Maps from names to schemas.
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(map) = child {
+                    map.values_mut().for_each(normalize);
+                }
+            }
+            // Lists of schemas.
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                if let Value::Array(list) = child {
+                    list.iter_mut().for_each(normalize);
+                }
+            }
+            // One schema (or, for `items` in older drafts, a list of them).
+            "items"
+            | "additionalItems"
+            | "additionalProperties"
+            | "contains"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "propertyNames"
+            | "unevaluatedProperties"
+            | "unevaluatedItems" => match child {
+                Value::Array(list) => list.iter_mut().for_each(normalize),
+                other => normalize(other),
+            },
+            _ => {}
+        }
     }
 }
 
@@ -203,5 +240,71 @@ impl GrammarCompiler {
             c.insert(key, parser.clone());
         }
         Ok(parser)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_read_as_llama_cpp_reads_them() {
+        let mut v = json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "minimum": 0},
+                "x": {"type": "number"},
+                "properties": {"type": "object", "properties": {"a": {"enum": [{"type": "integer"}]}}},
+                "open": {"type": "object", "properties": {}, "additionalProperties": true},
+                "pat": {"type": "object", "properties": {}, "patternProperties": {"^a": {}}},
+            },
+            "$defs": {"d": {"type": "object", "properties": {"q": {"type": "number", "multipleOf": 0.5}}}},
+            "anyOf": [{"type": "integer"}],
+            "items": [{"type": "number"}],
+        });
+        normalize(&mut v);
+        assert_eq!(v["additionalProperties"], json!(false));
+        let n = &v["properties"]["n"];
+        assert_eq!(
+            (n["minimum"].clone(), n["maximum"].clone()),
+            (json!(0), json!(MAX_DIGITS_INT))
+        );
+        assert_eq!(v["properties"]["x"]["multipleOf"], json!(NUMBER_STEP));
+        // A property named "properties" is a schema like any other; enum values are data.
+        assert_eq!(
+            v["properties"]["properties"]["additionalProperties"],
+            json!(false)
+        );
+        assert_eq!(
+            v["properties"]["properties"]["properties"]["a"]["enum"],
+            json!([{"type": "integer"}])
+        );
+        assert_eq!(v["properties"]["open"]["additionalProperties"], json!(true));
+        assert!(v["properties"]["pat"].get("additionalProperties").is_none());
+        assert_eq!(v["$defs"]["d"]["additionalProperties"], json!(false));
+        assert_eq!(v["$defs"]["d"]["properties"]["q"]["multipleOf"], json!(0.5));
+        assert_eq!(v["anyOf"][0]["maximum"], json!(MAX_DIGITS_INT));
+        assert_eq!(v["items"][0]["multipleOf"], json!(NUMBER_STEP));
+        // An object without `properties` stays open, as in llama.cpp.
+        let mut any = json!({"type": "object"});
+        normalize(&mut any);
+        assert_eq!(any, json!({"type": "object"}));
+    }
+
+    #[test]
+    fn unsupported_keywords_are_named() {
+        let e = GrammarError::compile(
+            "JSON Schema",
+            "Unimplemented keys: [\"if\", \"then\"]".into(),
+        );
+        assert_eq!(
+            e,
+            GrammarError::Unsupported {
+                keywords: vec!["if".into(), "then".into()]
+            }
+        );
+        assert_eq!(e.to_string(), "unsupported JSON Schema keywords: if, then");
+        let e = GrammarError::compile("regex", "bad".into());
+        assert_eq!(e.to_string(), "invalid regex: bad");
     }
 }

@@ -1,10 +1,18 @@
 //! `Grammar`: a JSON Schema, regex or Lark grammar a generation's output must match
-//! (compiled per model by the engine, on first use, against its vocabulary).
+//! (compiled per model by the engine, on first use, against its vocabulary), and
+//! `GrammarCompiler` / `GrammarMatcher` for callers that run their own sampling loop
+//! (and for the mask-time benchmark on vocabularies without a model).
 
-use fucina_grammar::{Grammar, GrammarError};
+use std::sync::{Arc, Mutex};
+
+use fucina_grammar::{Constraint, Grammar, GrammarCompiler, GrammarError};
+use fucina_sample::LogitProcessor;
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
+use crate::engine::lock;
 use crate::errors::grammar_err;
+use crate::tokenizer::PyTokenizer;
 
 /// A grammar error as `fucina.GrammarError`.
 pub(crate) fn grammar_error(e: GrammarError) -> PyErr {
@@ -82,7 +90,106 @@ impl PyGrammar {
     }
 }
 
+/// Compiles grammars against a tokenizer's vocabulary (building it indexes every token).
+#[pyclass(frozen, module = "fucina._core", name = "GrammarCompiler")]
+pub struct PyGrammarCompiler {
+    inner: Arc<GrammarCompiler>,
+}
+
+#[pymethods]
+impl PyGrammarCompiler {
+    /// The compiler for `tokenizer`, over masks of `n_vocab` entries (default: the
+    /// tokenizer's vocabulary size; a model's output may have padding rows past it).
+    #[new]
+    #[pyo3(signature = (tokenizer, n_vocab = None))]
+    fn new(
+        py: Python<'_>,
+        tokenizer: PyRef<'_, PyTokenizer>,
+        n_vocab: Option<usize>,
+    ) -> PyResult<Self> {
+        let tok = Arc::clone(tokenizer.arc());
+        let n = n_vocab.unwrap_or(tok.vocab_size());
+        let inner = py
+            .detach(|| GrammarCompiler::new(tok, n))
+            .map_err(grammar_error)?;
+        Ok(PyGrammarCompiler {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Size of the masks.
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    /// A matcher at the grammar's start (raises `GrammarError` naming the problem).
+    fn compile(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<PyGrammarMatcher> {
+        let g = &grammar.inner;
+        let c = py.detach(|| self.inner.compile(g)).map_err(grammar_error)?;
+        Ok(PyGrammarMatcher {
+            inner: Mutex::new(c),
+            n_vocab: self.inner.vocab_size(),
+        })
+    }
+}
+
+/// One grammar's state over a token stream.
+#[pyclass(frozen, module = "fucina._core", name = "GrammarMatcher")]
+pub struct PyGrammarMatcher {
+    inner: Mutex<Constraint>,
+    n_vocab: usize,
+}
+
+#[pymethods]
+impl PyGrammarMatcher {
+    /// The tokens allowed next, as a boolean array, and the microseconds computing it took
+    /// (on a worker thread, when it was started ahead by the last `consume`).
+    fn mask<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray1<bool>>, f64)> {
+        let (mask, us) = py
+            .detach(|| {
+                let mut c = lock(&self.inner);
+                let m = c.mask()?;
+                let us = f64::from(c.last_mask_us());
+                let out: Vec<bool> = (0..self.n_vocab).map(|t| m.is_allowed(t as u32)).collect();
+                Ok::<_, GrammarError>((out, us))
+            })
+            .map_err(grammar_error)?;
+        Ok((PyArray1::from_vec(py, mask), us))
+    }
+
+    /// Commit `tokens` in order (raises `GrammarError` if the grammar rejects one).
+    fn consume(&self, py: Python<'_>, tokens: Vec<u32>) -> PyResult<()> {
+        py.detach(|| lock(&self.inner).consume(&tokens))
+            .map_err(grammar_error)
+    }
+
+    /// Tokens the grammar forces next (llguidance's fast-forward; the stop token once complete).
+    fn forced_tokens(&self, py: Python<'_>) -> Vec<u32> {
+        py.detach(|| lock(&self.inner).forced_tokens(&[]))
+    }
+
+    /// How many of `tokens` the grammar accepts in order (nothing is committed).
+    fn valid_prefix_len(&self, py: Python<'_>, tokens: Vec<u32>) -> usize {
+        py.detach(|| lock(&self.inner).valid_prefix_len(&[], &tokens))
+    }
+
+    /// Whether the text so far is a complete match.
+    #[getter]
+    fn accepting(&self) -> bool {
+        lock(&self.inner).is_accepting()
+    }
+
+    /// Whether nothing but the stop token can follow.
+    #[getter]
+    fn stopped(&self) -> bool {
+        lock(&self.inner).is_stopped()
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGrammar>()?;
+    m.add_class::<PyGrammarCompiler>()?;
+    m.add_class::<PyGrammarMatcher>()?;
     Ok(())
 }
