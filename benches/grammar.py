@@ -31,7 +31,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import fucina
 
@@ -91,7 +90,7 @@ def main() -> None:
     ap.add_argument("--no-peer", action="store_true")
     args = ap.parse_args()
     model = args.model or fucina.assets.default_model_path()
-    cases = json.loads(SCHEMAS.read_text())["cases"][:: 3][: args.schemas]
+    cases = json.loads(SCHEMAS.read_text())["cases"][::3][: args.schemas]
     llm = fucina.LLM(model, n_ctx=1024, n_threads=args.threads)
     llm.model.wait_repacked()
 
@@ -198,7 +197,10 @@ def main() -> None:
         peer = json.loads(res.stdout.strip().splitlines()[-1])
         peer_valid = 0
         for k, p in enumerate(peer):
-            peer_best[k] = {"total": min(peer_best[k]["total"], p["total"]), "decode": max(peer_best[k]["decode"], p["decode"])}
+            peer_best[k] = {
+                "total": min(peer_best[k]["total"], p["total"]),
+                "decode": max(peer_best[k]["decode"], p["decode"]),
+            }
             try:
                 json.loads(p["text"])
                 peer_valid += 1

@@ -16,10 +16,9 @@ import pydantic
 import pytest
 
 import fucina
+from conftest import load_golden
 from fucina.grammar import gbnf_to_lark
 from fucina.llama import Llama, LlamaGrammar
-
-from conftest import load_golden
 
 CASES: dict[str, Any] = load_golden("grammar", "schemas.json")
 GBNF_DIR = Path(__file__).resolve().parent.parent / "vendor" / "llama.cpp-grammars"
@@ -253,7 +252,8 @@ def test_llama_cpp_python_grammar_arguments(llm: fucina.LLM) -> None:
     out = lm.create_chat_completion(
         [{"role": "user", "content": "Give a number."}],
         grammar=LlamaGrammar.from_json_schema(
-            '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}'
+            '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], '
+            '"additionalProperties": false}'
         ),
         max_tokens=30,
     )
@@ -281,14 +281,16 @@ def test_gbnf_grammars_generate_what_they_describe(llm: fucina.LLM) -> None:
 
 def test_gbnf_conversion_details() -> None:
     lark = gbnf_to_lark(
-        'root ::= item-list # comment\nitem-list ::= ( "a\\n" | [^"\\\\x] | [a-z0-9] )+ ws\nws ::= | " " | "\\t" [ ]{0,3}\n'
+        "root ::= item-list # comment\n"
+        'item-list ::= ( "a\\n" | [^"\\\\x] | [a-z0-9] )+ ws\n'
+        'ws ::= | " " | "\\t" [ ]{0,3}\n'
     )
     assert lark.splitlines()[0] == "start: r_item_list"
     assert r'"a\n"' in lark and r'/[^"\\x]/' in lark and '"" | " "' in lark and "{0,3}" in lark
     for bad, msg in (
         ("item ::= 'x'", "cannot read"),
         ('item ::= "x"', "no 'root' rule"),
-        ('root ::= other', "undefined rule 'other'"),
+        ("root ::= other", "undefined rule 'other'"),
         ('root ::= "a"\nroot ::= "b"', "defined twice"),
         ('root ::= "\\q"', "unknown escape"),
         ("", "no rules"),

@@ -80,7 +80,17 @@ BASES: list[tuple[str, S]] = [
             {
                 "city": s(24),
                 "unit": {"enum": ["celsius", "fahrenheit"]},
-                "days": arr(obj({"day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]}, "high": i(-30, 50), "low": i(-40, 40)}), 1, 3),
+                "days": arr(
+                    obj(
+                        {
+                            "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
+                            "high": i(-30, 50),
+                            "low": i(-40, 40),
+                        }
+                    ),
+                    1,
+                    3,
+                ),
             }
         ),
     ),
@@ -90,7 +100,9 @@ BASES: list[tuple[str, S]] = [
             "type": "object",
             "$defs": {
                 "money": obj({"amount": n(0, 10000), "currency": {"enum": ["EUR", "USD", "GBP"]}}),
-                "line": obj({"sku": s(12, pattern="^[A-Z]{3}-[0-9]{4}$"), "qty": i(1, 99), "price": {"$ref": "#/$defs/money"}}),
+                "line": obj(
+                    {"sku": s(12, pattern="^[A-Z]{3}-[0-9]{4}$"), "qty": i(1, 99), "price": {"$ref": "#/$defs/money"}}
+                ),
             },
             "properties": {
                 "order_id": s(16),
@@ -122,7 +134,9 @@ BASES: list[tuple[str, S]] = [
             {
                 "query": s(30),
                 "total": i(0, 1000000),
-                "results": arr(obj({"title": s(40), "url": s(60, format="uri"), "score": n(0, 1)}, ["title", "url"]), 0, 2),
+                "results": arr(
+                    obj({"title": s(40), "url": s(60, format="uri"), "score": n(0, 1)}, ["title", "url"]), 0, 2
+                ),
                 "next_page": {"anyOf": [i(1, 100), {"type": "null"}]},
             }
         ),
@@ -136,7 +150,10 @@ BASES: list[tuple[str, S]] = [
         obj(
             {
                 "entities": arr(
-                    obj({"text": s(24), "type": {"enum": ["PERSON", "PLACE", "DATE", "ORG"]}, "start": i(0, 200)}, ["text", "type"]),
+                    obj(
+                        {"text": s(24), "type": {"enum": ["PERSON", "PLACE", "DATE", "ORG"]}, "start": i(0, 200)},
+                        ["text", "type"],
+                    ),
                     1,
                     4,
                 )
@@ -175,7 +192,17 @@ BASES: list[tuple[str, S]] = [
             {
                 "name": s(30),
                 "servings": i(1, 12),
-                "ingredients": arr(obj({"item": s(20), "amount": n(0, 1000), "unit": {"enum": ["g", "ml", "tbsp", "tsp", "cup", "piece"]}}), 1, 4),
+                "ingredients": arr(
+                    obj(
+                        {
+                            "item": s(20),
+                            "amount": n(0, 1000),
+                            "unit": {"enum": ["g", "ml", "tbsp", "tsp", "cup", "piece"]},
+                        }
+                    ),
+                    1,
+                    4,
+                ),
                 "steps": arr(s(60), 1, 3),
             }
         ),
@@ -226,7 +253,11 @@ BASES: list[tuple[str, S]] = [
                 "authors": arr(obj({"first": s(16), "last": s(16)}), 1, 3),
                 "isbn": s(17, pattern="^97[89]-[0-9]{10}$"),
                 "year": i(1450, 2030),
-                "genres": {"type": "array", "items": {"enum": ["fiction", "science", "history", "poetry", "biography"]}, "maxItems": 2},
+                "genres": {
+                    "type": "array",
+                    "items": {"enum": ["fiction", "science", "history", "poetry", "biography"]},
+                    "maxItems": 2,
+                },
             },
             ["title", "authors"],
         ),
@@ -238,13 +269,23 @@ BASES: list[tuple[str, S]] = [
                 "date": s(format="date"),
                 "participants": arr(s(20), 1, 4),
                 "decisions": arr(s(60), 0, 3),
-                "action_items": arr(obj({"owner": s(20), "task": s(50), "due": s(format="date")}, ["owner", "task"]), 0, 2),
+                "action_items": arr(
+                    obj({"owner": s(20), "task": s(50), "due": s(format="date")}, ["owner", "task"]), 0, 2
+                ),
             }
         ),
     ),
     (
         "Give a geographic location.",
-        obj({"name": s(30), "lat": n(-90, 90), "lon": n(-180, 180), "elevation_m": {"anyOf": [i(-500, 9000), {"type": "null"}]}}, ["name", "lat", "lon"]),
+        obj(
+            {
+                "name": s(30),
+                "lat": n(-90, 90),
+                "lon": n(-180, 180),
+                "elevation_m": {"anyOf": [i(-500, 9000), {"type": "null"}]},
+            },
+            ["name", "lat", "lon"],
+        ),
     ),
     (
         "Create a bank transaction record.",
@@ -255,7 +296,9 @@ BASES: list[tuple[str, S]] = [
                 "amount": n(-100000, 100000),
                 "currency": s(3, pattern="^[A-Z]{3}$"),
                 "type": {"enum": ["debit", "credit"]},
-                "counterparty": obj({"name": s(30), "iban": s(34, pattern="^[A-Z]{2}[0-9]{2}[A-Z0-9]{4,30}$")}, ["name"]),
+                "counterparty": obj(
+                    {"name": s(30), "iban": s(34, pattern="^[A-Z]{2}[0-9]{2}[A-Z0-9]{4,30}$")}, ["name"]
+                ),
             }
         ),
     ),
@@ -308,7 +351,10 @@ BASES: list[tuple[str, S]] = [
     ),
     (
         "Give a quiz question with four options.",
-        obj({"question": s(80), "options": arr(s(30), 4, 4), "answer_index": i(0, 3), "explanation": s(80)}, ["question", "options", "answer_index"]),
+        obj(
+            {"question": s(80), "options": arr(s(30), 4, 4), "answer_index": i(0, 3), "explanation": s(80)},
+            ["question", "options", "answer_index"],
+        ),
     ),
     (
         "Describe a job posting.",
@@ -326,15 +372,33 @@ BASES: list[tuple[str, S]] = [
     ),
     (
         "Write a translation result.",
-        obj({"source_lang": s(2, pattern="^[a-z]{2}$"), "target_lang": s(2, pattern="^[a-z]{2}$"), "text": s(80), "alternatives": arr(s(80), 0, 2)}, ["source_lang", "target_lang", "text"]),
+        obj(
+            {
+                "source_lang": s(2, pattern="^[a-z]{2}$"),
+                "target_lang": s(2, pattern="^[a-z]{2}$"),
+                "text": s(80),
+                "alternatives": arr(s(80), 0, 2),
+            },
+            ["source_lang", "target_lang", "text"],
+        ),
     ),
     (
         "Describe a contact card.",
         {
             "type": "object",
             "$defs": {
-                "phone": obj({"kind": {"enum": ["home", "work", "mobile"]}, "number": s(16, pattern="^\\+?[0-9 ]{6,15}$")}),
-                "address": obj({"street": s(40), "city": s(24), "zip": s(10, pattern="^[0-9]{5}$"), "country": s(2, pattern="^[A-Z]{2}$")}, ["city", "country"]),
+                "phone": obj(
+                    {"kind": {"enum": ["home", "work", "mobile"]}, "number": s(16, pattern="^\\+?[0-9 ]{6,15}$")}
+                ),
+                "address": obj(
+                    {
+                        "street": s(40),
+                        "city": s(24),
+                        "zip": s(10, pattern="^[0-9]{5}$"),
+                        "country": s(2, pattern="^[A-Z]{2}$"),
+                    },
+                    ["city", "country"],
+                ),
             },
             "properties": {
                 "name": s(30),
@@ -357,25 +421,61 @@ BASES: list[tuple[str, S]] = [
     ),
     (
         "Give a chess move with its evaluation.",
-        obj({"move": s(7, pattern="^[a-h][1-8][a-h][1-8][qrbn]?$"), "eval": n(-100, 100), "mate_in": {"anyOf": [i(1, 50), {"type": "null"}]}}, ["move", "eval"]),
+        obj(
+            {
+                "move": s(7, pattern="^[a-h][1-8][a-h][1-8][qrbn]?$"),
+                "eval": n(-100, 100),
+                "mate_in": {"anyOf": [i(1, 50), {"type": "null"}]},
+            },
+            ["move", "eval"],
+        ),
     ),
     (
         "Create a todo list.",
-        obj({"list": s(24), "items": arr(obj({"text": s(40), "done": B, "due": {"anyOf": [s(format="date"), {"type": "null"}]}}, ["text", "done"]), 1, 4)}),
+        obj(
+            {
+                "list": s(24),
+                "items": arr(
+                    obj(
+                        {"text": s(40), "done": B, "due": {"anyOf": [s(format="date"), {"type": "null"}]}},
+                        ["text", "done"],
+                    ),
+                    1,
+                    4,
+                ),
+            }
+        ),
     ),
     (
         "Describe a flight booking.",
         obj(
             {
                 "pnr": s(6, pattern="^[A-Z0-9]{6}$"),
-                "passengers": arr(obj({"first": s(16), "last": s(16), "seat": s(4, pattern="^[0-9]{1,2}[A-F]$")}, ["first", "last"]), 1, 3),
-                "segments": arr(obj({"from": s(3, pattern="^[A-Z]{3}$"), "to": s(3, pattern="^[A-Z]{3}$"), "departure": s(format="date-time")}), 1, 2),
+                "passengers": arr(
+                    obj({"first": s(16), "last": s(16), "seat": s(4, pattern="^[0-9]{1,2}[A-F]$")}, ["first", "last"]),
+                    1,
+                    3,
+                ),
+                "segments": arr(
+                    obj(
+                        {
+                            "from": s(3, pattern="^[A-Z]{3}$"),
+                            "to": s(3, pattern="^[A-Z]{3}$"),
+                            "departure": s(format="date-time"),
+                        }
+                    ),
+                    1,
+                    2,
+                ),
             }
         ),
     ),
     (
         "Give a math answer with steps.",
-        obj({"steps": arr(s(60), 1, 4), "answer": {"anyOf": [i(), n()]}, "units": {"anyOf": [s(10), {"type": "null"}]}}, ["steps", "answer"]),
+        obj(
+            {"steps": arr(s(60), 1, 4), "answer": {"anyOf": [i(), n()]}, "units": {"anyOf": [s(10), {"type": "null"}]}},
+            ["steps", "answer"],
+        ),
     ),
     (
         "Describe a software package release.",
@@ -391,7 +491,15 @@ BASES: list[tuple[str, S]] = [
     ),
     (
         "Rate a restaurant.",
-        obj({"restaurant": s(30), "stars": i(1, 5), "price_level": {"enum": ["$", "$$", "$$$"]}, "review": s(100), "would_return": B}),
+        obj(
+            {
+                "restaurant": s(30),
+                "stars": i(1, 5),
+                "price_level": {"enum": ["$", "$$", "$$$"]},
+                "review": s(100),
+                "would_return": B,
+            }
+        ),
     ),
     (
         "Give a color palette.",
@@ -413,11 +521,27 @@ BASES: list[tuple[str, S]] = [
     ),
     (
         "Describe a network interface.",
-        obj({"name": s(12, pattern="^(eth|wlan)[0-9]$"), "mac": s(17, pattern="^([0-9a-f]{2}:){5}[0-9a-f]{2}$"), "ipv4": s(format="ipv4"), "ipv6": {"anyOf": [s(format="ipv6"), {"type": "null"}]}, "mtu": i(576, 9000)}, ["name", "mac"]),
+        obj(
+            {
+                "name": s(12, pattern="^(eth|wlan)[0-9]$"),
+                "mac": s(17, pattern="^([0-9a-f]{2}:){5}[0-9a-f]{2}$"),
+                "ipv4": s(format="ipv4"),
+                "ipv6": {"anyOf": [s(format="ipv6"), {"type": "null"}]},
+                "mtu": i(576, 9000),
+            },
+            ["name", "mac"],
+        ),
     ),
     (
         "Write a short poem with metadata.",
-        obj({"title": s(30), "lines": arr(s(50), 2, 4), "form": {"enum": ["haiku", "limerick", "free verse"]}, "mood": {"type": "string", "enum": ["happy", "sad", "calm"]}}),
+        obj(
+            {
+                "title": s(30),
+                "lines": arr(s(50), 2, 4),
+                "form": {"enum": ["haiku", "limerick", "free verse"]},
+                "mood": {"type": "string", "enum": ["happy", "sad", "calm"]},
+            }
+        ),
     ),
     (
         "Describe a person with optional nested details.",
@@ -425,8 +549,17 @@ BASES: list[tuple[str, S]] = [
             "type": "object",
             "properties": {
                 "name": s(30),
-                "pets": {"type": "array", "items": {"anyOf": [obj({"dog": s(16)}), obj({"cat": s(16)})]}, "maxItems": 2},
-                "address": {"allOf": [{"type": "object", "properties": {"city": s(20)}, "required": ["city"]}, {"properties": {"zip": s(5, pattern="^[0-9]{5}$")}}]},
+                "pets": {
+                    "type": "array",
+                    "items": {"anyOf": [obj({"dog": s(16)}), obj({"cat": s(16)})]},
+                    "maxItems": 2,
+                },
+                "address": {
+                    "allOf": [
+                        {"type": "object", "properties": {"city": s(20)}, "required": ["city"]},
+                        {"properties": {"zip": s(5, pattern="^[0-9]{5}$")}},
+                    ]
+                },
             },
             "required": ["name"],
         },
@@ -438,13 +571,18 @@ def strict_variant(schema: S) -> S:
     """Every object property required and no extra properties (OpenAI strict style)."""
     out = copy.deepcopy(schema)
 
-    def walk(x: Any) -> None:
+    def walk(x: Any, close: bool = True) -> None:
         if isinstance(x, dict):
-            if x.get("type") == "object" and isinstance(x.get("properties"), dict):
+            if close and x.get("type") == "object" and isinstance(x.get("properties"), dict):
                 x["required"] = list(x["properties"])
                 x["additionalProperties"] = False
-            for v in x.values():
-                walk(v)
+            for k, v in x.items():
+                # allOf members combine their properties: closing one would forbid the others'.
+                if k == "allOf" and isinstance(v, list):
+                    for m in v:
+                        walk(m, close=False)
+                else:
+                    walk(v)
         elif isinstance(x, list):
             for v in x:
                 walk(v)
@@ -485,7 +623,10 @@ def main() -> None:
     # Schemas llguidance cannot compile, with the keyword the error must name.
     unsupported = [
         {"schema": {"type": "object", "not": {"required": ["a"]}}, "keyword": "not"},
-        {"schema": {"type": "object", "if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}}, "keyword": "if"},
+        {
+            "schema": {"type": "object", "if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}},
+            "keyword": "if",
+        },
         {"schema": {"type": "array", "contains": {"type": "integer"}}, "keyword": "contains"},
         {"schema": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "keyword": "uniqueItems"},
         {"schema": {"type": "object", "dependentRequired": {"a": ["b"]}}, "keyword": "dependentRequired"},

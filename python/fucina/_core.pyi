@@ -30,6 +30,10 @@ __all__ = [
     "Conversation",
     "InvalidArgumentError",
     "ArgumentTypeError",
+    "Grammar",
+    "GrammarCompiler",
+    "GrammarError",
+    "GrammarMatcher",
 ]
 
 class FucinaError(Exception):

@@ -42,9 +42,7 @@ def _schema_text(schema: Any) -> str:
     to_schema = getattr(as_model, "model_json_schema", None)
     if callable(to_schema):
         return json.dumps(to_schema())
-    raise ArgumentTypeError(
-        f"schema must be a dict, JSON text or a pydantic model, not {type(schema).__name__}"
-    )
+    raise ArgumentTypeError(f"schema must be a dict, JSON text or a pydantic model, not {type(schema).__name__}")
 
 
 class Grammar:
@@ -211,7 +209,7 @@ def gbnf_to_lark(text: str) -> str:
         m = _GBNF_TOKEN.match(text, pos)
         if m is None:
             line = text.count("\n", 0, pos) + 1
-            raise GrammarError(f"invalid GBNF grammar: cannot read {text[pos:pos + 20]!r} (line {line})")
+            raise GrammarError(f"invalid GBNF grammar: cannot read {text[pos : pos + 20]!r} (line {line})")
         kind = m.lastgroup or ""
         if kind not in ("ws", "comment"):
             tokens.append((kind, m.group()))

@@ -100,7 +100,9 @@ def _grammar(grammar: Any) -> Grammar | None:
         return grammar.grammar
     if isinstance(grammar, str):
         return Grammar.from_gbnf(grammar)
-    raise ArgumentTypeError(f"grammar must be a LlamaGrammar, a fucina.Grammar or GBNF text, not {type(grammar).__name__}")
+    raise ArgumentTypeError(
+        f"grammar must be a LlamaGrammar, a fucina.Grammar or GBNF text, not {type(grammar).__name__}"
+    )
 
 
 class LlamaState:
@@ -757,7 +759,9 @@ class Llama:
             mirostat_mode,
         )
         procs = self._stopping(stopping_criteria) + _wrap_processors(logits_processor)
-        _, gen = self._llm._start(list(tokens), None, params, None, procs, None, ignore_eos=True, grammar=_grammar(grammar))
+        _, gen = self._llm._start(
+            list(tokens), None, params, None, procs, None, ignore_eos=True, grammar=_grammar(grammar)
+        )
         return self._llm._iter_tokens(gen)
 
     # -- not available ---------------------------------------------------------------------

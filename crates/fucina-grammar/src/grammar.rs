@@ -116,6 +116,12 @@ const NUMBER_STEP: f64 = 1e-10;
 /// that lists `properties` and says nothing of others allows no others; integers and
 /// numbers get digit bounds (module doc).
 fn normalize(v: &mut Value) {
+    normalize_node(v, true);
+}
+
+/// `close`: whether an object listing `properties` is closed here (not for the members of
+/// an `allOf`, whose properties combine: closing each would forbid the others' keys).
+fn normalize_node(v: &mut Value, close: bool) {
     let Value::Object(m) = v else {
         return;
     };
@@ -137,7 +143,9 @@ fn normalize(v: &mut Value) {
     if m.get("properties").is_some_and(Value::is_object)
         && !open_keys.iter().any(|k| m.contains_key(*k))
     {
-        m.insert("additionalProperties".into(), Value::Bool(false));
+        // An allOf member stays open, and says so: llguidance's merge of allOf members
+        // reads a missing `additionalProperties` as closed.
+        m.insert("additionalProperties".into(), Value::Bool(!close));
     }
     for (k, child) in m.iter_mut() {
         match k.as_str() {
@@ -148,9 +156,14 @@ fn normalize(v: &mut Value) {
                 }
             }
             // Lists of schemas.
-            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+            "anyOf" | "oneOf" | "prefixItems" => {
                 if let Value::Array(list) = child {
                     list.iter_mut().for_each(normalize);
+                }
+            }
+            "allOf" => {
+                if let Value::Array(list) = child {
+                    list.iter_mut().for_each(|x| normalize_node(x, false));
                 }
             }
             // One schema (or, for `items` in older drafts, a list of them).
@@ -285,6 +298,11 @@ mod tests {
         assert_eq!(v["$defs"]["d"]["properties"]["q"]["multipleOf"], json!(0.5));
         assert_eq!(v["anyOf"][0]["maximum"], json!(MAX_DIGITS_INT));
         assert_eq!(v["items"][0]["multipleOf"], json!(NUMBER_STEP));
+        // The members of an allOf combine their properties: none is closed on its own.
+        let mut all = json!({"allOf": [{"properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}}]});
+        normalize(&mut all);
+        assert_eq!(all["allOf"][0]["additionalProperties"], json!(true));
+        assert_eq!(all["allOf"][1]["additionalProperties"], json!(true));
         // An object without `properties` stays open, as in llama.cpp.
         let mut any = json!({"type": "object"});
         normalize(&mut any);
