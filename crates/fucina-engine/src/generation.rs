@@ -298,8 +298,9 @@ impl Generation {
         self.finish.is_some() && !self.has_queued()
     }
 
-    /// Whether steps committed ahead are still to be handed out.
-    pub(crate) fn has_queued(&self) -> bool {
+    /// Whether steps committed ahead (a verify's, grammar-forced tokens) are still to be
+    /// handed out by [`Generation::step`].
+    pub fn has_queued(&self) -> bool {
         !self.ready.is_empty() || self.deferred.is_some()
     }
 
@@ -457,9 +458,11 @@ impl Generation {
     }
 
     /// Tokens that must be appended to this generation's sequence before its next
-    /// decision (the prompt at first, then the last committed token). The seam for
-    /// a scheduler that evaluates many generations' pending rows in one batched
-    /// forward and then calls [`Generation::decide`] on each with its row.
+    /// decision (the prompt at first, then the last committed token, after any
+    /// grammar-forced ones). The seam for a scheduler that evaluates many generations'
+    /// pending rows in one batched forward and then calls [`Generation::decide`] on each
+    /// with its last row; call [`Generation::fast_forward`] before reading it. Decode-time
+    /// rows must be evaluated with pinned numerics for the tokens to be a lone run's.
     pub fn pending(&self) -> &[u32] {
         if self.finish.is_some() {
             &[]
@@ -525,7 +528,11 @@ impl Generation {
     /// complete), queueing their steps; whether any was. Every processor must agree
     /// on each token; log-probabilities need every row's logits, so with `logprobs`
     /// nothing is forced and each token is sampled under the processors' masks.
-    pub(crate) fn fast_forward(&mut self) -> Result<bool> {
+    ///
+    /// A scheduler that evaluates [`Generation::pending`] rows itself calls this first
+    /// (then hands out the queued steps with [`Generation::step`]), so forced tokens are
+    /// committed on its path exactly as on [`Generation::step`]'s.
+    pub fn fast_forward(&mut self) -> Result<bool> {
         if self.finish.is_some() || self.opts.logprobs.is_some() || self.processors.is_empty() {
             return Ok(false);
         }

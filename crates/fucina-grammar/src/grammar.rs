@@ -125,6 +125,7 @@ fn normalize_node(v: &mut Value, close: bool) {
     let Value::Object(m) = v else {
         return;
     };
+    merge_object_all_of(m);
     match m.get("type").and_then(Value::as_str) {
         Some("integer") => {
             m.entry("minimum").or_insert(json!(-MAX_DIGITS_INT));
@@ -184,6 +185,63 @@ fn normalize_node(v: &mut Value, close: bool) {
             _ => {}
         }
     }
+}
+
+/// An `allOf` of plain object schemas (properties and required lists only) merged into
+/// its parent, as llama.cpp merges them: the object then lists every member's properties
+/// and, like any object listing properties, allows no others.
+fn merge_object_all_of(m: &mut serde_json::Map<String, Value>) {
+    const PLAIN: [&str; 5] = ["type", "properties", "required", "title", "description"];
+    let Some(Value::Array(members)) = m.get("allOf") else {
+        return;
+    };
+    let plain = |x: &Value| {
+        x.as_object().is_some_and(|o| {
+            o.keys().all(|k| PLAIN.contains(&k.as_str()))
+                && o.get("type").is_none_or(|t| t == "object")
+                && o.get("properties").is_none_or(Value::is_object)
+                && o.get("required").is_none_or(Value::is_array)
+        })
+    };
+    if members.is_empty() || !members.iter().all(plain) {
+        return;
+    }
+    if m.get("type").is_some_and(|t| t != "object")
+        || m.get("properties").is_some_and(|p| !p.is_object())
+        || m.get("required").is_some_and(|r| !r.is_array())
+    {
+        return;
+    }
+    let mut props = match m.get("properties") {
+        Some(Value::Object(p)) => p.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let mut required: Vec<Value> = match m.get("required") {
+        Some(Value::Array(r)) => r.clone(),
+        _ => Vec::new(),
+    };
+    for member in members {
+        if let Some(Value::Object(p)) = member.get("properties") {
+            for (k, schema) in p {
+                if props.get(k).is_some_and(|old| old != schema) {
+                    // Two members constrain one property differently: keep the allOf.
+                    return;
+                }
+                props.insert(k.clone(), schema.clone());
+            }
+        }
+        if let Some(Value::Array(r)) = member.get("required") {
+            for k in r {
+                if !required.contains(k) {
+                    required.push(k.clone());
+                }
+            }
+        }
+    }
+    m.remove("allOf");
+    m.insert("type".into(), json!("object"));
+    m.insert("properties".into(), Value::Object(props));
+    m.insert("required".into(), Value::Array(required));
 }
 
 /// Compiles grammars against one model's vocabulary (build once per model: the
@@ -298,8 +356,18 @@ mod tests {
         assert_eq!(v["$defs"]["d"]["properties"]["q"]["multipleOf"], json!(0.5));
         assert_eq!(v["anyOf"][0]["maximum"], json!(MAX_DIGITS_INT));
         assert_eq!(v["items"][0]["multipleOf"], json!(NUMBER_STEP));
-        // The members of an allOf combine their properties: none is closed on its own.
-        let mut all = json!({"allOf": [{"properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}}]});
+        // An allOf of plain objects is merged (and closed), as llama.cpp merges it.
+        let mut all = json!({"allOf": [
+            {"type": "object", "properties": {"a": {}}, "required": ["a"]},
+            {"properties": {"b": {}}}
+        ]});
+        normalize(&mut all);
+        assert_eq!(
+            all,
+            json!({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"], "additionalProperties": false})
+        );
+        // Other allOf members combine their properties: none is closed on its own.
+        let mut all = json!({"allOf": [{"properties": {"a": {}}, "minProperties": 1}, {"properties": {"b": {}}}]});
         normalize(&mut all);
         assert_eq!(all["allOf"][0]["additionalProperties"], json!(true));
         assert_eq!(all["allOf"][1]["additionalProperties"], json!(true));
