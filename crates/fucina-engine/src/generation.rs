@@ -11,6 +11,11 @@
 //!    generation before it (the text up to it is emitted, the string is not);
 //! 3. `max_tokens` or a full context ends it with [`FinishReason::Length`].
 //!
+//! Tokens a processor forces (a grammar's fast-forward span, or its stop token once it
+//! is complete) are committed without sampling, their steps queued, and evaluated in
+//! one forward with the next pending token on every path (plain, speculative,
+//! lockstep), with pinned numerics, so the output is the same whichever path runs.
+//!
 //! The forward of a sampled token runs at the start of the next step, so a
 //! generation that stops (or is dropped, or cancelled between tokens) never pays for
 //! a forward whose logits nobody reads. The sampler draws once per committed token,
