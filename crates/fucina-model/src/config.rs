@@ -8,6 +8,7 @@
 use fucina_gguf::{Metadata, ZeroPolicy};
 
 pub use crate::ffn::{FfnConfig, Gating, GroupLimit, MoeConfig};
+use crate::kv_cache::{KvGeometry, LayerSpec, RecurrentGeometry};
 use crate::{ModelError, Result};
 
 /// The model families this crate runs, selected by `general.architecture`.
@@ -28,17 +29,21 @@ pub enum Family {
     /// Qwen1.5-MoE / Qwen2-MoE: Qwen2's attention, routed experts plus a gated
     /// shared expert on every layer.
     Qwen2Moe,
+    /// Qwen3.5 (dense): Gated DeltaNet layers interleaved with gated full-attention
+    /// layers (MRoPE, partial rotary), SwiGLU FFN.
+    Qwen35,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
         Family::Llama,
         Family::Qwen3Moe,
         Family::Qwen2Moe,
+        Family::Qwen35,
     ];
 
     /// The `general.architecture` string of the family.
@@ -50,7 +55,13 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen3Moe => "qwen3moe",
             Family::Qwen2Moe => "qwen2moe",
+            Family::Qwen35 => "qwen35",
         }
+    }
+
+    /// Whether some layers are Gated DeltaNet layers (a recurrent state per sequence).
+    pub fn is_hybrid(self) -> bool {
+        matches!(self, Family::Qwen35)
     }
 
     /// The family of an architecture string, or `UnsupportedArchitecture`.
@@ -106,9 +117,26 @@ pub struct RopeConfig {
     pub n_ctx_orig: usize,
 }
 
+/// The token mixer of one layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mixer {
+    /// Softmax attention over the layer's K/V rows.
+    Attention {
+        /// The query projection also yields a per-head output gate (Qwen3.5 /
+        /// Qwen3-Next: `attn_q` rows are `[q, gate]` per head, and the attention
+        /// output is multiplied by `sigmoid(gate)` before `attn_output`).
+        gated: bool,
+    },
+    /// Gated DeltaNet linear attention with its recurrent state.
+    DeltaNet(RecurrentGeometry),
+}
+
 /// Attention geometry and masking of one layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerConfig {
+    /// The token mixer (attention or Gated DeltaNet; the head fields below describe
+    /// the attention layers).
+    pub mixer: Mixer,
     /// Query heads.
     pub n_head: usize,
     /// Key/value heads (GQA: divides `n_head`).
@@ -131,6 +159,24 @@ impl LayerConfig {
     /// Width of the query projection output.
     pub fn q_dim(&self) -> usize {
         self.n_head * self.head_dim_k
+    }
+    /// Rows of `attn_q` (twice [`Self::q_dim`] with an output gate).
+    pub fn q_proj_dim(&self) -> usize {
+        match self.mixer {
+            Mixer::Attention { gated: true } => 2 * self.q_dim(),
+            _ => self.q_dim(),
+        }
+    }
+    /// The layer's slot in a sequence's cache.
+    pub fn cache_spec(&self) -> LayerSpec {
+        match self.mixer {
+            Mixer::DeltaNet(g) => LayerSpec::Recurrent(g),
+            Mixer::Attention { .. } => LayerSpec::Attention(KvGeometry {
+                n_head_kv: self.n_head_kv,
+                head_dim_k: self.head_dim_k,
+                head_dim_v: self.head_dim_v,
+            }),
+        }
     }
     /// Width of the key projection output.
     pub fn k_dim(&self) -> usize {
@@ -183,7 +229,7 @@ impl Config {
     pub fn max_dims(&self) -> MaxDims {
         let mut m = MaxDims::default();
         for l in &self.layers {
-            m.q = m.q.max(l.q_dim());
+            m.q = m.q.max(l.q_proj_dim());
             m.k = m.k.max(l.k_dim());
             m.v = m.v.max(l.v_dim());
             m.attn_out = m.attn_out.max(l.attn_out_dim());
@@ -201,7 +247,21 @@ impl Config {
             usize::try_from(md.meta_int(arch, suffix, ZeroPolicy::RejectZero)?)
                 .map_err(|_| invalid(format!("{arch}.{suffix} does not fit in usize")))
         };
-        let n_layer = int("block_count")?;
+        // Multi-token-prediction blocks (`nextn_predict_layers`) follow the trunk in
+        // the file; the forward runs the trunk only.
+        let n_nextn = md
+            .meta_int_opt(arch, "nextn_predict_layers", ZeroPolicy::AcceptZero)
+            .and_then(|v| usize::try_from(v).ok())
+            .unwrap_or(0);
+        let n_layer_all = int("block_count")?;
+        let n_layer = n_layer_all
+            .checked_sub(n_nextn)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{arch}.nextn_predict_layers = {n_nextn} leaves no trunk of {n_layer_all} blocks"
+                ))
+            })?;
         let n_embd = int("embedding_length")?;
         if n_layer > MAX_LAYERS {
             return Err(invalid(format!("{n_layer} layers (max {MAX_LAYERS})")));
@@ -261,9 +321,11 @@ impl Config {
         }
 
         let ffns = crate::families::ffn_configs(md, family, &n_ff)?;
+        let mixers = crate::families::mixers(md, family, n_layer, n_layer_all)?;
         let mut layers = Vec::with_capacity(n_layer);
-        for (il, ffn) in ffns.into_iter().enumerate() {
+        for (il, (ffn, mixer)) in ffns.into_iter().zip(mixers).enumerate() {
             let l = LayerConfig {
+                mixer,
                 n_head: n_head[il],
                 n_head_kv: n_head_kv[il],
                 head_dim_k,
@@ -276,6 +338,13 @@ impl Config {
                 return Err(invalid(format!(
                     "layer {il}: {} query heads are not a multiple of {} kv heads",
                     l.n_head, l.n_head_kv
+                )));
+            }
+            if matches!(l.mixer, Mixer::Attention { gated: true }) && l.head_dim_k != l.head_dim_v {
+                return Err(invalid(format!(
+                    "layer {il}: a gated attention layer needs equal key and value head \
+                     dims ({} / {})",
+                    l.head_dim_k, l.head_dim_v
                 )));
             }
             if l.ffn.n_ff() == 0 || l.head_dim_k == 0 || l.head_dim_v == 0 {
@@ -307,9 +376,12 @@ impl Config {
                     Activation::GeluTanh,
                 )
             }
-            Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen3Moe | Family::Qwen2Moe => {
-                (None, 1.0, kq_default, Activation::Silu)
-            }
+            Family::Qwen3
+            | Family::Qwen2
+            | Family::Llama
+            | Family::Qwen3Moe
+            | Family::Qwen2Moe
+            | Family::Qwen35 => (None, 1.0, kq_default, Activation::Silu),
         };
         let final_softcap = md
             .meta_float_opt(arch, "final_logit_softcapping")
@@ -389,9 +461,14 @@ fn rope_from_metadata(
 ) -> Result<RopeConfig> {
     let kind = match family {
         Family::Llama => RopeKind::Normal,
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Qwen3Moe | Family::Qwen2Moe => {
-            RopeKind::Neox
-        }
+        // Qwen3.5's interleaved MRoPE gives every section the same position for
+        // text, which is NeoX RoPE over the rotated dims.
+        Family::Gemma3
+        | Family::Qwen3
+        | Family::Qwen2
+        | Family::Qwen3Moe
+        | Family::Qwen2Moe
+        | Family::Qwen35 => RopeKind::Neox,
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

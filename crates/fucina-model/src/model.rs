@@ -218,7 +218,7 @@ impl Model {
         let attn: usize = self
             .layers
             .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo])
+            .flat_map(|l| l.mixer.matrices())
             .map(|w| w.bytes().len())
             .sum();
         let ffn: usize = self.layers.iter().map(|l| l.ffn.bytes_per_token()).sum();
@@ -236,7 +236,8 @@ fn matmul_weights<'a>(
     layers
         .iter()
         .flat_map(|l| {
-            [&l.wq, &l.wk, &l.wv, &l.wo]
+            l.mixer
+                .matrices()
                 .into_iter()
                 .chain(l.ffn.resident_matrices())
         })

@@ -301,12 +301,34 @@ pub fn has_tensor(file: &GgufFile, name: &str) -> bool {
 
 /// Read a 1-D tensor of exactly `len` elements (F32/F16/BF16) into f32.
 pub fn load_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    load_small(file, name, &[len as u64], len)
+}
+
+/// Read a small 2-D tensor of GGUF dims exactly `[cols, rows]` (F32/F16/BF16) into
+/// `rows × cols` f32, row-major (a DeltaNet layer's convolution kernel).
+pub fn load_small_matrix(
+    file: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<f32>> {
+    let n = rows
+        .checked_mul(cols)
+        .ok_or_else(|| ModelError::WeightShape {
+            name: name.to_owned(),
+            found: Vec::new(),
+            expected: vec![cols as u64, rows as u64],
+        })?;
+    load_small(file, name, &[cols as u64, rows as u64], n)
+}
+
+fn load_small(file: &GgufFile, name: &str, dims: &[u64], len: usize) -> Result<Vec<f32>> {
     let info = tensor_info(file, name)?;
-    if info.dims.as_slice() != [len as u64] {
+    if info.dims.as_slice() != dims {
         return Err(ModelError::WeightShape {
             name: name.to_owned(),
             found: info.dims.clone(),
-            expected: vec![len as u64],
+            expected: dims.to_vec(),
         });
     }
     if !matches!(

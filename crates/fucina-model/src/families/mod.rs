@@ -9,14 +9,16 @@ pub mod llama;
 pub mod qwen2;
 pub mod qwen2moe;
 pub mod qwen3;
+pub mod qwen35;
 pub mod qwen3moe;
 
 use std::sync::Arc;
 
 use fucina_gguf::{GgufFile, Metadata};
 
-use crate::config::{Config, Family};
+use crate::config::{Config, Family, Mixer};
 use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, MoeFfn};
+use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights};
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
 use crate::Result;
 
@@ -48,6 +50,9 @@ pub struct FamilySpec {
     pub rope_freqs: Presence,
     /// `exp_probs_b.bias` on MoE layers (DeepSeek-V3-style selection bias).
     pub probs_bias: Presence,
+    /// Name of the pre-FFN RMSNorm (`ffn_norm`; Qwen3.5 / Qwen3-Next call it
+    /// `post_attention_norm`).
+    pub ffn_norm: &'static str,
 }
 
 /// The spec of `family`.
@@ -59,6 +64,26 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Llama => llama::SPEC,
         Family::Qwen3Moe => qwen3moe::SPEC,
         Family::Qwen2Moe => qwen2moe::SPEC,
+        Family::Qwen35 => qwen35::SPEC,
+    }
+}
+
+/// The token mixer of every layer of `family` (`n_layer` trunk layers of
+/// `n_layer_all` blocks in the file).
+pub fn mixers(
+    md: &Metadata,
+    family: Family,
+    n_layer: usize,
+    n_layer_all: usize,
+) -> Result<Vec<Mixer>> {
+    match family {
+        Family::Qwen35 => qwen35::mixers(md, family.arch(), n_layer, n_layer_all),
+        Family::Gemma3
+        | Family::Qwen3
+        | Family::Qwen2
+        | Family::Llama
+        | Family::Qwen3Moe
+        | Family::Qwen2Moe => Ok(vec![Mixer::Attention { gated: false }; n_layer]),
     }
 }
 
@@ -68,7 +93,7 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
     match family {
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama => {
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
             Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
         }
     }
@@ -92,28 +117,10 @@ pub(crate) fn expert_counts(md: &Metadata, arch: &str) -> Result<(usize, usize, 
 /// One transformer block's weights.
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
-    /// Pre-attention RMSNorm.
+    /// Pre-mixer RMSNorm.
     pub attn_norm: Vec<f32>,
-    /// Query projection.
-    pub wq: Linear,
-    /// Key projection.
-    pub wk: Linear,
-    /// Value projection.
-    pub wv: Linear,
-    /// Output projection.
-    pub wo: Linear,
-    /// Query/key/value/output biases.
-    pub bq: Option<Vec<f32>>,
-    /// Key bias.
-    pub bk: Option<Vec<f32>>,
-    /// Value bias.
-    pub bv: Option<Vec<f32>>,
-    /// Output bias.
-    pub bo: Option<Vec<f32>>,
-    /// Per-head query RMSNorm weight.
-    pub q_norm: Option<Vec<f32>>,
-    /// Per-head key RMSNorm weight.
-    pub k_norm: Option<Vec<f32>>,
+    /// The token mixer's weights (attention or Gated DeltaNet).
+    pub mixer: MixerWeights,
     /// RMSNorm on the attention output before the residual add.
     pub post_attn_norm: Option<Vec<f32>>,
     /// Pre-FFN RMSNorm.
@@ -145,6 +152,21 @@ pub fn bind_layer(
     let l = &config.layers[il];
     let n = |s: &str| layer_name(il, s);
     let e = config.n_embd;
+    let mixer = match l.mixer {
+        Mixer::Attention { .. } => MixerWeights::Attention(AttnWeights {
+            wq: Linear::bind(file, &n("attn_q.weight"), l.q_proj_dim(), e)?,
+            wk: Linear::bind(file, &n("attn_k.weight"), l.k_dim(), e)?,
+            wv: Linear::bind(file, &n("attn_v.weight"), l.v_dim(), e)?,
+            wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
+            bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
+            bk: vec_by(file, &n("attn_k.bias"), l.k_dim(), spec.qkv_bias)?,
+            bv: vec_by(file, &n("attn_v.bias"), l.v_dim(), spec.qkv_bias)?,
+            bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
+            q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+            k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+        }),
+        Mixer::DeltaNet(g) => MixerWeights::DeltaNet(DeltaNetWeights::bind(file, il, e, &g)?),
+    };
     let ffn = match &l.ffn {
         FfnConfig::Dense { n_ff } => {
             let bias = |name: &str, len| vec_by(file, name, len, spec.out_ffn_bias);
@@ -160,18 +182,9 @@ pub fn bind_layer(
     };
     Ok(LayerWeights {
         attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
-        wq: Linear::bind(file, &n("attn_q.weight"), l.q_dim(), e)?,
-        wk: Linear::bind(file, &n("attn_k.weight"), l.k_dim(), e)?,
-        wv: Linear::bind(file, &n("attn_v.weight"), l.v_dim(), e)?,
-        wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
-        bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
-        bk: vec_by(file, &n("attn_k.bias"), l.k_dim(), spec.qkv_bias)?,
-        bv: vec_by(file, &n("attn_v.bias"), l.v_dim(), spec.qkv_bias)?,
-        bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
-        q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
-        k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+        mixer,
         post_attn_norm: vec_by(file, &n("post_attention_norm.weight"), e, spec.post_norms)?,
-        ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
+        ffn_norm: load_vector(file, &n(&format!("{}.weight", spec.ffn_norm)), e)?,
         ffn,
         post_ffn_norm: vec_by(file, &n("post_ffw_norm.weight"), e, spec.post_norms)?,
         rope_freqs: rope_freqs.cloned(),

@@ -81,7 +81,7 @@ impl KvCache {
             let start = self.len;
             let mut at = 0;
             for layer in &mut self.layers {
-                let l = layer.kv_mut();
+                let Some(l) = layer.kv_mut() else { continue };
                 let kb = l.k_row * l.geom.n_head_kv;
                 for (r, rec) in block.iter().enumerate() {
                     let pos = start + r;

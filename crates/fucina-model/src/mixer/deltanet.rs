@@ -1,0 +1,328 @@
+//! The Gated DeltaNet mixer of one layer inside the batched forward (Qwen3.5's
+//! `build_layer_attn_linear`): projections of the normed rows, then per sequence
+//! the causal convolution continuing its cached state, the prepared delta-rule
+//! inputs, the delta rule per value head (chunked for prompt rows, recurrent for
+//! decode and pinned rows: see [`crate::ops::deltanet`]), the gated RMSNorm
+//! `rmsnorm(o) · w · silu(z)` per head, and the output projection into `out`.
+//!
+//! Rows of several sequences may share the batch; each sequence's rows are
+//! gathered in position order, and its state moves from the buffer holding the
+//! state at the cache's length to the other one (see
+//! [`crate::kv_cache::recurrent`]), with its rows logged for rewinds when few.
+
+use std::sync::Arc;
+
+use fucina_gguf::GgufFile;
+
+use crate::forward::{grow, par_rows, BatchRow};
+use crate::kv_cache::{KvCache, RecurrentGeometry, RecurrentIo};
+use crate::matmul::{matmul, matmul_many, MatmulScratch};
+use crate::ops::deltanet::{
+    conv_silu, conv_state_after, delta_rows, prepare_row, silu, uses_chunks, DeltaScratch,
+};
+use crate::ops::norm::rms_norm_inplace;
+use crate::parallel::{SharedMut, ThreadPool};
+use crate::weights::{layer_name, load_small_matrix, load_vector, Linear};
+use crate::{ModelError, Result};
+
+/// Weights of a Gated DeltaNet layer (llama.cpp's tensor names).
+#[derive(Clone, Debug)]
+pub struct DeltaNetWeights {
+    /// `attn_qkv`: the mixed q/k/v channels (`conv_channels × n_embd`).
+    pub qkv: Linear,
+    /// `attn_gate`: the output gate z (`n_v_heads · dv × n_embd`).
+    pub gate: Linear,
+    /// `ssm_beta`: β before its sigmoid (`n_v_heads × n_embd`).
+    pub beta: Linear,
+    /// `ssm_alpha`: the decay input before the softplus (`n_v_heads × n_embd`).
+    pub alpha: Linear,
+    /// `ssm_conv1d`: `conv_channels × conv_kernel`, f32.
+    pub conv: Vec<f32>,
+    /// `ssm_dt.bias`: added to α before the softplus.
+    pub dt_bias: Vec<f32>,
+    /// `ssm_a`: `−exp(A_log)` per value head (the converter stores it negated).
+    pub a: Vec<f32>,
+    /// `ssm_norm`: the gated RMSNorm weight (`dv`, shared by the heads).
+    pub norm: Vec<f32>,
+    /// `ssm_out`: back to the residual width (`n_embd × n_v_heads · dv`).
+    pub out: Linear,
+}
+
+impl DeltaNetWeights {
+    /// Bind layer `il`'s DeltaNet tensors for geometry `g`; a missing or misshapen
+    /// tensor is an error naming it.
+    pub fn bind(
+        file: &Arc<GgufFile>,
+        il: usize,
+        n_embd: usize,
+        g: &RecurrentGeometry,
+    ) -> Result<DeltaNetWeights> {
+        let n = |s: &str| layer_name(il, s);
+        let sh = g.shape;
+        let c = sh.conv_channels();
+        let v = sh.n_v_heads * sh.dv;
+        Ok(DeltaNetWeights {
+            qkv: Linear::bind(file, &n("attn_qkv.weight"), c, n_embd)?,
+            gate: Linear::bind(file, &n("attn_gate.weight"), v, n_embd)?,
+            beta: Linear::bind(file, &n("ssm_beta.weight"), sh.n_v_heads, n_embd)?,
+            alpha: Linear::bind(file, &n("ssm_alpha.weight"), sh.n_v_heads, n_embd)?,
+            conv: load_small_matrix(file, &n("ssm_conv1d.weight"), c, g.conv_kernel)?,
+            dt_bias: load_vector(file, &n("ssm_dt.bias"), sh.n_v_heads)?,
+            a: load_vector(file, &n("ssm_a"), sh.n_v_heads)?,
+            norm: load_vector(file, &n("ssm_norm.weight"), sh.dv)?,
+            out: Linear::bind(file, &n("ssm_out.weight"), n_embd, v)?,
+        })
+    }
+
+    /// Every matrix a decode step multiplies with.
+    pub fn matrices(&self) -> Vec<&Linear> {
+        vec![&self.qkv, &self.gate, &self.beta, &self.alpha, &self.out]
+    }
+}
+
+/// Buffers of the DeltaNet mixer (grown once, reused).
+#[derive(Default, Debug)]
+pub struct DeltaNetScratch {
+    qkv: Vec<f32>,
+    z: Vec<f32>,
+    b: Vec<f32>,
+    a: Vec<f32>,
+    /// Raw q/k/v rows gathered by sequence.
+    raw: Vec<f32>,
+    conv: Vec<f32>,
+    prep: Vec<f32>,
+    core: Vec<f32>,
+    normed: Vec<f32>,
+    /// Batch row of each gathered row.
+    order: Vec<usize>,
+    /// (sequence, first gathered row, rows) of each sequence in the batch.
+    segs: Vec<(usize, usize, usize)>,
+    /// Convolution tasks: (segment, its first gathered row, rows within it).
+    tasks: Vec<(usize, usize, std::ops::Range<usize>)>,
+}
+
+/// Floats of output per convolution task (enough work to outweigh a hand-off).
+const ROW_BLOCK_FLOATS: usize = 16 * 1024;
+
+thread_local! {
+    static DELTA_SCRATCH: std::cell::RefCell<(DeltaScratch, Vec<f32>)> =
+        std::cell::RefCell::new(Default::default());
+}
+
+impl DeltaNetWeights {
+    /// Run the layer on the normed rows `xn` (`rows.len()` of them), advancing each
+    /// row's sequence state in `caches` (layer `il`), and write the output
+    /// projection of every row into `out` (`rows.len() × n_embd`, batch order).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn forward(
+        &self,
+        pool: &ThreadPool,
+        il: usize,
+        g: &RecurrentGeometry,
+        eps: f32,
+        rows: &[BatchRow],
+        caches: &mut [KvCache],
+        xn: &[f32],
+        out: &mut [f32],
+        s: &mut DeltaNetScratch,
+        mm: &mut MatmulScratch,
+    ) -> Result<()> {
+        let m = rows.len();
+        let sh = g.shape;
+        let (c, hv, dv) = (sh.conv_channels(), sh.n_v_heads, sh.dv);
+        let vw = hv * dv;
+        let w = sh.row_width();
+        let pinned = mm.pinned();
+        {
+            let (qkv, z, b, a) = (
+                grow(&mut s.qkv, m * c),
+                grow(&mut s.z, m * vw),
+                grow(&mut s.b, m * hv),
+                grow(&mut s.a, m * hv),
+            );
+            matmul_many(
+                pool,
+                &[&self.qkv, &self.gate, &self.beta, &self.alpha],
+                xn,
+                m,
+                &mut [&mut qkv[..], &mut z[..], &mut b[..], &mut a[..]],
+                mm,
+            )?;
+        }
+
+        // Gather each sequence's rows (already in position order within the batch).
+        s.order.clear();
+        s.order.extend(0..m);
+        s.order.sort_by_key(|&r| rows[r].seq);
+        s.segs.clear();
+        let mut i = 0;
+        while i < m {
+            let seq = rows[s.order[i]].seq;
+            let n = s.order[i..]
+                .iter()
+                .take_while(|&&r| rows[r].seq == seq)
+                .count();
+            s.segs.push((seq, i, n));
+            i += n;
+        }
+        let raw = grow(&mut s.raw, m * c);
+        for (dst, &r) in raw.chunks_exact_mut(c).zip(&s.order) {
+            dst.copy_from_slice(&s.qkv[r * c..(r + 1) * c]);
+        }
+
+        // One recurrent view per sequence of the batch (distinct caches).
+        let mut ios: Vec<RecurrentIo<'_>> = Vec::with_capacity(s.segs.len());
+        {
+            let mut want = s.segs.iter().peekable();
+            for (si, cache) in caches.iter_mut().enumerate() {
+                match want.peek() {
+                    Some(&&(seq, _, n)) if seq == si => {
+                        want.next();
+                        let io = cache.recurrent_io(il, n)?;
+                        if io.geom != *g {
+                            return Err(ModelError::KvCacheShapeMismatch(format!(
+                                "cache {si}, layer {il}: recurrent state of another shape"
+                            )));
+                        }
+                        ios.push(io);
+                    }
+                    _ => {}
+                }
+            }
+        }
+
+        // Convolution (+ SiLU) per sequence and block of rows, then the new conv state.
+        let conv = grow(&mut s.conv, m * c);
+        let k = g.conv_kernel;
+        {
+            let per = (ROW_BLOCK_FLOATS / c.max(1)).max(1);
+            s.tasks.clear();
+            for (si, &(_, r0, n)) in s.segs.iter().enumerate() {
+                let mut t = 0;
+                while t < n {
+                    let e = (t + per).min(n);
+                    s.tasks.push((si, r0, t..e));
+                    t = e;
+                }
+            }
+            let conv_sh = SharedMut::new(conv);
+            let (segs, tasks, ios_ro, raw_ro, wts) = (&s.segs, &s.tasks, &ios, &*raw, &self.conv);
+            pool.run(tasks.len(), &|ti| {
+                let (si, r0, ref rr) = tasks[ti];
+                let n = segs[si].2;
+                // SAFETY: tasks cover disjoint row ranges of the gathered buffer.
+                let dst = unsafe { conv_sh.slice((r0 + rr.start) * c, rr.len() * c) };
+                conv_silu(
+                    wts,
+                    k,
+                    c,
+                    ios_ro[si].conv_src,
+                    &raw_ro[r0 * c..(r0 + n) * c],
+                    rr.clone(),
+                    dst,
+                );
+            });
+        }
+        for (io, &(_, r0, n)) in ios.iter_mut().zip(&s.segs) {
+            conv_state_after(
+                k,
+                c,
+                io.conv_src,
+                &raw[r0 * c..(r0 + n) * c],
+                n,
+                io.conv_dst,
+            );
+        }
+
+        // Prepared rows: normalised q/k, v, decay and β.
+        let prep = grow(&mut s.prep, m * w);
+        {
+            let (conv_ro, order, a_ro, b_ro) = (&s.conv, &s.order, &s.a, &s.b);
+            par_rows(pool, prep, w, &|rr, p| {
+                for (t, row) in rr.zip(p.chunks_exact_mut(w)) {
+                    let r = order[t];
+                    prepare_row(
+                        &sh,
+                        &conv_ro[t * c..(t + 1) * c],
+                        &a_ro[r * hv..(r + 1) * hv],
+                        &b_ro[r * hv..(r + 1) * hv],
+                        &self.dt_bias,
+                        &self.a,
+                        eps,
+                        row,
+                    );
+                }
+            });
+        }
+        for (io, &(_, r0, n)) in ios.iter_mut().zip(&s.segs) {
+            if let Some((log_raw, log_in)) = io.log.as_mut() {
+                log_raw.extend_from_slice(&raw[r0 * c..(r0 + n) * c]);
+                log_in.extend_from_slice(&prep[r0 * w..(r0 + n) * w]);
+            }
+        }
+
+        // The delta rule per (sequence, value head).
+        let core = grow(&mut s.core, m * vw);
+        {
+            let hs = sh.head_state();
+            let core_sh = SharedMut::new(core);
+            let dsts: Vec<SharedMut<f32>> = ios
+                .iter_mut()
+                .map(|io| SharedMut::new(&mut io.ssm_dst[..]))
+                .collect();
+            let srcs: Vec<&[f32]> = ios.iter().map(|io| io.ssm_src).collect();
+            let (segs, prep_ro) = (&s.segs, &*prep);
+            pool.run(segs.len() * hv, &|t| {
+                let (si, h) = (t / hv, t % hv);
+                let (_, r0, n) = segs[si];
+                // SAFETY: task (si, h) alone owns value head h of sequence si's
+                // destination state.
+                let st = unsafe { dsts[si].slice(h * hs, hs) };
+                st.copy_from_slice(&srcs[si][h * hs..(h + 1) * hs]);
+                DELTA_SCRATCH.with(|cell| {
+                    let (sc, o) = &mut *cell.borrow_mut();
+                    o.resize(n * dv, 0.0);
+                    delta_rows(
+                        &sh,
+                        h,
+                        &prep_ro[r0 * w..(r0 + n) * w],
+                        n,
+                        uses_chunks(n, pinned),
+                        st,
+                        o,
+                        sc,
+                    );
+                    for (j, src) in o.chunks_exact(dv).enumerate() {
+                        // SAFETY: gathered row r0 + j, head h: this task's alone.
+                        let dst = unsafe { core_sh.slice((r0 + j) * vw + h * dv, dv) };
+                        dst.copy_from_slice(src);
+                    }
+                });
+            });
+        }
+        drop(ios);
+
+        // Gated RMSNorm per head (in place, gathered order), back to batch order; then
+        // the output projection.
+        {
+            let (z_ro, order, nw) = (&s.z, &s.order, &self.norm);
+            par_rows(pool, &mut s.core[..m * vw], vw, &|rr, core| {
+                for (t, row) in rr.zip(core.chunks_exact_mut(vw)) {
+                    let r = order[t];
+                    for (h, o) in row.chunks_exact_mut(dv).enumerate() {
+                        rms_norm_inplace(o, nw, eps);
+                        for (x, &zv) in o.iter_mut().zip(&z_ro[r * vw + h * dv..]) {
+                            *x *= silu(zv);
+                        }
+                    }
+                }
+            });
+        }
+        let normed = grow(&mut s.normed, m * vw);
+        for (t, &r) in s.order.iter().enumerate() {
+            normed[r * vw..(r + 1) * vw].copy_from_slice(&s.core[t * vw..(t + 1) * vw]);
+        }
+        matmul(pool, &self.out, &s.normed[..m * vw], m, out, mm)?;
+        Ok(())
+    }
+}

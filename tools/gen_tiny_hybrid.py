@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Tiny random-weight hybrid / newest-family models (qwen35, ...) and transformers goldens.
+
+For each family: a transformers config with tiny dims but every feature the family
+ships (Qwen3.5: Gated DeltaNet layers with more value heads than key heads, an
+explicit layer pattern whose last layer is recurrent, gated attention with partial
+interleaved MRoPE) -> seeded random weights -> GGUF files written with gguf-py under
+llama.cpp's tensor names, applying the transforms of llama.cpp's
+convert_hf_to_gguf.py (conversion/qwen.py: `Qwen3NextModel.modify_tensors` and
+`_LinearAttentionVReorderBase`):
+
+  - every `*norm.weight` but `linear_attn.norm.weight` stored as 1 + w;
+  - `A_log` stored as `ssm_a = -exp(A_log)`, `dt_bias` as `ssm_dt.bias`, the conv1d
+    kernel squeezed to [channels, kernel] and kept f32;
+  - value heads reordered from grouped (by key head) to tiled order in
+    in_proj_qkv's V rows, in_proj_z, in_proj_a/b, A_log, dt_bias, the conv1d's V
+    channels and out_proj's columns;
+  - `linear_attn.*` -> attn_qkv / attn_gate / ssm_alpha / ssm_beta / ssm_conv1d /
+    ssm_dt / ssm_a / ssm_norm / ssm_out; `post_attention_layernorm` ->
+    post_attention_norm (the pre-FFN norm).
+
+Variants f32, f16 (matrices f16, vectors and the conv kernel f32) and q8_0. Goldens:
+transformers' float32 eager forward, logits at every position of two prompts of 64
+and 100 tokens (the second spans two 64-row chunks of the chunked delta rule), and
+12-token greedy continuations (full recompute per step).
+
+Usage (heavy deps in a separate virtualenv, never needed by CI):
+    .venv-ref/bin/python tools/gen_tiny_hybrid.py [--out tests/goldens/model/tiny] [--only qwen35]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import gguf
+import numpy as np
+import torch
+import transformers
+from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+SEED = 20260301
+VOCAB = 256
+N_GREEDY = 12
+PROMPT_LENS = [64, 100]
+
+
+def prompts(seed: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [[int(t) for t in rng.integers(1, VOCAB, n)] for n in PROMPT_LENS]
+
+
+def families():
+    return {
+        "qwen35": (
+            Qwen3_5ForCausalLM,
+            Qwen3_5TextConfig(
+                vocab_size=VOCAB,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                rms_norm_eps=1e-6,
+                max_position_embeddings=512,
+                tie_word_embeddings=False,
+                linear_conv_kernel_dim=4,
+                linear_key_head_dim=16,
+                linear_value_head_dim=16,
+                linear_num_key_heads=2,
+                linear_num_value_heads=4,
+                layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+                rope_parameters={
+                    "rope_type": "default",
+                    "rope_theta": 10_000_000.0,
+                    "partial_rotary_factor": 0.25,
+                    "mrope_section": [2, 1, 1],
+                    "mrope_interleaved": True,
+                },
+            ),
+        ),
+    }
+
+
+def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
+    """Weights with enough spread that logits are not near-uniform. Zero-centred
+    RMSNorms (Qwen3.5 multiplies by 1 + w) around 0, the DeltaNet output norm
+    (plain w) around 1; decays exp(-A·softplus(.)) kept moderate so the recurrent
+    state carries information across many positions."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("linear_attn.norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("norm.weight"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("A_log"):
+                p.copy_(torch.log(0.05 + 0.95 * torch.rand(p.shape, generator=gen)))
+            elif name.endswith("dt_bias") or name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif "embed_tokens" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+
+
+def reorder_v(a: np.ndarray, axis: int, n_k: int, per: int, head: int) -> np.ndarray:
+    """`_LinearAttentionVReorderBase._reorder_v_heads`: grouped -> tiled along `axis`."""
+    a = np.moveaxis(a, axis, 0)
+    shape = a.shape
+    a = a.reshape(n_k, per, head, *shape[1:]).swapaxes(0, 1).reshape(shape)
+    return np.moveaxis(a, 0, axis)
+
+
+def qwen35_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    n_k, n_v = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    per = n_v // n_k
+    out = [
+        ("token_embd.weight", sd["model.embed_tokens.weight"]),
+        ("output_norm.weight", sd["model.norm.weight"] + 1.0),
+    ]
+    if not cfg.tie_word_embeddings:
+        out.append(("output.weight", sd["lm_head.weight"]))
+    names = {
+        "input_layernorm.weight": "attn_norm.weight",
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+        "linear_attn.in_proj_qkv.weight": "attn_qkv.weight",
+        "linear_attn.in_proj_z.weight": "attn_gate.weight",
+        "linear_attn.in_proj_b.weight": "ssm_beta.weight",
+        "linear_attn.in_proj_a.weight": "ssm_alpha.weight",
+        "linear_attn.conv1d.weight": "ssm_conv1d.weight",
+        "linear_attn.dt_bias": "ssm_dt.bias",
+        "linear_attn.A_log": "ssm_a",
+        "linear_attn.norm.weight": "ssm_norm.weight",
+        "linear_attn.out_proj.weight": "ssm_out.weight",
+    }
+    for il in range(cfg.num_hidden_layers):
+        pre = f"model.layers.{il}."
+        for key, arr in sd.items():
+            if not key.startswith(pre):
+                continue
+            rest = key[len(pre) :]
+            name = names.get(rest)
+            if name is None:
+                raise SystemExit(f"unmapped tensor {key}")
+            if rest.endswith("norm.weight") and rest != "linear_attn.norm.weight":
+                arr = arr + 1.0
+            if rest == "linear_attn.A_log":
+                arr = -np.exp(arr)
+            if rest == "linear_attn.conv1d.weight":
+                arr = arr.reshape(arr.shape[0], arr.shape[-1])
+            if per > 1 and rest.startswith("linear_attn."):
+                kd = n_k * dk
+                if rest.endswith("in_proj_qkv.weight") or rest.endswith("conv1d.weight"):
+                    arr = np.concatenate([arr[: 2 * kd], reorder_v(arr[2 * kd :], 0, n_k, per, dv)], 0)
+                elif rest.endswith("in_proj_z.weight"):
+                    arr = reorder_v(arr, 0, n_k, per, dv)
+                elif rest.endswith(("in_proj_a.weight", "in_proj_b.weight", "A_log", "dt_bias")):
+                    arr = reorder_v(arr, 0, n_k, per, 1)
+                elif rest.endswith("out_proj.weight"):
+                    arr = reorder_v(arr, 1, n_k, per, dv)
+            out.append((f"blk.{il}.{name}", arr))
+    return out
+
+
+def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-random-{arch}")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    rp = cfg.rope_parameters
+    w.add_rope_freq_base(rp["rope_theta"])
+    w.add_rope_dimension_count(int(cfg.head_dim * rp["partial_rotary_factor"]))
+    w.add_array(f"{arch}.rope.dimension_sections", list(rp["mrope_section"]) + [0])
+    w.add_uint32(f"{arch}.ssm.conv_kernel", cfg.linear_conv_kernel_dim)
+    w.add_uint32(f"{arch}.ssm.state_size", cfg.linear_key_head_dim)
+    w.add_uint32(f"{arch}.ssm.group_count", cfg.linear_num_key_heads)
+    w.add_uint32(f"{arch}.ssm.time_step_rank", cfg.linear_num_value_heads)
+    w.add_uint32(f"{arch}.ssm.inner_size", cfg.linear_value_head_dim * cfg.linear_num_value_heads)
+    w.add_array(f"{arch}.attention.recurrent_layers", [t == "linear_attention" for t in cfg.layer_types])
+    w.add_uint32(f"{arch}.full_attention_interval", 4)
+    for name, arr in tensors:
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        keep_f32 = arr.ndim == 1 or variant == "f32" or "ssm_conv1d" in name
+        if keep_f32:
+            w.add_tensor(name, arr)
+        elif variant == "f16":
+            w.add_tensor(name, arr.astype(np.float16))
+        else:
+            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@torch.no_grad()
+def goldens(model, toks_list) -> list[dict]:
+    out = []
+    for toks in toks_list:
+        logits = model(torch.tensor([toks]), use_cache=False).logits[0].float().numpy()
+        seq = list(toks)
+        greedy = []
+        for _ in range(N_GREEDY):
+            nxt = int(model(torch.tensor([seq]), use_cache=False).logits[0, -1].argmax())
+            greedy.append(nxt)
+            seq.append(nxt)
+        out.append(
+            {
+                "tokens": toks,
+                "logits": [[float(f"{v:.8g}") for v in row] for row in logits.tolist()],
+                "greedy": greedy,
+            }
+        )
+    return out
+
+
+TENSORS = {"qwen35": qwen35_tensors}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="tests/goldens/model/tiny")
+    ap.add_argument("--only", help="regenerate only this family")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(2)
+    for i, (family, (cls, cfg)) in enumerate(families().items()):
+        if args.only and family != args.only:
+            continue
+        cfg._attn_implementation = "eager"
+        gen = torch.Generator().manual_seed(SEED + i)
+        torch.manual_seed(SEED + i)
+        model = cls(cfg).float().eval()
+        randomize(model, gen)
+        tensors = TENSORS[family](model, cfg)
+        for variant in ("f32", "f16", "q8_0"):
+            write_gguf(out / f"{family}-{variant}.gguf", family, cfg, tensors, variant)
+        doc = {
+            "generator": "tools/gen_tiny_hybrid.py --only " + family,
+            "reference": f"transformers {transformers.__version__}, torch {torch.__version__}, float32 eager",
+            "family": family,
+            "seed": SEED + i,
+            "config": {k: v for k, v in cfg.to_dict().items() if not isinstance(v, dict) or k == "rope_parameters"},
+            "prompts": goldens(model, prompts(SEED + i)),
+        }
+        (out / f"{family}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        print(family, "ok")
+
+
+if __name__ == "__main__":
+    main()
