@@ -237,9 +237,10 @@ impl Generation {
                 }
             }
         }
-        // The cache keeps the carried token and every committed token but the last.
+        // The cache keeps the carried token and every committed token but the last
+        // (a hybrid model's cache may land earlier: the next step evaluates the rest).
         pool.truncate(seq, n - 1 + committed)?;
-        self.set_evaluated(n - 1 + committed);
+        self.set_evaluated(pool.len(seq)?);
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
         spec.stats.steps += 1;

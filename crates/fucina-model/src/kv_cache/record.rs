@@ -6,9 +6,15 @@ use super::{KvCache, KvGeometry};
 use crate::{ModelError, Result};
 
 impl KvCache {
-    /// Per-layer geometry (persistence compares it before loading anything).
+    /// Per-layer geometry (persistence compares it before loading anything); a
+    /// recurrent layer's is zero heads (see [`KvCache::specs`]).
     pub fn geometries(&self) -> Vec<KvGeometry> {
         self.layers.iter().map(|l| l.kv().geom).collect()
+    }
+
+    /// Every layer's slot shape, recurrent layers included.
+    pub fn specs(&self) -> Vec<super::LayerSpec> {
+        self.layers.iter().map(super::LayerState::spec).collect()
     }
 
     /// Bytes of one position's record.

@@ -17,19 +17,22 @@
 //!   state is bitwise what a plain run of those rows leaves (a verify's rows run the
 //!   recurrent form, as decode steps do).
 //! - **Checkpoints**: after each unpinned multi-row forward (a prompt chunk) the
-//!   state is copied into a small ring ([`MAX_CHECKPOINTS`]); a truncation below the
-//!   latest forward lands on the newest checkpoint at or below the target, or on
-//!   position 0, and the cache reports the length it reached (`len()`), so callers
-//!   re-evaluate the rest.
+//!   state is copied into a small ring ([`MAX_CHECKPOINTS`]).
+//!
+//! A truncation into an unlogged forward lands on its base; below the latest
+//! forward, on the newest checkpoint at or below the target, or on position 0. The
+//! cache reports the length it reached (`len()`), and callers evaluate the rest.
 
 use super::{KvCache, KvLayer};
 use crate::ops::deltanet::{conv_state_after, delta_rows, uses_chunks, DeltaScratch, DeltaShape};
 use crate::{ModelError, Result};
 
-/// Most rows of one sequence a forward logs for replay: a speculative verify (at
-/// most 17 rows with the default draft budget) always fits; prompt chunks do not
-/// (they would cost `rows × 2 · conv_channels` floats per layer).
-pub const REPLAY_ROWS: usize = 32;
+/// Most rows of one sequence a forward logs for replay: a speculative verify (17 rows
+/// with the default draft budget, up to 64 with `max_draft` 63) always fits; prompt
+/// chunks do not (they would cost `rows × 2 · conv_channels` floats per layer). A
+/// truncation into a longer forward lands on its base or a checkpoint instead:
+/// correct, but the rows after it are evaluated again.
+pub const REPLAY_ROWS: usize = 64;
 
 /// Prompt-chunk checkpoints kept per sequence: the end of the latest prompt (what a
 /// Conversation turn that drops the previous reply's reasoning rewinds to) and the
@@ -300,13 +303,15 @@ impl KvCache {
             return self.len;
         }
         if let Some(rw) = self.recurrent.rewind {
-            if keep == rw.base {
+            let replayable = rw.logged && keep - rw.base.min(keep) < rw.rows;
+            if keep == rw.base || (keep > rw.base && !replayable) {
+                // The base state is in the other buffers.
                 self.recurrent.cur ^= 1;
                 self.recurrent.rewind = None;
-                self.drop_checkpoints_after(keep);
-                return keep;
+                self.drop_checkpoints_after(rw.base);
+                return rw.base;
             }
-            if keep > rw.base && rw.logged && keep - rw.base < rw.rows {
+            if keep > rw.base {
                 let r = keep - rw.base;
                 let cur = self.recurrent.cur;
                 let pinned = rw.pinned;
@@ -368,11 +373,12 @@ impl KvCache {
             return src.len;
         }
         if let Some(rw) = src.recurrent.rewind {
-            if end == rw.base {
+            let replayable = rw.logged && end - rw.base.min(end) < rw.rows;
+            if end == rw.base || (end > rw.base && !replayable) {
                 take(self, 1 - scur);
-                return end;
+                return rw.base;
             }
-            if end > rw.base && rw.logged && end - rw.base < rw.rows {
+            if end > rw.base {
                 let r = end - rw.base;
                 for (d, s) in self.recurrent_layers_mut().zip(src.recurrent_layers()) {
                     let (c, ss) = s.state(1 - scur);
