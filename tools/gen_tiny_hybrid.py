@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny random-weight hybrid / newest-family models (qwen35, ...) and transformers goldens.
+"""Tiny random-weight hybrid / newest-family models (qwen35, gemma4) and transformers goldens.
 
 For each family: a transformers config with tiny dims but every feature the family
 ships (Qwen3.5: Gated DeltaNet layers with more value heads than key heads, an
@@ -18,6 +18,17 @@ convert_hf_to_gguf.py (conversion/qwen.py: `Qwen3NextModel.modify_tensors` and
   - `linear_attn.*` -> attn_qkv / attn_gate / ssm_alpha / ssm_beta / ssm_conv1d /
     ssm_dt / ssm_a / ssm_norm / ssm_out; `post_attention_layernorm` ->
     post_attention_norm (the pre-FFN norm).
+
+Gemma 4 (conversion/gemma.py `Gemma4Model`): norms stored as is; per-layer
+geometry keys (key_length / key_length_swa, rope.dimension_count[_swa],
+rope.freq_base[_swa], head_count_kv per layer, sliding_window_pattern,
+shared_kv_layers, embedding_length_per_layer_input, a per-layer
+feed_forward_length for the double-wide MLP of the shared-KV layers);
+`rope_freqs.weight` with 1e30 on the global layers' unrotated pairs ("proportional"
+RoPE); `layer_scalar` -> layer_output_scale; the per-layer-embedding tables. The
+tiny config has shared-KV layers, global layers whose values are their keys
+(`attention_k_eq_v`) with their own head dim and kv heads, a sliding window of 8
+and a final logit soft cap.
 
 Variants f32, f16 (matrices f16, vectors and the conv kernel f32) and q8_0. Goldens:
 transformers' float32 eager forward, logits at every position of two prompts of 64
@@ -39,7 +50,7 @@ import gguf
 import numpy as np
 import torch
 import transformers
-from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig, Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
 SEED = 20260301
 VOCAB = 256
@@ -82,17 +93,62 @@ def families():
                 },
             ),
         ),
+        "gemma4": (
+            Gemma4ForCausalLM,
+            Gemma4TextConfig(
+                vocab_size=VOCAB,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=6,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                global_head_dim=64,
+                num_global_key_value_heads=1,
+                attention_k_eq_v=True,
+                hidden_activation="gelu_pytorch_tanh",
+                max_position_embeddings=512,
+                rms_norm_eps=1e-6,
+                tie_word_embeddings=True,
+                sliding_window=8,
+                layer_types=[
+                    "sliding_attention",
+                    "sliding_attention",
+                    "sliding_attention",
+                    "full_attention",
+                    "sliding_attention",
+                    "full_attention",
+                ],
+                final_logit_softcapping=30.0,
+                vocab_size_per_layer_input=VOCAB,
+                hidden_size_per_layer_input=16,
+                num_kv_shared_layers=2,
+                use_double_wide_mlp=True,
+                rope_parameters={
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                    "full_attention": {
+                        "rope_type": "proportional",
+                        "partial_rotary_factor": 0.25,
+                        "rope_theta": 1_000_000.0,
+                    },
+                },
+                pad_token_id=0,
+                bos_token_id=2,
+                eos_token_id=1,
+            ),
+        ),
     }
 
 
-def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
+def randomize(model: torch.nn.Module, family: str, gen: torch.Generator) -> None:
     """Weights with enough spread that logits are not near-uniform. Zero-centred
-    RMSNorms (Qwen3.5 multiplies by 1 + w) around 0, the DeltaNet output norm
-    (plain w) around 1; decays exp(-A·softplus(.)) kept moderate so the recurrent
-    state carries information across many positions."""
+    RMSNorms (Qwen3.5 multiplies by 1 + w) around 0, plain ones (Gemma 4, the
+    DeltaNet output norm) around 1; decays exp(-A·softplus(.)) kept moderate so the
+    recurrent state carries information across many positions; Gemma 4's layer
+    scalars (buffers) in [0.5, 1.5]."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("linear_attn.norm.weight"):
+            if name.endswith("linear_attn.norm.weight") or (family == "gemma4" and name.endswith("norm.weight")):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith("norm.weight"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
@@ -101,9 +157,13 @@ def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
             elif name.endswith("dt_bias") or name.endswith("bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             elif "embed_tokens" in name:
-                p.copy_(torch.randn(p.shape, generator=gen))
+                std = 0.5 if family == "gemma4" else 1.0
+                p.copy_(std * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
 
 
 def reorder_v(a: np.ndarray, axis: int, n_k: int, per: int, head: int) -> np.ndarray:
@@ -176,16 +236,109 @@ def qwen35_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+def gemma4_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    out = [
+        ("token_embd.weight", sd["model.embed_tokens.weight"]),
+        ("output_norm.weight", sd["model.norm.weight"]),
+        ("per_layer_token_embd.weight", sd["model.embed_tokens_per_layer.weight"]),
+        ("per_layer_model_proj.weight", sd["model.per_layer_model_projection.weight"]),
+        ("per_layer_proj_norm.weight", sd["model.per_layer_projection_norm.weight"]),
+    ]
+    full = cfg.rope_parameters["full_attention"]
+    hd_full = cfg.per_layer_config[cfg.layer_types.index("full_attention")].head_dim
+    n_rot = int(hd_full * full["partial_rotary_factor"] / 2)
+    out.append(("rope_freqs.weight", np.array([1.0] * n_rot + [1e30] * (hd_full // 2 - n_rot), np.float32)))
+    names = {
+        "input_layernorm.weight": "attn_norm.weight",
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+        "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+        "per_layer_input_gate.weight": "inp_gate.weight",
+        "per_layer_projection.weight": "proj.weight",
+        "post_per_layer_input_norm.weight": "post_norm.weight",
+        "layer_scalar": "layer_output_scale.weight",
+    }
+    for il in range(cfg.num_hidden_layers):
+        pre = f"model.layers.{il}."
+        for key, arr in sd.items():
+            if not key.startswith(pre):
+                continue
+            rest = key[len(pre) :]
+            name = names.get(rest)
+            if name is None:
+                raise SystemExit(f"unmapped tensor {key}")
+            out.append((f"blk.{il}.{name}", arr))
+    return out
+
+
+def write_gemma4_keys(w, arch: str, cfg) -> None:
+    swa = [t == "sliding_attention" for t in cfg.layer_types]
+    first_shared = cfg.num_hidden_layers - cfg.num_kv_shared_layers
+    full = cfg.per_layer_config[cfg.layer_types.index("full_attention")]
+    local = cfg.per_layer_config[cfg.layer_types.index("sliding_attention")]
+    w.add_key_length(full.head_dim)
+    w.add_value_length(full.head_dim)
+    w.add_uint32(f"{arch}.attention.key_length_swa", local.head_dim)
+    w.add_uint32(f"{arch}.attention.value_length_swa", local.head_dim)
+    kv = [cfg.per_layer_config[il].num_key_value_heads for il in range(cfg.num_hidden_layers)]
+    w.add_array(f"{arch}.attention.head_count_kv", kv)
+    n_ff = [cfg.intermediate_size * (2 if cfg.use_double_wide_mlp and il >= first_shared else 1) for il in range(cfg.num_hidden_layers)]
+    w.add_array(f"{arch}.feed_forward_length", n_ff)
+    w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
+    w.add_float32(f"{arch}.rope.freq_base_swa", cfg.rope_parameters["sliding_attention"]["rope_theta"])
+    w.add_rope_dimension_count(full.head_dim)
+    w.add_uint32(f"{arch}.rope.dimension_count_swa", local.head_dim)
+    w.add_sliding_window(cfg.sliding_window)
+    w.add_array(f"{arch}.attention.sliding_window_pattern", swa)
+    w.add_uint32(f"{arch}.attention.shared_kv_layers", cfg.num_kv_shared_layers)
+    w.add_uint32(f"{arch}.embedding_length_per_layer_input", cfg.hidden_size_per_layer_input)
+    w.add_float32(f"{arch}.final_logit_softcapping", cfg.final_logit_softcapping)
+
+
 def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
     w.add_block_count(cfg.num_hidden_layers)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
-    w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    if arch == "gemma4":
+        write_gemma4_keys(w, arch, cfg)
+    else:
+        write_qwen35_keys(w, arch, cfg)
+    for name, arr in tensors:
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        keep_f32 = arr.ndim == 1 or variant == "f32" or "ssm_conv1d" in name
+        if keep_f32:
+            w.add_tensor(name, arr)
+        elif variant == "f16":
+            w.add_tensor(name, arr.astype(np.float16))
+        elif arr.shape[-1] % 32 != 0:
+            # convert_hf_to_gguf falls back to F16 where rows are not whole Q8_0 blocks.
+            w.add_tensor(name, arr.astype(np.float16))
+        else:
+            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_qwen35_keys(w, arch: str, cfg) -> None:
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     rp = cfg.rope_parameters
@@ -199,20 +352,6 @@ def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
     w.add_uint32(f"{arch}.ssm.inner_size", cfg.linear_value_head_dim * cfg.linear_num_value_heads)
     w.add_array(f"{arch}.attention.recurrent_layers", [t == "linear_attention" for t in cfg.layer_types])
     w.add_uint32(f"{arch}.full_attention_interval", 4)
-    for name, arr in tensors:
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
-        keep_f32 = arr.ndim == 1 or variant == "f32" or "ssm_conv1d" in name
-        if keep_f32:
-            w.add_tensor(name, arr)
-        elif variant == "f16":
-            w.add_tensor(name, arr.astype(np.float16))
-        else:
-            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 @torch.no_grad()
@@ -236,7 +375,7 @@ def goldens(model, toks_list) -> list[dict]:
     return out
 
 
-TENSORS = {"qwen35": qwen35_tensors}
+TENSORS = {"qwen35": qwen35_tensors, "gemma4": gemma4_tensors}
 
 
 def main() -> None:
@@ -254,7 +393,7 @@ def main() -> None:
         gen = torch.Generator().manual_seed(SEED + i)
         torch.manual_seed(SEED + i)
         model = cls(cfg).float().eval()
-        randomize(model, gen)
+        randomize(model, family, gen)
         tensors = TENSORS[family](model, cfg)
         for variant in ("f32", "f16", "q8_0"):
             write_gguf(out / f"{family}-{variant}.gguf", family, cfg, tensors, variant)

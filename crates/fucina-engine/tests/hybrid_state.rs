@@ -1,9 +1,10 @@
 //! The sequence state of a hybrid model (tiny random-weight Qwen3.5: Gated DeltaNet
-//! layers with a recurrent state beside attention K/V rows): speculative decoding
-//! equals plain decoding token for token, draw for draw and bit for bit in the state
-//! it leaves; rewinds, forks and prefix copies restore the state a plain run has;
-//! Conversation turns reuse their prefix; the sidecar resumes bit for bit and
-//! refuses a recurrent state that does not match its records.
+//! layers with a recurrent state beside attention K/V rows) and of Gemma 4 (per-layer
+//! K/V geometry, shared-KV layers): speculative decoding equals plain decoding token
+//! for token, draw for draw and bit for bit in the state it leaves; rewinds, forks and
+//! prefix copies restore the state a plain run has; Conversation turns reuse their
+//! prefix; the sidecar resumes bit for bit and refuses a recurrent state that does
+//! not match its records.
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,13 +15,20 @@ use fucina_sample::SamplingParams;
 use fucina_tokenizer::Tokenizer;
 use proptest::prelude::*;
 
+fn load(family: &str) -> Arc<Model> {
+    let path =
+        fucina_testdata::repo_root().join(format!("tests/goldens/model/tiny/{family}-f16.gguf"));
+    Arc::new(Model::load(path, ModelOptions::with_threads(2)).expect("tiny model"))
+}
+
 fn model() -> Arc<Model> {
     static M: OnceLock<Arc<Model>> = OnceLock::new();
-    M.get_or_init(|| {
-        let path = fucina_testdata::repo_root().join("tests/goldens/model/tiny/qwen35-f16.gguf");
-        Arc::new(Model::load(path, ModelOptions::with_threads(2)).expect("tiny qwen35"))
-    })
-    .clone()
+    M.get_or_init(|| load("qwen35")).clone()
+}
+
+fn gemma4() -> Arc<Model> {
+    static M: OnceLock<Arc<Model>> = OnceLock::new();
+    M.get_or_init(|| load("gemma4")).clone()
 }
 
 /// A SentencePiece vocabulary of `<unk>`, `<s>`, `</s>` and byte tokens for ids 3..256.
@@ -84,8 +92,8 @@ type Run = (
     Option<fucina_engine::SpecStats>,
 );
 
-fn run(prompt: &[u32], opts: GenerationOptions) -> Run {
-    let mut pool = SeqPool::new(model(), 320, KvDtype::F16).unwrap();
+fn run(model: Arc<Model>, prompt: &[u32], opts: GenerationOptions) -> Run {
+    let mut pool = SeqPool::new(model, 320, KvDtype::F16).unwrap();
     let mut conv = Conversation::new(&mut pool).unwrap();
     let mut g = conv
         .turn(&mut pool, tokenizer(), prompt, opts, vec![])
@@ -124,6 +132,15 @@ fn prompt_strategy() -> impl Strategy<Value = Vec<u32>> {
 
 #[test]
 fn speculative_equals_plain_bitwise_on_a_hybrid_model() {
+    speculative_equals_plain(model(), 80);
+}
+
+#[test]
+fn speculative_equals_plain_bitwise_on_gemma4() {
+    speculative_equals_plain(gemma4(), 40);
+}
+
+fn speculative_equals_plain(model: Arc<Model>, cases: u32) {
     let strategy = (
         prompt_strategy(),
         prop_oneof![Just(0.0f32), 0.3f32..1.2],
@@ -133,7 +150,7 @@ fn speculative_equals_plain_bitwise_on_a_hybrid_model() {
     );
     let totals = std::cell::RefCell::new(fucina_engine::SpecStats::default());
     let config = ProptestConfig {
-        cases: 80,
+        cases,
         failure_persistence: None,
         ..ProptestConfig::default()
     };
@@ -160,8 +177,8 @@ fn speculative_equals_plain_bitwise_on_a_hybrid_model() {
                     }),
                     ..plain.clone()
                 };
-                let a = run(&prompt, plain);
-                let b = run(&prompt, spec);
+                let a = run(Arc::clone(&model), &prompt, plain);
+                let b = run(Arc::clone(&model), &prompt, spec);
                 prop_assert_eq!(&a.0, &b.0, "steps");
                 prop_assert_eq!(a.1, b.1, "draws");
                 prop_assert_eq!(&a.2, &b.2, "cache tokens");
@@ -177,7 +194,7 @@ fn speculative_equals_plain_bitwise_on_a_hybrid_model() {
         )
         .unwrap();
     let t = totals.into_inner();
-    eprintln!("over 80 cases: {t:?}");
+    eprintln!("over {cases} cases: {t:?}");
     // Verifies were rewound to their base and replayed into (random weights rarely
     // accept a whole draft: keeping every row is covered by the rewind test below).
     assert!(
@@ -276,6 +293,24 @@ fn rewinds_forks_and_prefix_copies_restore_the_plain_state() {
     pool.copy_prefix(a, c, 40).unwrap();
     assert_eq!(pool.len(c).unwrap(), 0, "no state to copy at 40");
     assert!(pool.cache_bytes() > 0);
+}
+
+/// Gemma 4's per-layer K/V (shared-KV layers hold none) saves and loads bit for bit.
+#[test]
+fn gemma4_state_round_trips_bit_for_bit() {
+    let mut s = fucina_engine::Session::new(gemma4(), 128, KvDtype::F16).unwrap();
+    let p = prompt(50, 11);
+    s.eval(&p, false).unwrap();
+    let image = s.save_state().unwrap();
+    let next = s.eval(&[7], false).unwrap().to_vec();
+    let mut t = fucina_engine::Session::new(gemma4(), 128, KvDtype::F16).unwrap();
+    t.load_state(&image).unwrap();
+    assert_eq!(t.tokens(), &p[..]);
+    let again = t.eval(&[7], false).unwrap();
+    assert!(again
+        .iter()
+        .zip(&next)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
 fn opts(max: usize, temperature: f32, seed: u64) -> GenerationOptions {

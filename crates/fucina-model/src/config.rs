@@ -32,11 +32,15 @@ pub enum Family {
     /// Qwen3.5 (dense): Gated DeltaNet layers interleaved with gated full-attention
     /// layers (MRoPE, partial rotary), SwiGLU FFN.
     Qwen35,
+    /// Gemma 4 (text): sliding and global layers with their own head dims, kv heads,
+    /// RoPE bases and rotary spans, shared-KV layers, per-layer embeddings, V norms,
+    /// layer output scales, final logit soft cap.
+    Gemma4,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
@@ -44,6 +48,7 @@ impl Family {
         Family::Qwen3Moe,
         Family::Qwen2Moe,
         Family::Qwen35,
+        Family::Gemma4,
     ];
 
     /// The `general.architecture` string of the family.
@@ -56,6 +61,7 @@ impl Family {
             Family::Qwen3Moe => "qwen3moe",
             Family::Qwen2Moe => "qwen2moe",
             Family::Qwen35 => "qwen35",
+            Family::Gemma4 => "gemma4",
         }
     }
 
@@ -90,8 +96,12 @@ pub enum RopeKind {
 pub enum Activation {
     /// SwiGLU: silu(gate) · up.
     Silu,
-    /// GeGLU with the tanh approximation of GELU: gelu_tanh(gate) · up.
+    /// GeGLU with the tanh approximation of GELU: gelu_tanh(gate) · up, through
+    /// ggml's f16 lookup table (llama.cpp's numerics; Gemma 3).
     GeluTanh,
+    /// GeGLU with the tanh GELU computed in f32 (transformers' `gelu_pytorch_tanh`;
+    /// Gemma 4, whose tiny and real models amplify the table's f16 steps).
+    GeluTanhF32,
 }
 
 /// RoPE parameters of one layer, in ggml's `ggml_rope_ext` terms.
@@ -153,6 +163,12 @@ pub struct LayerConfig {
     pub sliding_window: Option<usize>,
     /// RoPE parameters (Gemma 3 uses a different base on sliding layers).
     pub rope: RopeConfig,
+    /// A shared-KV layer (Gemma 4) attends to the K/V rows layer `kv_source` wrote
+    /// and writes none of its own; the head fields then describe that layer's K/V.
+    pub kv_source: Option<usize>,
+    /// The layer reads `rope_freqs.weight` (llama3 factors; Gemma 4's global layers,
+    /// whose 1e30 factors leave the dims past the rotary span unrotated).
+    pub rope_freqs: bool,
 }
 
 impl LayerConfig {
@@ -167,10 +183,17 @@ impl LayerConfig {
             _ => self.q_dim(),
         }
     }
-    /// The layer's slot in a sequence's cache.
+    /// The layer's slot in a sequence's cache (a shared-KV layer's is empty).
     pub fn cache_spec(&self) -> LayerSpec {
         match self.mixer {
             Mixer::DeltaNet(g) => LayerSpec::Recurrent(g),
+            Mixer::Attention { .. } if self.kv_source.is_some() => {
+                LayerSpec::Attention(KvGeometry {
+                    n_head_kv: 0,
+                    head_dim_k: 0,
+                    head_dim_v: 0,
+                })
+            }
             Mixer::Attention { .. } => LayerSpec::Attention(KvGeometry {
                 n_head_kv: self.n_head_kv,
                 head_dim_k: self.head_dim_k,
@@ -222,6 +245,10 @@ pub struct Config {
     pub final_softcap: Option<f32>,
     /// FFN activation.
     pub activation: Activation,
+    /// RMSNorm (no weight) on each V head before caching (Gemma 4).
+    pub v_norm: bool,
+    /// Width of each layer's per-layer embedding (Gemma 4 E2B/E4B), 0 without.
+    pub n_embd_per_layer: usize,
 }
 
 impl Config {
@@ -303,7 +330,7 @@ impl Config {
 
         let global_rope = rope_from_metadata(md, arch, family, n_rot, n_ctx_train)?;
 
-        // Sliding-window layout (Gemma 3 only among our families).
+        // Sliding-window layout (Gemma 3; Gemma 4 below).
         let mut swa = vec![false; n_layer];
         let mut window = None;
         let mut swa_rope = global_rope;
@@ -322,9 +349,11 @@ impl Config {
 
         let ffns = crate::families::ffn_configs(md, family, &n_ff)?;
         let mixers = crate::families::mixers(md, family, n_layer, n_layer_all)?;
-        let mut layers = Vec::with_capacity(n_layer);
-        for (il, (ffn, mixer)) in ffns.into_iter().zip(mixers).enumerate() {
-            let l = LayerConfig {
+        let mut layers: Vec<LayerConfig> = ffns
+            .into_iter()
+            .zip(mixers)
+            .enumerate()
+            .map(|(il, (ffn, mixer))| LayerConfig {
                 mixer,
                 n_head: n_head[il],
                 n_head_kv: n_head_kv[il],
@@ -333,7 +362,14 @@ impl Config {
                 ffn,
                 sliding_window: if swa[il] { window } else { None },
                 rope: if swa[il] { swa_rope } else { global_rope },
-            };
+                kv_source: None,
+                rope_freqs: true,
+            })
+            .collect();
+        if family == Family::Gemma4 {
+            crate::families::gemma4::layer_geometry(md, &mut layers)?;
+        }
+        for (il, l) in layers.iter().enumerate() {
             if l.n_head == 0 || l.n_head_kv == 0 || l.n_head % l.n_head_kv != 0 {
                 return Err(invalid(format!(
                     "layer {il}: {} query heads are not a multiple of {} kv heads",
@@ -356,7 +392,6 @@ impl Config {
                     l.rope.n_rot, l.head_dim_k
                 )));
             }
-            layers.push(l);
         }
 
         let kq_default = 1.0 / (head_dim_k as f32).sqrt();
@@ -376,6 +411,13 @@ impl Config {
                     Activation::GeluTanh,
                 )
             }
+            // Gemma 4 scales neither queries nor scores (its q/k norms set the scale).
+            Family::Gemma4 => (
+                Some((n_embd as f32).sqrt()),
+                1.0,
+                1.0,
+                Activation::GeluTanhF32,
+            ),
             Family::Qwen3
             | Family::Qwen2
             | Family::Llama
@@ -400,6 +442,12 @@ impl Config {
             attn_softcap: None,
             final_softcap,
             activation,
+            v_norm: family == Family::Gemma4,
+            n_embd_per_layer: if family == Family::Gemma4 {
+                opt_int("embedding_length_per_layer_input").unwrap_or(0)
+            } else {
+                0
+            },
         })
     }
 }
@@ -468,7 +516,8 @@ fn rope_from_metadata(
         | Family::Qwen2
         | Family::Qwen3Moe
         | Family::Qwen2Moe
-        | Family::Qwen35 => RopeKind::Neox,
+        | Family::Qwen35
+        | Family::Gemma4 => RopeKind::Neox,
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

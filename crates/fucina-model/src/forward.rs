@@ -80,6 +80,10 @@ pub struct Scratch {
     pub(crate) qg: Vec<f32>,
     pub(crate) gate: Vec<f32>,
     pub(crate) delta: DeltaNetScratch,
+    pub(crate) ple_in: Vec<f32>,
+    pub(crate) ple_tok: Vec<f32>,
+    pub(crate) ple_g: Vec<f32>,
+    pub(crate) ple_p: Vec<f32>,
 }
 
 impl Scratch {
@@ -204,16 +208,27 @@ impl Model {
         if let Some(scale) = cfg.embed_scale {
             x.iter_mut().for_each(|v| *v *= scale);
         }
+        if let Some(ple) = &self.ple {
+            ple.inputs(
+                &self.pool,
+                rows,
+                &s.x[..m * e],
+                cfg.rms_eps,
+                &mut s.ple_in,
+                &mut s.ple_tok,
+                &mut s.mm,
+            )?;
+        }
 
         // RoPE cos/sin per distinct layer RoPE config, per row.
         s.rope_group.clear();
         s.rope_reps.clear(); // representative layer of each group
         for (il, l) in cfg.layers.iter().enumerate() {
-            let g = match s
-                .rope_reps
-                .iter()
-                .position(|&r| cfg.layers[r].rope == l.rope)
-            {
+            let same = |r: usize| {
+                let o = &cfg.layers[r];
+                o.rope == l.rope && self.layers[r].rope_freqs == self.layers[il].rope_freqs
+            };
+            let g = match s.rope_reps.iter().position(|&r| same(r)) {
                 Some(g) => g,
                 None => {
                     s.rope_reps.push(il);
@@ -324,6 +339,29 @@ impl Model {
                 lw.post_ffn_norm.as_deref(),
                 cfg.rms_eps,
             );
+
+            // Per-layer embedding block and output scale (Gemma 4).
+            if let (Some(pl), Some(ple)) = (&lw.ple, &self.ple) {
+                let width = cfg.n_layer * ple.n_pl();
+                let kept = (mc != m).then_some(s.out_rows.as_slice());
+                pl.apply(
+                    &self.pool,
+                    &mut s.x,
+                    mc,
+                    &s.ple_in,
+                    width,
+                    il * ple.n_pl(),
+                    kept,
+                    cfg.activation,
+                    cfg.rms_eps,
+                    &mut s.ple_g,
+                    &mut s.ple_p,
+                    &mut s.mm,
+                )?;
+            }
+            if let Some(scale) = lw.out_scale {
+                s.x[..mc * e].iter_mut().for_each(|v| *v *= scale);
+            }
         }
 
         // Publish the new positions.

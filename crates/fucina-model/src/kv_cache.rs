@@ -299,7 +299,10 @@ impl KvCache {
                 v: vec![0u8; bytes(v_row)?],
                 k_row,
                 v_row,
+                // A layer of no heads (Gemma 4's shared-KV layers) holds no bytes:
+                // give it the row layout, which never indexes into its buffers.
                 elem: match dtype {
+                    _ if g.n_head_kv == 0 => 0,
                     KvDtype::F16 => 2,
                     KvDtype::F32 => 4,
                     KvDtype::Q8_0 => 0,

@@ -26,6 +26,7 @@ pub mod mixer;
 pub mod model;
 pub mod ops;
 pub mod parallel;
+pub mod ple;
 pub mod weights;
 
 pub use config::{Activation, Config, Family, LayerConfig, Mixer, RopeConfig, RopeKind};

@@ -220,7 +220,7 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
             assert_eq!(arch, "mamba");
             assert_eq!(
                 supported,
-                ["gemma3", "qwen3", "qwen2", "llama", "qwen3moe", "qwen2moe", "qwen35"]
+                ["gemma3", "qwen3", "qwen2", "llama", "qwen3moe", "qwen2moe", "qwen35", "gemma4"]
             );
         }
         other => panic!("expected UnsupportedArchitecture, got {other:?}"),

@@ -5,6 +5,7 @@
 //! checked against the [`Config`]. The forward itself is family-agnostic.
 
 pub mod gemma3;
+pub mod gemma4;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen2moe;
@@ -19,6 +20,7 @@ use fucina_gguf::{GgufFile, Metadata};
 use crate::config::{Config, Family, Mixer};
 use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, MoeFfn};
 use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights};
+use crate::ple::PleLayer;
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
 use crate::Result;
 
@@ -65,6 +67,7 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Qwen3Moe => qwen3moe::SPEC,
         Family::Qwen2Moe => qwen2moe::SPEC,
         Family::Qwen35 => qwen35::SPEC,
+        Family::Gemma4 => gemma4::SPEC,
     }
 }
 
@@ -79,6 +82,7 @@ pub fn mixers(
     match family {
         Family::Qwen35 => qwen35::mixers(md, family.arch(), n_layer, n_layer_all),
         Family::Gemma3
+        | Family::Gemma4
         | Family::Qwen3
         | Family::Qwen2
         | Family::Llama
@@ -93,9 +97,12 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
     match family {
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
-            Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
-        }
+        Family::Gemma3
+        | Family::Gemma4
+        | Family::Qwen3
+        | Family::Qwen2
+        | Family::Llama
+        | Family::Qwen35 => Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect()),
     }
 }
 
@@ -131,6 +138,10 @@ pub struct LayerWeights {
     pub post_ffn_norm: Option<Vec<f32>>,
     /// RoPE frequency factors (`n_rot / 2` values).
     pub rope_freqs: Option<Arc<Vec<f32>>>,
+    /// `layer_output_scale`: the block's output multiplier (Gemma 4).
+    pub out_scale: Option<f32>,
+    /// The per-layer-embedding block (Gemma 4 E2B/E4B).
+    pub ple: Option<PleLayer>,
 }
 
 fn vec_by(file: &GgufFile, name: &str, len: usize, p: Presence) -> Result<Option<Vec<f32>>> {
@@ -152,18 +163,55 @@ pub fn bind_layer(
     let l = &config.layers[il];
     let n = |s: &str| layer_name(il, s);
     let e = config.n_embd;
+    // A shared-KV layer has no K/V weights; Gemma 4's global layers may have no V
+    // (their values are the keys).
+    let own_kv = l.kv_source.is_none();
+    let kv_presence = |p: Presence| if own_kv { p } else { Presence::Absent };
+    let v_presence = if config.family == Family::Gemma4 {
+        Presence::Optional
+    } else {
+        Presence::Required
+    };
+    let linear_by = |name: &str, rows: usize, p: Presence| -> Result<Option<Linear>> {
+        match p {
+            Presence::Required => Linear::bind(file, name, rows, e).map(Some),
+            Presence::Optional if has_tensor(file, name) => {
+                Linear::bind(file, name, rows, e).map(Some)
+            }
+            _ => Ok(None),
+        }
+    };
     let mixer = match l.mixer {
         Mixer::Attention { .. } => MixerWeights::Attention(AttnWeights {
             wq: Linear::bind(file, &n("attn_q.weight"), l.q_proj_dim(), e)?,
-            wk: Linear::bind(file, &n("attn_k.weight"), l.k_dim(), e)?,
-            wv: Linear::bind(file, &n("attn_v.weight"), l.v_dim(), e)?,
+            wk: linear_by(
+                &n("attn_k.weight"),
+                l.k_dim(),
+                kv_presence(Presence::Required),
+            )?,
+            wv: linear_by(&n("attn_v.weight"), l.v_dim(), kv_presence(v_presence))?,
             wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
             bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
-            bk: vec_by(file, &n("attn_k.bias"), l.k_dim(), spec.qkv_bias)?,
-            bv: vec_by(file, &n("attn_v.bias"), l.v_dim(), spec.qkv_bias)?,
+            bk: vec_by(
+                file,
+                &n("attn_k.bias"),
+                l.k_dim(),
+                kv_presence(spec.qkv_bias),
+            )?,
+            bv: vec_by(
+                file,
+                &n("attn_v.bias"),
+                l.v_dim(),
+                kv_presence(spec.qkv_bias),
+            )?,
             bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
             q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
-            k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+            k_norm: vec_by(
+                file,
+                &n("attn_k_norm.weight"),
+                l.head_dim_k,
+                kv_presence(spec.qk_norm),
+            )?,
         }),
         Mixer::DeltaNet(g) => MixerWeights::DeltaNet(DeltaNetWeights::bind(file, il, e, &g)?),
     };
@@ -187,7 +235,20 @@ pub fn bind_layer(
         ffn_norm: load_vector(file, &n(&format!("{}.weight", spec.ffn_norm)), e)?,
         ffn,
         post_ffn_norm: vec_by(file, &n("post_ffw_norm.weight"), e, spec.post_norms)?,
-        rope_freqs: rope_freqs.cloned(),
+        rope_freqs: if l.rope_freqs {
+            rope_freqs.cloned()
+        } else {
+            None
+        },
+        out_scale: match config.family {
+            Family::Gemma4 => load_vector_opt(file, &n("layer_output_scale.weight"), 1)?
+                .and_then(|v| v.first().copied()),
+            _ => None,
+        },
+        ple: match config.n_embd_per_layer {
+            0 => None,
+            n_pl => Some(PleLayer::bind(file, il, e, n_pl)?),
+        },
     })
 }
 
@@ -198,7 +259,11 @@ pub fn bind_rope_freqs(
     config: &Config,
     spec: &FamilySpec,
 ) -> Result<Option<Arc<Vec<f32>>>> {
-    let half = config.layers.first().map_or(0, |l| l.rope.n_rot / 2);
+    let half = config
+        .layers
+        .iter()
+        .find(|l| l.rope_freqs)
+        .map_or(0, |l| l.rope.n_rot / 2);
     let name = ["rope_freqs.weight", "blk.0.rope_freqs.weight"]
         .into_iter()
         .find(|n| has_tensor(file, n));

@@ -15,9 +15,10 @@ use crate::matmul::{matmul_many, matmul_split};
 use crate::model::Model;
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
 use crate::ops::deltanet::sigmoid;
-use crate::ops::norm::rms_norm_inplace;
+use crate::ops::norm::{rms_norm_inplace, rms_norm_unit_inplace};
 use crate::ops::rope::apply_rope;
 use crate::parallel::SharedMut;
+use crate::weights::Linear;
 use crate::{ModelError, Result};
 
 /// One attention task: the query heads `h0..h1` (within the GQA group) of kv head
@@ -135,34 +136,47 @@ pub(crate) fn forward_layer(
     let (qd, kd, vd, ad) = (lc.q_dim(), lc.k_dim(), lc.v_dim(), lc.attn_out_dim());
     let gated = matches!(lc.mixer, Mixer::Attention { gated: true });
     let xn: &[f32] = &s.xn[..m * e];
-    let (k, v) = (grow(&mut s.k, m * kd), grow(&mut s.v, m * vd));
+    // A shared-KV layer projects queries only; without `attn_v` the values are the
+    // keys (before the key norm and RoPE).
+    let own_kv = lc.kv_source.is_none();
+    let wk = match (own_kv, lw.wk.as_ref()) {
+        (true, None) => {
+            return Err(ModelError::InvalidConfig(format!(
+                "layer {il}: no key projection"
+            )))
+        }
+        (_, wk) => wk,
+    };
+    let v_is_k = own_kv && lw.wv.is_none();
+    if v_is_k && kd != vd {
+        return Err(ModelError::InvalidConfig(format!(
+            "layer {il}: values taken from keys of another width ({kd} / {vd})"
+        )));
+    }
+    {
+        let qp = lc.q_proj_dim();
+        let q_out = if gated {
+            grow(&mut s.qg, m * qp)
+        } else {
+            grow(&mut s.q, m * qp)
+        };
+        let k_out = grow(&mut s.k, if own_kv { m * kd } else { 0 });
+        let v_out = grow(&mut s.v, if own_kv && !v_is_k { m * vd } else { 0 });
+        let n_w = 1 + usize::from(own_kv) + usize::from(own_kv && !v_is_k);
+        let ws: [&Linear; 3] = [
+            &lw.wq,
+            wk.unwrap_or(&lw.wq),
+            lw.wv.as_ref().unwrap_or(&lw.wq),
+        ];
+        let mut outs: [&mut [f32]; 3] = [q_out, k_out, v_out];
+        matmul_many(pool, &ws[..n_w], xn, m, &mut outs[..n_w], &mut s.mm)?;
+    }
     if gated {
-        let qg = grow(&mut s.qg, m * 2 * qd);
-        matmul_many(
-            pool,
-            &[&lw.wq, &lw.wk, &lw.wv],
-            xn,
-            m,
-            &mut [&mut qg[..], &mut k[..], &mut v[..]],
-            &mut s.mm,
-        )?;
         let (q, gate) = (grow(&mut s.q, m * qd), grow(&mut s.gate, m * qd));
-        split_gate(qg, q, gate, lc.head_dim_k);
-    } else {
-        let q = grow(&mut s.q, m * qd);
-        matmul_many(
-            pool,
-            &[&lw.wq, &lw.wk, &lw.wv],
-            xn,
-            m,
-            &mut [&mut q[..], &mut k[..], &mut v[..]],
-            &mut s.mm,
-        )?;
+        split_gate(&s.qg[..m * 2 * qd], q, gate, lc.head_dim_k);
     }
     let q = &mut s.q[..m * qd];
     add_bias(q, lw.bq.as_ref(), qd);
-    add_bias(k, lw.bk.as_ref(), kd);
-    add_bias(v, lw.bv.as_ref(), vd);
     let g = s.rope_group[il];
     let (cs_ro, n_rot) = (&s.cs, lc.rope.n_rot);
     let hdk = lc.head_dim_k;
@@ -179,20 +193,36 @@ pub(crate) fn forward_layer(
             }
         }
     });
-    par_rows(pool, k, kd, &|rr, k| {
-        for (r, kr) in rr.zip(k.chunks_exact_mut(kd)) {
-            if let Some(w) = &lw.k_norm {
-                kr.chunks_exact_mut(hdk)
-                    .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
-            }
-            let o = (g * m + r) * n_rot_max;
-            apply_rope(lc.rope.kind, kr, hdk, n_rot, &cs_ro[o..o + n_rot]);
+    if own_kv {
+        let (k, v) = (&mut s.k[..m * kd], grow(&mut s.v, m * vd));
+        if v_is_k {
+            v.copy_from_slice(k);
         }
-    });
-    for (r, row) in rows.iter().enumerate() {
-        let kr = &k[r * kd..(r + 1) * kd];
-        caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
+        add_bias(k, lw.bk.as_ref(), kd);
+        add_bias(v, lw.bv.as_ref(), vd);
+        par_rows(pool, k, kd, &|rr, k| {
+            for (r, kr) in rr.zip(k.chunks_exact_mut(kd)) {
+                if let Some(w) = &lw.k_norm {
+                    kr.chunks_exact_mut(hdk)
+                        .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
+                }
+                let o = (g * m + r) * n_rot_max;
+                apply_rope(lc.rope.kind, kr, hdk, n_rot, &cs_ro[o..o + n_rot]);
+            }
+        });
+        if cfg.v_norm {
+            let hdv = lc.head_dim_v;
+            par_rows(pool, v, vd, &|_, v| {
+                v.chunks_exact_mut(hdv)
+                    .for_each(|h| rms_norm_unit_inplace(h, cfg.rms_eps));
+            });
+        }
+        for (r, row) in rows.iter().enumerate() {
+            let kr = &k[r * kd..(r + 1) * kd];
+            caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
+        }
     }
+    let il_kv = lc.kv_source.unwrap_or(il);
 
     // Attention for the rows that continue (all, or the output rows at the last layer).
     let act_rows: &[usize] = if last { &s.out_rows } else { &s.all_rows };
@@ -240,7 +270,7 @@ pub(crate) fn forward_layer(
             buf.resize((r1 - r0) * gh * hdv, 0.0);
             attend_group(
                 &caches_ro[seq],
-                il,
+                il_kv,
                 task.kvh,
                 h_abs..h_abs + gh,
                 q_ro,

@@ -16,10 +16,10 @@ use crate::weights::Linear;
 pub struct AttnWeights {
     /// Query projection (rows `[q, gate]` per head for a gated layer).
     pub wq: Linear,
-    /// Key projection.
-    pub wk: Linear,
-    /// Value projection.
-    pub wv: Linear,
+    /// Key projection (none on a shared-KV layer).
+    pub wk: Option<Linear>,
+    /// Value projection (none on a shared-KV layer, or where values are the keys).
+    pub wv: Option<Linear>,
     /// Output projection.
     pub wo: Linear,
     /// Query bias.
@@ -49,7 +49,10 @@ impl MixerWeights {
     /// Every matrix a decode step multiplies with in full.
     pub fn matrices(&self) -> Vec<&Linear> {
         match self {
-            MixerWeights::Attention(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+            MixerWeights::Attention(a) => [Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)]
+                .into_iter()
+                .flatten()
+                .collect(),
             MixerWeights::DeltaNet(d) => d.matrices(),
         }
     }

@@ -23,6 +23,13 @@ pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     }
 }
 
+/// In-place `x = rms_norm(x)` without a weight (ggml's bare `ggml_rms_norm`).
+#[inline]
+pub fn rms_norm_unit_inplace(x: &mut [f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    x.iter_mut().for_each(|v| *v *= scale);
+}
+
 #[inline]
 fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
