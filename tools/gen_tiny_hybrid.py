@@ -50,7 +50,16 @@ import gguf
 import numpy as np
 import torch
 import transformers
-from transformers import Gemma4ForCausalLM, Gemma4TextConfig, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+from transformers import (
+    Gemma4ForCausalLM,
+    Gemma4TextConfig,
+    Qwen3_5ForCausalLM,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeTextConfig,
+    Qwen3_5TextConfig,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
+)
 
 SEED = 20260301
 VOCAB = 256
@@ -63,35 +72,41 @@ def prompts(seed: int) -> list[list[int]]:
     return [[int(t) for t in rng.integers(1, VOCAB, n)] for n in PROMPT_LENS]
 
 
+# The hybrids' shared shape: 4 layers (the last recurrent), gated attention with 4
+# query / 2 kv heads of 32, DeltaNet with 2 key and 4 value heads of 16.
+HYBRID = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=32,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=512,
+    tie_word_embeddings=False,
+    linear_conv_kernel_dim=4,
+    linear_key_head_dim=16,
+    linear_value_head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+)
+MROPE = {
+    "rope_type": "default",
+    "rope_theta": 10_000_000.0,
+    "partial_rotary_factor": 0.25,
+    "mrope_section": [2, 1, 1],
+    "mrope_interleaved": True,
+}
+# 8 experts, 2 routed per token, a gated shared expert.
+EXPERTS = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64)
+
+
 def families():
     return {
         "qwen35": (
             Qwen3_5ForCausalLM,
-            Qwen3_5TextConfig(
-                vocab_size=VOCAB,
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=4,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                head_dim=32,
-                rms_norm_eps=1e-6,
-                max_position_embeddings=512,
-                tie_word_embeddings=False,
-                linear_conv_kernel_dim=4,
-                linear_key_head_dim=16,
-                linear_value_head_dim=16,
-                linear_num_key_heads=2,
-                linear_num_value_heads=4,
-                layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
-                rope_parameters={
-                    "rope_type": "default",
-                    "rope_theta": 10_000_000.0,
-                    "partial_rotary_factor": 0.25,
-                    "mrope_section": [2, 1, 1],
-                    "mrope_interleaved": True,
-                },
-            ),
+            Qwen3_5TextConfig(**HYBRID, intermediate_size=128, rope_parameters=MROPE),
         ),
         "gemma4": (
             Gemma4ForCausalLM,
@@ -137,6 +152,23 @@ def families():
                 eos_token_id=1,
             ),
         ),
+        # Last, so the other families keep their seeds (SEED + index).
+        "qwen35moe": (
+            Qwen3_5MoeForCausalLM,
+            Qwen3_5MoeTextConfig(**HYBRID, **EXPERTS, rope_parameters=MROPE),
+        ),
+        "qwen3next": (
+            Qwen3NextForCausalLM,
+            Qwen3NextConfig(
+                **HYBRID,
+                **EXPERTS,
+                intermediate_size=128,
+                norm_topk_prob=True,
+                decoder_sparse_step=1,
+                mlp_only_layers=[],
+                rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
+            ),
+        ),
     }
 
 
@@ -174,11 +206,23 @@ def reorder_v(a: np.ndarray, axis: int, n_k: int, per: int, head: int) -> np.nda
     return np.moveaxis(a, 0, axis)
 
 
-def qwen35_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
+def split_qkvz(arr: np.ndarray, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """`Qwen3NextModel.modify_tensors`: in_proj_qkvz (per key head [q, k, v, z]) ->
+    attn_qkv ([q heads | k heads | v heads]) and attn_gate (z)."""
+    n_k, dk = cfg.linear_num_key_heads, cfg.linear_key_head_dim
+    pv = cfg.linear_num_value_heads // n_k * cfg.linear_value_head_dim
+    t = arr.T.reshape(arr.shape[1], n_k, 2 * dk + 2 * pv)
+    q, k, v, z = np.split(t, [dk, 2 * dk, 2 * dk + pv], axis=-1)
+    flat = lambda x: x.reshape(arr.shape[1], -1)  # noqa: E731
+    return np.concatenate([flat(q), flat(k), flat(v)], -1).T, flat(z).T
+
+
+def qwen35_tensors(model, cfg, family: str = "qwen35", legacy: bool = False) -> list[tuple[str, np.ndarray]]:
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     n_k, n_v = cfg.linear_num_key_heads, cfg.linear_num_value_heads
     dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
-    per = n_v // n_k
+    # Only Qwen3.5's converter reorders value heads to the tiled order.
+    per = n_v // n_k if family != "qwen3next" else 1
     out = [
         ("token_embd.weight", sd["model.embed_tokens.weight"]),
         ("output_norm.weight", sd["model.norm.weight"] + 1.0),
@@ -206,6 +250,14 @@ def qwen35_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
         "linear_attn.A_log": "ssm_a",
         "linear_attn.norm.weight": "ssm_norm.weight",
         "linear_attn.out_proj.weight": "ssm_out.weight",
+        "linear_attn.in_proj_ba.weight": "ssm_ba.weight",
+        "linear_attn.in_proj_qkvz.weight": "ssm_in.weight",
+        "mlp.gate.weight": "ffn_gate_inp.weight",
+        "mlp.experts.down_proj": "ffn_down_exps.weight",
+        "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+        "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+        "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+        "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
     }
     for il in range(cfg.num_hidden_layers):
         pre = f"model.layers.{il}."
@@ -213,6 +265,19 @@ def qwen35_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
             if not key.startswith(pre):
                 continue
             rest = key[len(pre) :]
+            if rest == "mlp.experts.gate_up_proj":
+                # [E, 2·I, H]: gate rows first (Qwen2MoeModel.modify_tensors splits them).
+                half = arr.shape[1] // 2
+                out.append((f"blk.{il}.ffn_gate_exps.weight", arr[:, :half]))
+                out.append((f"blk.{il}.ffn_up_exps.weight", arr[:, half:]))
+                continue
+            if rest == "mlp.shared_expert_gate.weight":
+                arr = arr.reshape(-1)
+            if rest == "linear_attn.in_proj_qkvz.weight" and not legacy:
+                qkv, z = split_qkvz(arr, cfg)
+                out.append((f"blk.{il}.attn_qkv.weight", qkv))
+                out.append((f"blk.{il}.attn_gate.weight", z))
+                continue
             name = names.get(rest)
             if name is None:
                 raise SystemExit(f"unmapped tensor {key}")
@@ -319,7 +384,8 @@ def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
         write_qwen35_keys(w, arch, cfg)
     for name, arr in tensors:
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        keep_f32 = arr.ndim == 1 or variant == "f32" or "ssm_conv1d" in name
+        # llama.cpp keeps the conv kernel and the MoE router in f32 in every type.
+        keep_f32 = arr.ndim == 1 or variant == "f32" or "ssm_conv1d" in name or name.endswith("ffn_gate_inp.weight")
         if keep_f32:
             w.add_tensor(name, arr)
         elif variant == "f16":
@@ -337,14 +403,21 @@ def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
 
 
 def write_qwen35_keys(w, arch: str, cfg) -> None:
-    w.add_feed_forward_length(cfg.intermediate_size)
+    if getattr(cfg, "intermediate_size", None):
+        w.add_feed_forward_length(cfg.intermediate_size)
+    if getattr(cfg, "num_experts", None):
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        w.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     rp = cfg.rope_parameters
     w.add_rope_freq_base(rp["rope_theta"])
     w.add_rope_dimension_count(int(cfg.head_dim * rp["partial_rotary_factor"]))
-    w.add_array(f"{arch}.rope.dimension_sections", list(rp["mrope_section"]) + [0])
+    if "mrope_section" in rp:
+        w.add_array(f"{arch}.rope.dimension_sections", list(rp["mrope_section"]) + [0])
     w.add_uint32(f"{arch}.ssm.conv_kernel", cfg.linear_conv_kernel_dim)
     w.add_uint32(f"{arch}.ssm.state_size", cfg.linear_key_head_dim)
     w.add_uint32(f"{arch}.ssm.group_count", cfg.linear_num_key_heads)
@@ -375,7 +448,12 @@ def goldens(model, toks_list) -> list[dict]:
     return out
 
 
-TENSORS = {"qwen35": qwen35_tensors, "gemma4": gemma4_tensors}
+TENSORS = {
+    "qwen35": qwen35_tensors,
+    "gemma4": gemma4_tensors,
+    "qwen35moe": lambda m, c: qwen35_tensors(m, c, "qwen35moe"),
+    "qwen3next": lambda m, c: qwen35_tensors(m, c, "qwen3next"),
+}
 
 
 def main() -> None:
@@ -397,6 +475,10 @@ def main() -> None:
         tensors = TENSORS[family](model, cfg)
         for variant in ("f32", "f16", "q8_0"):
             write_gguf(out / f"{family}-{variant}.gguf", family, cfg, tensors, variant)
+        if family == "qwen3next":
+            # Older converters' fused ssm_in (per key head [q, k, v, z]).
+            legacy = qwen35_tensors(model, cfg, family, legacy=True)
+            write_gguf(out / f"{family}-legacy-f32.gguf", family, cfg, legacy, "f32")
         doc = {
             "generator": "tools/gen_tiny_hybrid.py --only " + family,
             "reference": f"transformers {transformers.__version__}, torch {torch.__version__}, float32 eager",

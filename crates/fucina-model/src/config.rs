@@ -32,6 +32,12 @@ pub enum Family {
     /// Qwen3.5 (dense): Gated DeltaNet layers interleaved with gated full-attention
     /// layers (MRoPE, partial rotary), SwiGLU FFN.
     Qwen35,
+    /// Qwen3.5-MoE: Qwen3.5's hybrid blocks, routed experts plus a gated shared
+    /// expert on every layer.
+    Qwen35Moe,
+    /// Qwen3-Next: the Qwen3.5-MoE hybrid with plain RoPE, grouped value heads and a
+    /// fused β/α projection.
+    Qwen3Next,
     /// Gemma 4 (text): sliding and global layers with their own head dims, kv heads,
     /// RoPE bases and rotary spans, shared-KV layers, per-layer embeddings, V norms,
     /// layer output scales, final logit soft cap.
@@ -40,7 +46,7 @@ pub enum Family {
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 10] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
@@ -48,6 +54,8 @@ impl Family {
         Family::Qwen3Moe,
         Family::Qwen2Moe,
         Family::Qwen35,
+        Family::Qwen35Moe,
+        Family::Qwen3Next,
         Family::Gemma4,
     ];
 
@@ -61,13 +69,15 @@ impl Family {
             Family::Qwen3Moe => "qwen3moe",
             Family::Qwen2Moe => "qwen2moe",
             Family::Qwen35 => "qwen35",
+            Family::Qwen35Moe => "qwen35moe",
+            Family::Qwen3Next => "qwen3next",
             Family::Gemma4 => "gemma4",
         }
     }
 
     /// Whether some layers are Gated DeltaNet layers (a recurrent state per sequence).
     pub fn is_hybrid(self) -> bool {
-        matches!(self, Family::Qwen35)
+        matches!(self, Family::Qwen35 | Family::Qwen35Moe | Family::Qwen3Next)
     }
 
     /// The family of an architecture string, or `UnsupportedArchitecture`.
@@ -309,7 +319,10 @@ impl Config {
         let n_head_kv = per_layer("attention.head_count_kv", Some(&n_head))?;
         // MoE families may omit the dense width (llama.cpp reads it as optional).
         let no_dense = vec![0; n_layer];
-        let moe = matches!(family, Family::Qwen3Moe | Family::Qwen2Moe);
+        let moe = matches!(
+            family,
+            Family::Qwen3Moe | Family::Qwen2Moe | Family::Qwen35Moe | Family::Qwen3Next
+        );
         let ff_default = moe.then_some(no_dense.as_slice());
         let n_ff = per_layer("feed_forward_length", ff_default)?;
         let head0 = n_head.first().copied().unwrap_or(0);
@@ -423,7 +436,9 @@ impl Config {
             | Family::Llama
             | Family::Qwen3Moe
             | Family::Qwen2Moe
-            | Family::Qwen35 => (None, 1.0, kq_default, Activation::Silu),
+            | Family::Qwen35
+            | Family::Qwen35Moe
+            | Family::Qwen3Next => (None, 1.0, kq_default, Activation::Silu),
         };
         let final_softcap = md
             .meta_float_opt(arch, "final_logit_softcapping")
@@ -517,6 +532,8 @@ fn rope_from_metadata(
         | Family::Qwen3Moe
         | Family::Qwen2Moe
         | Family::Qwen35
+        | Family::Qwen35Moe
+        | Family::Qwen3Next
         | Family::Gemma4 => RopeKind::Neox,
     };
     let freq_base = md

@@ -11,7 +11,9 @@ pub mod qwen2;
 pub mod qwen2moe;
 pub mod qwen3;
 pub mod qwen35;
+pub mod qwen35moe;
 pub mod qwen3moe;
+pub mod qwen3next;
 
 use std::sync::Arc;
 
@@ -68,6 +70,8 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Qwen2Moe => qwen2moe::SPEC,
         Family::Qwen35 => qwen35::SPEC,
         Family::Gemma4 => gemma4::SPEC,
+        Family::Qwen35Moe => qwen35moe::SPEC,
+        Family::Qwen3Next => qwen3next::SPEC,
     }
 }
 
@@ -80,7 +84,10 @@ pub fn mixers(
     n_layer_all: usize,
 ) -> Result<Vec<Mixer>> {
     match family {
-        Family::Qwen35 => qwen35::mixers(md, family.arch(), n_layer, n_layer_all),
+        Family::Qwen35 | Family::Qwen35Moe => {
+            qwen35::mixers(md, family.arch(), n_layer, n_layer_all)
+        }
+        Family::Qwen3Next => qwen3next::mixers(md, family.arch(), n_layer, n_layer_all),
         Family::Gemma3
         | Family::Gemma4
         | Family::Qwen3
@@ -97,6 +104,7 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
     match family {
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
+        Family::Qwen35Moe | Family::Qwen3Next => qwen35moe::ffn_configs(md, family.arch(), n_ff),
         Family::Gemma3
         | Family::Gemma4
         | Family::Qwen3

@@ -119,13 +119,24 @@ pub fn recurrent_layers(
 
 /// Every trunk layer's mixer: DeltaNet (tiled value heads) or gated attention.
 pub fn mixers(md: &Metadata, arch: &str, n_layer: usize, n_layer_all: usize) -> Result<Vec<Mixer>> {
+    mixers_with(md, arch, n_layer, n_layer_all, VHeadOrder::Tiled)
+}
+
+/// [`mixers`] with value heads in `order`.
+pub fn mixers_with(
+    md: &Metadata,
+    arch: &str,
+    n_layer: usize,
+    n_layer_all: usize,
+    order: VHeadOrder,
+) -> Result<Vec<Mixer>> {
     let recurrent = recurrent_layers(md, arch, n_layer, n_layer_all)?;
     if !recurrent.iter().any(|&r| !r) {
         return Err(invalid(format!(
             "{arch}: the layer pattern has no full-attention layer"
         )));
     }
-    let geom = delta_geometry(md, arch, VHeadOrder::Tiled)?;
+    let geom = delta_geometry(md, arch, order)?;
     Ok(recurrent
         .into_iter()
         .map(|r| {

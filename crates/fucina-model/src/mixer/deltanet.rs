@@ -22,20 +22,45 @@ use crate::ops::deltanet::{
 };
 use crate::ops::norm::rms_norm_inplace;
 use crate::parallel::{SharedMut, ThreadPool};
-use crate::weights::{layer_name, load_small_matrix, load_vector, Linear};
+use crate::weights::{has_tensor, layer_name, load_small_matrix, load_vector, Linear};
 use crate::{ModelError, Result};
+
+/// The q/k/v and output-gate projections of a DeltaNet layer.
+#[derive(Clone, Debug)]
+pub enum QkvzProj {
+    /// `attn_qkv` (the mixed q/k/v channels, `conv_channels × n_embd`) and
+    /// `attn_gate` (z, `n_v_heads · dv × n_embd`).
+    Split {
+        /// q/k/v.
+        qkv: Linear,
+        /// z.
+        gate: Linear,
+    },
+    /// Qwen3-Next's older fused `ssm_in`: per key head `[q, k, v, z]`.
+    Fused(Linear),
+}
+
+/// The β and decay-input projections of a DeltaNet layer.
+#[derive(Clone, Debug)]
+pub enum BaProj {
+    /// `ssm_beta` and `ssm_alpha` (`n_v_heads × n_embd` each; Qwen3.5).
+    Split {
+        /// β before its sigmoid.
+        beta: Linear,
+        /// The decay input before the softplus.
+        alpha: Linear,
+    },
+    /// Qwen3-Next's `ssm_ba`: per key head `[β × per, α × per]`.
+    Fused(Linear),
+}
 
 /// Weights of a Gated DeltaNet layer (llama.cpp's tensor names).
 #[derive(Clone, Debug)]
 pub struct DeltaNetWeights {
-    /// `attn_qkv`: the mixed q/k/v channels (`conv_channels × n_embd`).
-    pub qkv: Linear,
-    /// `attn_gate`: the output gate z (`n_v_heads · dv × n_embd`).
-    pub gate: Linear,
-    /// `ssm_beta`: β before its sigmoid (`n_v_heads × n_embd`).
-    pub beta: Linear,
-    /// `ssm_alpha`: the decay input before the softplus (`n_v_heads × n_embd`).
-    pub alpha: Linear,
+    /// q/k/v and z.
+    pub qkvz: QkvzProj,
+    /// β and α.
+    pub ba: BaProj,
     /// `ssm_conv1d`: `conv_channels × conv_kernel`, f32.
     pub conv: Vec<f32>,
     /// `ssm_dt.bias`: added to α before the softplus.
@@ -61,11 +86,32 @@ impl DeltaNetWeights {
         let sh = g.shape;
         let c = sh.conv_channels();
         let v = sh.n_v_heads * sh.dv;
+        let qkvz =
+            if has_tensor(file, &n("attn_qkv.weight")) || !has_tensor(file, &n("ssm_in.weight")) {
+                QkvzProj::Split {
+                    qkv: Linear::bind(file, &n("attn_qkv.weight"), c, n_embd)?,
+                    gate: Linear::bind(file, &n("attn_gate.weight"), v, n_embd)?,
+                }
+            } else {
+                QkvzProj::Fused(Linear::bind(file, &n("ssm_in.weight"), c + v, n_embd)?)
+            };
+        let ba =
+            if has_tensor(file, &n("ssm_beta.weight")) || !has_tensor(file, &n("ssm_ba.weight")) {
+                BaProj::Split {
+                    beta: Linear::bind(file, &n("ssm_beta.weight"), sh.n_v_heads, n_embd)?,
+                    alpha: Linear::bind(file, &n("ssm_alpha.weight"), sh.n_v_heads, n_embd)?,
+                }
+            } else {
+                BaProj::Fused(Linear::bind(
+                    file,
+                    &n("ssm_ba.weight"),
+                    2 * sh.n_v_heads,
+                    n_embd,
+                )?)
+            };
         Ok(DeltaNetWeights {
-            qkv: Linear::bind(file, &n("attn_qkv.weight"), c, n_embd)?,
-            gate: Linear::bind(file, &n("attn_gate.weight"), v, n_embd)?,
-            beta: Linear::bind(file, &n("ssm_beta.weight"), sh.n_v_heads, n_embd)?,
-            alpha: Linear::bind(file, &n("ssm_alpha.weight"), sh.n_v_heads, n_embd)?,
+            qkvz,
+            ba,
             conv: load_small_matrix(file, &n("ssm_conv1d.weight"), c, g.conv_kernel)?,
             dt_bias: load_vector(file, &n("ssm_dt.bias"), sh.n_v_heads)?,
             a: load_vector(file, &n("ssm_a"), sh.n_v_heads)?,
@@ -76,7 +122,102 @@ impl DeltaNetWeights {
 
     /// Every matrix a decode step multiplies with.
     pub fn matrices(&self) -> Vec<&Linear> {
-        vec![&self.qkv, &self.gate, &self.beta, &self.alpha, &self.out]
+        let mut v = match &self.qkvz {
+            QkvzProj::Split { qkv, gate } => vec![qkv, gate],
+            QkvzProj::Fused(w) => vec![w],
+        };
+        match &self.ba {
+            BaProj::Split { beta, alpha } => v.extend([beta, alpha]),
+            BaProj::Fused(w) => v.push(w),
+        }
+        v.push(&self.out);
+        v
+    }
+
+    /// The projections of `m` normed rows into the canonical q/k/v, z, β and α
+    /// buffers (fused projections go through `tmp` and are unpacked per key head).
+    #[allow(clippy::too_many_arguments)]
+    fn project(
+        &self,
+        pool: &ThreadPool,
+        g: &RecurrentGeometry,
+        xn: &[f32],
+        m: usize,
+        s: &mut DeltaNetScratch,
+        mm: &mut MatmulScratch,
+    ) -> Result<()> {
+        let sh = g.shape;
+        let (c, hv, hk, dk, dv) = (sh.conv_channels(), sh.n_v_heads, sh.n_k_heads, sh.dk, sh.dv);
+        let vw = hv * dv;
+        let per = hv / hk.max(1);
+        let (qkv, z, b, a) = (
+            grow(&mut s.qkv, m * c),
+            grow(&mut s.z, m * vw),
+            grow(&mut s.b, m * hv),
+            grow(&mut s.a, m * hv),
+        );
+        match (&self.qkvz, &self.ba) {
+            (QkvzProj::Split { qkv: wq, gate: wg }, BaProj::Split { beta, alpha }) => {
+                return matmul_many(
+                    pool,
+                    &[wq, wg, beta, alpha],
+                    xn,
+                    m,
+                    &mut [&mut qkv[..], &mut z[..], &mut b[..], &mut a[..]],
+                    mm,
+                );
+            }
+            (QkvzProj::Split { qkv: wq, gate: wg }, BaProj::Fused(_)) => {
+                matmul_many(pool, &[wq, wg], xn, m, &mut [&mut qkv[..], &mut z[..]], mm)?;
+            }
+            (QkvzProj::Fused(w), _) => {
+                let t = grow(&mut s.tmp, m * (c + vw));
+                matmul(pool, w, xn, m, t, mm)?;
+                let kd = hk * dk;
+                let gw = 2 * dk + 2 * per * dv;
+                for ((src, q), zr) in t
+                    .chunks_exact(c + vw)
+                    .zip(qkv.chunks_exact_mut(c))
+                    .zip(z.chunks_exact_mut(vw))
+                {
+                    for kh in 0..hk {
+                        let gsrc = &src[kh * gw..(kh + 1) * gw];
+                        let (pv, v0) = (per * dv, 2 * dk);
+                        q[kh * dk..(kh + 1) * dk].copy_from_slice(&gsrc[..dk]);
+                        q[kd + kh * dk..kd + (kh + 1) * dk].copy_from_slice(&gsrc[dk..2 * dk]);
+                        q[2 * kd + kh * pv..2 * kd + (kh + 1) * pv]
+                            .copy_from_slice(&gsrc[v0..v0 + pv]);
+                        zr[kh * pv..(kh + 1) * pv].copy_from_slice(&gsrc[v0 + pv..]);
+                    }
+                }
+            }
+        }
+        match &self.ba {
+            BaProj::Split { beta, alpha } => matmul_many(
+                pool,
+                &[beta, alpha],
+                xn,
+                m,
+                &mut [&mut b[..], &mut a[..]],
+                mm,
+            ),
+            BaProj::Fused(w) => {
+                let t = grow(&mut s.tmp, m * 2 * hv);
+                matmul(pool, w, xn, m, t, mm)?;
+                for ((src, br), ar) in t
+                    .chunks_exact(2 * hv)
+                    .zip(b.chunks_exact_mut(hv))
+                    .zip(a.chunks_exact_mut(hv))
+                {
+                    for kh in 0..hk {
+                        let gsrc = &src[kh * 2 * per..(kh + 1) * 2 * per];
+                        br[kh * per..(kh + 1) * per].copy_from_slice(&gsrc[..per]);
+                        ar[kh * per..(kh + 1) * per].copy_from_slice(&gsrc[per..]);
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -85,6 +226,8 @@ impl DeltaNetWeights {
 pub struct DeltaNetScratch {
     qkv: Vec<f32>,
     z: Vec<f32>,
+    /// Output of a fused projection before it is unpacked.
+    tmp: Vec<f32>,
     b: Vec<f32>,
     a: Vec<f32>,
     /// Raw q/k/v rows gathered by sequence.
@@ -133,22 +276,7 @@ impl DeltaNetWeights {
         let vw = hv * dv;
         let w = sh.row_width();
         let pinned = mm.pinned();
-        {
-            let (qkv, z, b, a) = (
-                grow(&mut s.qkv, m * c),
-                grow(&mut s.z, m * vw),
-                grow(&mut s.b, m * hv),
-                grow(&mut s.a, m * hv),
-            );
-            matmul_many(
-                pool,
-                &[&self.qkv, &self.gate, &self.beta, &self.alpha],
-                xn,
-                m,
-                &mut [&mut qkv[..], &mut z[..], &mut b[..], &mut a[..]],
-                mm,
-            )?;
-        }
+        self.project(pool, g, xn, m, s, mm)?;
 
         // Gather each sequence's rows (already in position order within the batch).
         s.order.clear();
