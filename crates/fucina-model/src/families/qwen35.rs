@@ -60,7 +60,7 @@ pub fn delta_geometry(md: &Metadata, arch: &str, order: VHeadOrder) -> Result<Re
     let n_k_heads = key("ssm.group_count")?;
     let n_v_heads = key("ssm.time_step_rank")?;
     let inner = key("ssm.inner_size")?;
-    if conv_kernel < 2 || conv_kernel > MAX_CONV_KERNEL {
+    if !(2..=MAX_CONV_KERNEL).contains(&conv_kernel) {
         return Err(invalid(format!(
             "{arch}.ssm.conv_kernel = {conv_kernel} (2..={MAX_CONV_KERNEL})"
         )));
