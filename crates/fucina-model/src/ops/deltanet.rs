@@ -229,6 +229,7 @@ fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
 
 /// One recurrent step of value head `h` on `state` (`dk × dv`, row i = key dim i)
 /// for the prepared row `row`; the head's output (`dv` values) into `o`.
+#[inline(always)]
 pub fn delta_step(
     s: &DeltaShape,
     h: usize,
@@ -266,6 +267,7 @@ pub fn delta_step(
 
 /// The chunked form of [`delta_step`] over `n` prepared rows (`rows`, row-major):
 /// blocks of [`CHUNK`] rows from the first; outputs into `o` (`n × dv`).
+#[inline(always)]
 pub fn delta_chunked(
     s: &DeltaShape,
     h: usize,
@@ -297,6 +299,7 @@ pub fn delta_chunked(
 /// by forward substitution, `v' = U_v − U_k S`, `o_t = e^{gc_t} q_t S +
 /// Σ_{s≤t} (q_t·k_s) e^{gc_t − gc_s} v'_s`, and
 /// `S ← e^{gc_L} S + Σ_t e^{gc_L − gc_t} k_t v'_tᵀ`.
+#[inline(always)]
 fn delta_block(
     s: &DeltaShape,
     h: usize,
@@ -324,7 +327,7 @@ fn delta_block(
     for t in 0..l {
         let kb = beta(t);
         for s_ in 0..t {
-            let d: f32 = key(t).iter().zip(key(s_)).map(|(x, y)| x * y).sum();
+            let d = dot8(key(t), key(s_));
             a[t * l + s_] = d * kb * (gc[t] - gc[s_]).exp();
         }
     }
@@ -374,7 +377,7 @@ fn delta_block(
     let qk = grow(&mut sc.qk, l);
     for t in 0..l {
         for (s_, c) in qk.iter_mut().enumerate().take(t + 1) {
-            let d: f32 = query(t).iter().zip(key(s_)).map(|(x, y)| x * y).sum();
+            let d = dot8(query(t), key(s_));
             *c = d * (gc[t] - gc[s_]).exp();
         }
         let ot = &mut o[t * dv..(t + 1) * dv];
@@ -405,8 +408,36 @@ fn delta_block(
 
 /// Advance value head `h` over `n` prepared rows in the form the forward uses for
 /// that many rows (`chunked`: the chunked form when `n > 1`), outputs into `o`.
+///
+/// The body is plain f32 multiplies and adds in a fixed order (no fused
+/// multiply-add, reductions in eight fixed lanes), compiled once per vector width
+/// and chosen at run time (`FUCINA_ISA` respected): every variant gives the same
+/// bits, only faster.
 #[allow(clippy::too_many_arguments)]
 pub fn delta_rows(
+    s: &DeltaShape,
+    h: usize,
+    rows: &[f32],
+    n: usize,
+    chunked: bool,
+    state: &mut [f32],
+    o: &mut [f32],
+    sc: &mut DeltaScratch,
+) {
+    match body_choice() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F (checked by `body_choice`).
+        Body::Avx512 => unsafe { delta_rows_avx512(s, h, rows, n, chunked, state, o, sc) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 (checked by `body_choice`).
+        Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, state, o, sc) },
+        Body::Portable => delta_rows_body(s, h, rows, n, chunked, state, o, sc),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn delta_rows_body(
     s: &DeltaShape,
     h: usize,
     rows: &[f32],
@@ -431,6 +462,86 @@ pub fn delta_rows(
             );
         }
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+fn delta_rows_avx2(
+    s: &DeltaShape,
+    h: usize,
+    rows: &[f32],
+    n: usize,
+    chunked: bool,
+    state: &mut [f32],
+    o: &mut [f32],
+    sc: &mut DeltaScratch,
+) {
+    delta_rows_body(s, h, rows, n, chunked, state, o, sc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+fn delta_rows_avx512(
+    s: &DeltaShape,
+    h: usize,
+    rows: &[f32],
+    n: usize,
+    chunked: bool,
+    state: &mut [f32],
+    o: &mut [f32],
+    sc: &mut DeltaScratch,
+) {
+    delta_rows_body(s, h, rows, n, chunked, state, o, sc)
+}
+
+/// Which compiled body [`delta_rows`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+fn body_choice() -> Body {
+    use std::sync::OnceLock;
+    static B: OnceLock<Body> = OnceLock::new();
+    *B.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use fucina_quant::Isa;
+            let isa = fucina_quant::Kernels::from_env().map_or_else(|_| Isa::best(), |k| k.isa());
+            match isa {
+                Isa::Avx512 if std::arch::is_x86_feature_detected!("avx512f") => Body::Avx512,
+                Isa::Avx2 | Isa::Avx512 if std::arch::is_x86_feature_detected!("avx2") => {
+                    Body::Avx2
+                }
+                _ => Body::Portable,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Body::Portable
+    })
+}
+
+/// `Σ a·b` in eight fixed lanes (a vectorisable, ISA-independent order).
+#[inline(always)]
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let n8 = a.len() / 8 * 8;
+    let mut acc = [0f32; 8];
+    for (ca, cb) in a[..n8].chunks_exact(8).zip(b[..n8].chunks_exact(8)) {
+        for l in 0..8 {
+            acc[l] += ca[l] * cb[l];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in a[n8..].iter().zip(&b[n8..]) {
+        s += x * y;
+    }
+    s
 }
 
 /// Whether a forward computes `n` rows of one sequence in the chunked form: more
@@ -572,6 +683,33 @@ mod tests {
             assert_eq!(o, oa[t * s.dv..(t + 1) * s.dv]);
         }
         assert_eq!(a, b);
+    }
+
+    /// Every compiled body the machine runs gives the portable body's bits.
+    #[test]
+    fn every_body_equals_the_portable_one_bitwise() {
+        let s = shape(VHeadOrder::Tiled);
+        let n = 70;
+        let r = rows(&s, n, 11);
+        for chunked in [false, true] {
+            let mut want_s = vec![0.02f32; s.head_state()];
+            let mut want_o = vec![0f32; n * s.dv];
+            let mut sc = DeltaScratch::default();
+            delta_rows_body(&s, 2, &r, n, chunked, &mut want_s, &mut want_o, &mut sc);
+            let mut got_s = vec![0.02f32; s.head_state()];
+            let mut got_o = vec![0f32; n * s.dv];
+            delta_rows(&s, 2, &r, n, chunked, &mut got_s, &mut got_o, &mut sc);
+            assert_eq!(got_s, want_s, "{:?}", body_choice());
+            assert_eq!(got_o, want_o);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut s2 = vec![0.02f32; s.head_state()];
+                let mut o2 = vec![0f32; n * s.dv];
+                // SAFETY: AVX2 checked just above.
+                unsafe { delta_rows_avx2(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc) };
+                assert_eq!((s2, o2), (want_s.clone(), want_o.clone()));
+            }
+        }
     }
 
     #[test]
