@@ -6,16 +6,18 @@
 //! `rmsnorm(o) · w · silu(z)` per head, and the output projection into `out`.
 //!
 //! Rows of several sequences may share the batch; each sequence's rows are
-//! gathered in position order, and its state moves from the buffer holding the
-//! state at the cache's length to the other one (see
-//! [`crate::kv_cache::recurrent`]), with its rows logged for rewinds when few.
+//! gathered in position order and run one sequence after another (in parallel
+//! within it: row blocks of the convolution, value heads of the delta rule), its
+//! state moving from the buffer holding the state at the cache's length to the
+//! other one (see [`crate::kv_cache::recurrent`]), with its rows logged for
+//! rewinds when few. Nothing is allocated in steady state.
 
 use std::sync::Arc;
 
 use fucina_gguf::GgufFile;
 
 use crate::forward::{grow, par_rows, BatchRow};
-use crate::kv_cache::{KvCache, RecurrentGeometry, RecurrentIo};
+use crate::kv_cache::{KvCache, RecurrentGeometry};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
 use crate::ops::deltanet::{
     conv_silu, conv_state_after, delta_rows, prepare_row, silu, uses_chunks, DeltaScratch,
@@ -240,8 +242,6 @@ pub struct DeltaNetScratch {
     order: Vec<usize>,
     /// (sequence, first gathered row, rows) of each sequence in the batch.
     segs: Vec<(usize, usize, usize)>,
-    /// Convolution tasks: (segment, its first gathered row, rows within it).
-    tasks: Vec<(usize, usize, std::ops::Range<usize>)>,
 }
 
 /// Floats of output per convolution task (enough work to outweigh a hand-off).
@@ -298,137 +298,85 @@ impl DeltaNetWeights {
             dst.copy_from_slice(&s.qkv[r * c..(r + 1) * c]);
         }
 
-        // One recurrent view per sequence of the batch (distinct caches).
-        let mut ios: Vec<RecurrentIo<'_>> = Vec::with_capacity(s.segs.len());
-        {
-            let mut want = s.segs.iter().peekable();
-            for (si, cache) in caches.iter_mut().enumerate() {
-                match want.peek() {
-                    Some(&&(seq, _, n)) if seq == si => {
-                        want.next();
-                        let io = cache.recurrent_io(il, n)?;
-                        if io.geom != *g {
-                            return Err(ModelError::KvCacheShapeMismatch(format!(
-                                "cache {si}, layer {il}: recurrent state of another shape"
-                            )));
-                        }
-                        ios.push(io);
-                    }
-                    _ => {}
-                }
-            }
-        }
-
-        // Convolution (+ SiLU) per sequence and block of rows, then the new conv state.
-        let conv = grow(&mut s.conv, m * c);
+        // Per sequence (one recurrent view at a time, so nothing is allocated):
+        // convolution and its new state, prepared rows, the replay log, and the
+        // delta rule per value head.
+        let (conv, prep, core) = (
+            grow(&mut s.conv, m * c),
+            grow(&mut s.prep, m * w),
+            grow(&mut s.core, m * vw),
+        );
         let k = g.conv_kernel;
-        {
-            let per = (ROW_BLOCK_FLOATS / c.max(1)).max(1);
-            s.tasks.clear();
-            for (si, &(_, r0, n)) in s.segs.iter().enumerate() {
-                let mut t = 0;
-                while t < n {
-                    let e = (t + per).min(n);
-                    s.tasks.push((si, r0, t..e));
-                    t = e;
-                }
+        let hs = sh.head_state();
+        for &(seq, r0, n) in &s.segs {
+            let cache = caches
+                .get_mut(seq)
+                .ok_or_else(|| ModelError::InvalidBatch(format!("sequence {seq} has no cache")))?;
+            let io = cache.recurrent_io(il, n)?;
+            if io.geom != *g {
+                return Err(ModelError::KvCacheShapeMismatch(format!(
+                    "cache {seq}, layer {il}: recurrent state of another shape"
+                )));
             }
-            let conv_sh = SharedMut::new(conv);
-            let (segs, tasks, ios_ro, raw_ro, wts) = (&s.segs, &s.tasks, &ios, &*raw, &self.conv);
-            pool.run(tasks.len(), &|ti| {
-                let (si, r0, ref rr) = tasks[ti];
-                let n = segs[si].2;
-                // SAFETY: tasks cover disjoint row ranges of the gathered buffer.
-                let dst = unsafe { conv_sh.slice((r0 + rr.start) * c, rr.len() * c) };
-                conv_silu(
-                    wts,
-                    k,
-                    c,
-                    ios_ro[si].conv_src,
-                    &raw_ro[r0 * c..(r0 + n) * c],
-                    rr.clone(),
-                    dst,
-                );
-            });
-        }
-        for (io, &(_, r0, n)) in ios.iter_mut().zip(&s.segs) {
-            conv_state_after(
-                k,
-                c,
-                io.conv_src,
-                &raw[r0 * c..(r0 + n) * c],
-                n,
-                io.conv_dst,
-            );
-        }
-
-        // Prepared rows: normalised q/k, v, decay and β.
-        let prep = grow(&mut s.prep, m * w);
-        {
-            let (conv_ro, order, a_ro, b_ro) = (&s.conv, &s.order, &s.a, &s.b);
-            par_rows(pool, prep, w, &|rr, p| {
-                for (t, row) in rr.zip(p.chunks_exact_mut(w)) {
-                    let r = order[t];
-                    prepare_row(
-                        &sh,
-                        &conv_ro[t * c..(t + 1) * c],
-                        &a_ro[r * hv..(r + 1) * hv],
-                        &b_ro[r * hv..(r + 1) * hv],
-                        &self.dt_bias,
-                        &self.a,
-                        eps,
-                        row,
-                    );
-                }
-            });
-        }
-        for (io, &(_, r0, n)) in ios.iter_mut().zip(&s.segs) {
-            if let Some((log_raw, log_in)) = io.log.as_mut() {
-                log_raw.extend_from_slice(&raw[r0 * c..(r0 + n) * c]);
-                log_in.extend_from_slice(&prep[r0 * w..(r0 + n) * w]);
+            let raw_seg = &raw[r0 * c..(r0 + n) * c];
+            let conv_seg = &mut conv[r0 * c..(r0 + n) * c];
+            {
+                let per = (ROW_BLOCK_FLOATS / c.max(1)).max(1);
+                let conv_sh = SharedMut::new(conv_seg);
+                let (wts, state) = (&self.conv, io.conv_src);
+                pool.run(n.div_ceil(per), &|ti| {
+                    let rr = ti * per..((ti + 1) * per).min(n);
+                    // SAFETY: task ti alone writes rows rr of this sequence's block.
+                    let dst = unsafe { conv_sh.slice(rr.start * c, rr.len() * c) };
+                    conv_silu(wts, k, c, state, raw_seg, rr, dst);
+                });
             }
-        }
+            conv_state_after(k, c, io.conv_src, raw_seg, n, io.conv_dst);
 
-        // The delta rule per (sequence, value head).
-        let core = grow(&mut s.core, m * vw);
-        {
-            let hs = sh.head_state();
-            let core_sh = SharedMut::new(core);
-            let dsts: Vec<SharedMut<f32>> = ios
-                .iter_mut()
-                .map(|io| SharedMut::new(&mut io.ssm_dst[..]))
-                .collect();
-            let srcs: Vec<&[f32]> = ios.iter().map(|io| io.ssm_src).collect();
-            let (segs, prep_ro) = (&s.segs, &*prep);
-            pool.run(segs.len() * hv, &|t| {
-                let (si, h) = (t / hv, t % hv);
-                let (_, r0, n) = segs[si];
-                // SAFETY: task (si, h) alone owns value head h of sequence si's
-                // destination state.
-                let st = unsafe { dsts[si].slice(h * hs, hs) };
-                st.copy_from_slice(&srcs[si][h * hs..(h + 1) * hs]);
+            let prep_seg = &mut prep[r0 * w..(r0 + n) * w];
+            {
+                let (conv_ro, order, a_ro, b_ro) =
+                    (&conv[r0 * c..(r0 + n) * c], &s.order, &s.a, &s.b);
+                par_rows(pool, prep_seg, w, &|rr, p| {
+                    for (t, row) in rr.zip(p.chunks_exact_mut(w)) {
+                        let r = order[r0 + t];
+                        prepare_row(
+                            &sh,
+                            &conv_ro[t * c..(t + 1) * c],
+                            &a_ro[r * hv..(r + 1) * hv],
+                            &b_ro[r * hv..(r + 1) * hv],
+                            &self.dt_bias,
+                            &self.a,
+                            eps,
+                            row,
+                        );
+                    }
+                });
+            }
+            if let Some((log_raw, log_in)) = io.log {
+                log_raw.extend_from_slice(raw_seg);
+                log_in.extend_from_slice(prep_seg);
+            }
+
+            let core_sh = SharedMut::new(&mut core[r0 * vw..(r0 + n) * vw]);
+            let dst_sh = SharedMut::new(io.ssm_dst);
+            let (src, prep_ro) = (io.ssm_src, &*prep_seg);
+            pool.run(hv, &|h| {
+                // SAFETY: task h alone owns value head h of the destination state.
+                let st = unsafe { dst_sh.slice(h * hs, hs) };
+                st.copy_from_slice(&src[h * hs..(h + 1) * hs]);
                 DELTA_SCRATCH.with(|cell| {
                     let (sc, o) = &mut *cell.borrow_mut();
                     o.resize(n * dv, 0.0);
-                    delta_rows(
-                        &sh,
-                        h,
-                        &prep_ro[r0 * w..(r0 + n) * w],
-                        n,
-                        uses_chunks(n, pinned),
-                        st,
-                        o,
-                        sc,
-                    );
-                    for (j, src) in o.chunks_exact(dv).enumerate() {
-                        // SAFETY: gathered row r0 + j, head h: this task's alone.
-                        let dst = unsafe { core_sh.slice((r0 + j) * vw + h * dv, dv) };
-                        dst.copy_from_slice(src);
+                    delta_rows(&sh, h, prep_ro, n, uses_chunks(n, pinned), st, o, sc);
+                    for (j, row) in o.chunks_exact(dv).enumerate() {
+                        // SAFETY: row j, head h of this sequence: this task's alone.
+                        let dst = unsafe { core_sh.slice(j * vw + h * dv, dv) };
+                        dst.copy_from_slice(row);
                     }
                 });
             });
         }
-        drop(ios);
 
         // Gated RMSNorm per head (in place, gathered order), back to batch order; then
         // the output projection.
