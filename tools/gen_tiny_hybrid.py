@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny random-weight hybrid / newest-family models (qwen35, gemma4) and transformers goldens.
+"""Tiny random-weight hybrid / newest-family models (qwen35, qwen35moe, qwen3next, gemma4, gemma4-moe) and goldens.
 
 For each family: a transformers config with tiny dims but every feature the family
 ships (Qwen3.5: Gated DeltaNet layers with more value heads than key heads, an
@@ -169,7 +169,53 @@ def families():
                 rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
             ),
         ),
+        # Gemma 4's MoE variant (26B-A4B's block: a dense MLP beside 8 routed experts
+        # with fused gate/up stacks, router scale and per-expert scales), without
+        # per-layer embeddings or shared KV, as that model has.
+        "gemma4-moe": (
+            Gemma4ForCausalLM,
+            Gemma4TextConfig(
+                vocab_size=VOCAB,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=32,
+                global_head_dim=64,
+                num_global_key_value_heads=1,
+                attention_k_eq_v=True,
+                hidden_activation="gelu_pytorch_tanh",
+                max_position_embeddings=512,
+                rms_norm_eps=1e-6,
+                tie_word_embeddings=True,
+                sliding_window=8,
+                layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                final_logit_softcapping=30.0,
+                hidden_size_per_layer_input=0,
+                num_kv_shared_layers=0,
+                enable_moe_block=True,
+                num_experts=8,
+                top_k_experts=2,
+                moe_intermediate_size=32,
+                rope_parameters={
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                    "full_attention": {
+                        "rope_type": "proportional",
+                        "partial_rotary_factor": 0.25,
+                        "rope_theta": 1_000_000.0,
+                    },
+                },
+                pad_token_id=0,
+                bos_token_id=2,
+                eos_token_id=1,
+            ),
+        ),
     }
+
+
+def arch_of(family: str) -> str:
+    return family.split("-")[0]
 
 
 def randomize(model: torch.nn.Module, family: str, gen: torch.Generator) -> None:
@@ -193,6 +239,10 @@ def randomize(model: torch.nn.Module, family: str, gen: torch.Generator) -> None
                 p.copy_(std * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+            if name.endswith("router.scale"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("per_expert_scale"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=gen))
         for name, b in model.named_buffers():
             if name.endswith("layer_scalar"):
                 b.copy_(0.5 + torch.rand(b.shape, generator=gen))
@@ -306,10 +356,13 @@ def gemma4_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
     out = [
         ("token_embd.weight", sd["model.embed_tokens.weight"]),
         ("output_norm.weight", sd["model.norm.weight"]),
-        ("per_layer_token_embd.weight", sd["model.embed_tokens_per_layer.weight"]),
-        ("per_layer_model_proj.weight", sd["model.per_layer_model_projection.weight"]),
-        ("per_layer_proj_norm.weight", sd["model.per_layer_projection_norm.weight"]),
     ]
+    if cfg.hidden_size_per_layer_input:
+        out += [
+            ("per_layer_token_embd.weight", sd["model.embed_tokens_per_layer.weight"]),
+            ("per_layer_model_proj.weight", sd["model.per_layer_model_projection.weight"]),
+            ("per_layer_proj_norm.weight", sd["model.per_layer_projection_norm.weight"]),
+        ]
     full = cfg.rope_parameters["full_attention"]
     hd_full = cfg.per_layer_config[cfg.layer_types.index("full_attention")].head_dim
     n_rot = int(hd_full * full["partial_rotary_factor"] / 2)
@@ -332,6 +385,14 @@ def gemma4_tensors(model, cfg) -> list[tuple[str, np.ndarray]]:
         "per_layer_projection.weight": "proj.weight",
         "post_per_layer_input_norm.weight": "post_norm.weight",
         "layer_scalar": "layer_output_scale.weight",
+        "router.proj.weight": "ffn_gate_inp.weight",
+        "router.scale": "ffn_gate_inp.scale",
+        "router.per_expert_scale": "ffn_down_exps.scale",
+        "experts.gate_up_proj": "ffn_gate_up_exps.weight",
+        "experts.down_proj": "ffn_down_exps.weight",
+        "pre_feedforward_layernorm_2.weight": "pre_ffw_norm_2.weight",
+        "post_feedforward_layernorm_1.weight": "post_ffw_norm_1.weight",
+        "post_feedforward_layernorm_2.weight": "post_ffw_norm_2.weight",
     }
     for il in range(cfg.num_hidden_layers):
         pre = f"model.layers.{il}."
@@ -367,12 +428,16 @@ def write_gemma4_keys(w, arch: str, cfg) -> None:
     w.add_array(f"{arch}.attention.sliding_window_pattern", swa)
     w.add_uint32(f"{arch}.attention.shared_kv_layers", cfg.num_kv_shared_layers)
     w.add_uint32(f"{arch}.embedding_length_per_layer_input", cfg.hidden_size_per_layer_input)
+    if cfg.enable_moe_block:
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.top_k_experts)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
     w.add_float32(f"{arch}.final_logit_softcapping", cfg.final_logit_softcapping)
 
 
 def write_gguf(path: Path, arch: str, cfg, tensors, variant: str) -> None:
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"tiny-random-{arch}")
+    w.add_name(f"tiny-random-{path.stem.rsplit('-', 1)[0]}")
     w.add_block_count(cfg.num_hidden_layers)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
@@ -453,6 +518,7 @@ TENSORS = {
     "gemma4": gemma4_tensors,
     "qwen35moe": lambda m, c: qwen35_tensors(m, c, "qwen35moe"),
     "qwen3next": lambda m, c: qwen35_tensors(m, c, "qwen3next"),
+    "gemma4-moe": gemma4_tensors,
 }
 
 
@@ -474,7 +540,7 @@ def main() -> None:
         randomize(model, family, gen)
         tensors = TENSORS[family](model, cfg)
         for variant in ("f32", "f16", "q8_0"):
-            write_gguf(out / f"{family}-{variant}.gguf", family, cfg, tensors, variant)
+            write_gguf(out / f"{family}-{variant}.gguf", arch_of(family), cfg, tensors, variant)
         if family == "qwen3next":
             # Older converters' fused ssm_in (per key head [q, k, v, z]).
             legacy = qwen35_tensors(model, cfg, family, legacy=True)

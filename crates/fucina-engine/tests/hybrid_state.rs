@@ -138,6 +138,8 @@ fn speculative_equals_plain_bitwise_on_a_hybrid_model() {
 #[test]
 fn speculative_equals_plain_bitwise_on_gemma4() {
     speculative_equals_plain(gemma4(), 40);
+    // The MoE variant: verify rows are routed and grouped by expert like decode rows.
+    speculative_equals_plain(load("gemma4-moe"), 20);
 }
 
 fn speculative_equals_plain(model: Arc<Model>, cases: u32) {

@@ -329,8 +329,17 @@ impl Model {
                 }
             });
             let o = grow(&mut s.o, mc * e);
-            lw.ffn
-                .forward(&self.pool, cfg.activation, xn, mc, o, &mut s.ffn, &mut s.mm)?;
+            lw.ffn.forward(
+                &self.pool,
+                cfg.activation,
+                &s.x[..mc * e],
+                xn,
+                mc,
+                o,
+                cfg.rms_eps,
+                &mut s.ffn,
+                &mut s.mm,
+            )?;
             residual(
                 &self.pool,
                 &mut s.x[..mc * e],

@@ -147,6 +147,26 @@ impl Linear {
         Ok((0..n).map(linear).collect())
     }
 
+    /// The matrix split after row `at` into two views of the same mapping (a
+    /// fused gate/up expert's halves); `None` when `at` is not inside the matrix.
+    pub fn split_rows(&self, at: usize, names: [&str; 2]) -> Option<(Linear, Linear)> {
+        if at == 0 || at >= self.rows {
+            return None;
+        }
+        let mid = self.range.start + at * self.row_bytes;
+        let part = |name: &str, rows: usize, range: Range<usize>| Linear {
+            name: name.into(),
+            rows,
+            range,
+            packed: Arc::new(OnceLock::new()),
+            ..self.clone()
+        };
+        Some((
+            part(names[0], at, self.range.start..mid),
+            part(names[1], self.rows - at, mid..self.range.end),
+        ))
+    }
+
     /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with
     /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]).
     pub fn repackable(&self) -> bool {

@@ -13,7 +13,7 @@ use fucina_engine::Session;
 use fucina_model::{BatchRow, KvDtype, Model, ModelError, ModelOptions, Scratch};
 use serde_json::Value;
 
-const HYBRID: [&str; 4] = ["qwen35", "gemma4", "qwen35moe", "qwen3next"];
+const HYBRID: [&str; 5] = ["qwen35", "gemma4", "qwen35moe", "qwen3next", "gemma4-moe"];
 /// Families whose logits move continuously with rounding: a mixture of experts
 /// does not (f16 or Q8_0 rounding flips near-tied routing choices; llama.cpp's own
 /// f16 logits on the tiny qwen35moe are 2.2e-1 from transformers'), so the MoE
@@ -187,8 +187,9 @@ fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool) {
 /// agrees with transformers' argmax at 92-95% of them on that file). The MoE hybrids:
 /// f32 as Qwen3.5; with f16 weights one near-tied routing choice of the tiny
 /// qwen35moe goes the other way in each engine (1.8e-1 at that position, argmax and
-/// greedy unchanged); its Q8_0 logits match llama.cpp's to 2e-8.
-const LLAMA_CPP: [(&str, &str, f64, f64); 12] = [
+/// greedy unchanged); its Q8_0 logits match llama.cpp's to 2e-8. Gemma 4's MoE
+/// variant: 3.8e-5 at f32 (the GELU again), its routing far from ties.
+const LLAMA_CPP: [(&str, &str, f64, f64); 15] = [
     ("qwen35", "f32", 1e-5, 0.99),
     ("qwen35", "f16", 2e-2, 0.99),
     ("qwen35", "q8_0", 1e-1, 0.99),
@@ -201,6 +202,9 @@ const LLAMA_CPP: [(&str, &str, f64, f64); 12] = [
     ("qwen3next", "f32", 1e-5, 0.99),
     ("qwen3next", "f16", 2e-2, 0.99),
     ("qwen3next", "q8_0", 1e-1, 0.99),
+    ("gemma4-moe", "f32", 1e-4, 0.99),
+    ("gemma4-moe", "f16", 2e-3, 0.99),
+    ("gemma4-moe", "q8_0", 3e-2, 0.99),
 ];
 
 #[test]
@@ -380,6 +384,20 @@ fn bad_hybrid_files_name_the_key_or_tensor() {
         m.insert("qwen3next.expert_used_count", V::U32(9));
     }));
     assert!(e.contains("expert"), "{e}");
+
+    // Gemma 4's MoE block: the router's input scale, a fused expert stack.
+    let e = msg(rewritten(
+        "gemma4-moe",
+        Some("blk.2.ffn_gate_inp.scale"),
+        |_| {},
+    ));
+    assert!(e.contains("blk.2.ffn_gate_inp.scale"), "{e}");
+    let e = msg(rewritten(
+        "gemma4-moe",
+        Some("blk.0.ffn_gate_up_exps.weight"),
+        |_| {},
+    ));
+    assert!(e.contains("blk.0.ffn_gate_exps.weight"), "{e}");
 
     // Gemma 4: a missing per-layer-embedding tensor, inconsistent kv heads, a
     // shared-KV layer without an earlier layer of its kind, a missing RoPE table.

@@ -21,6 +21,7 @@ use fucina_gguf::{Metadata, ZeroPolicy};
 
 use super::{FamilySpec, Presence};
 use crate::config::LayerConfig;
+use crate::ffn::{FfnConfig, Gating, MoeConfig, SharedExpert};
 use crate::{ModelError, Result};
 
 /// Tensors of a Gemma 4 layer beyond the common ones.
@@ -44,6 +45,34 @@ fn invalid(msg: String) -> ModelError {
 fn key(md: &Metadata, suffix: &str) -> Result<usize> {
     let v = md.meta_int(ARCH, suffix, ZeroPolicy::RejectZero)?;
     usize::try_from(v).map_err(|_| invalid(format!("{ARCH}.{suffix} = {v}")))
+}
+
+/// Every layer's FFN: the dense GeGLU of width `n_ff`, or (where the file has
+/// `expert_count`: 26B-A4B) that MLP beside routed experts
+/// ([`crate::ffn::Gemma4MoeFfn`]; the MLP's width rides in `shared`): softmax, top
+/// `expert_used_count` renormalised, experts of `expert_feed_forward_length`.
+pub fn ffn_configs(md: &Metadata, n_ff: &[usize]) -> Result<Vec<FfnConfig>> {
+    if !md.contains_key(&format!("{ARCH}.expert_count")) {
+        return Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect());
+    }
+    let (n_expert, n_expert_used, n_ff_exp) = super::expert_counts(md, ARCH)?;
+    n_ff.iter()
+        .enumerate()
+        .map(|(il, &n_ff)| {
+            let moe = MoeConfig {
+                n_expert,
+                n_expert_used,
+                n_ff_exp: n_ff_exp.unwrap_or(n_ff / n_expert_used),
+                gating: Gating::Softmax,
+                norm_weights: true,
+                weights_scale: None,
+                group_limit: None,
+                shared: Some(SharedExpert { n_ff, gated: false }),
+            };
+            moe.validate(il)?;
+            Ok(FfnConfig::Moe(moe))
+        })
+        .collect()
 }
 
 /// Give each layer its kind's geometry and RoPE, and the shared-KV layers their

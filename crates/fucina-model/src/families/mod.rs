@@ -20,7 +20,7 @@ use std::sync::Arc;
 use fucina_gguf::{GgufFile, Metadata};
 
 use crate::config::{Config, Family, Mixer};
-use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, MoeFfn};
+use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, Gemma4MoeFfn, MoeFfn};
 use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights};
 use crate::ple::PleLayer;
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
@@ -105,12 +105,10 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
         Family::Qwen35Moe | Family::Qwen3Next => qwen35moe::ffn_configs(md, family.arch(), n_ff),
-        Family::Gemma3
-        | Family::Gemma4
-        | Family::Qwen3
-        | Family::Qwen2
-        | Family::Llama
-        | Family::Qwen35 => Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect()),
+        Family::Gemma4 => gemma4::ffn_configs(md, n_ff),
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
+            Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
+        }
     }
 }
 
@@ -227,6 +225,10 @@ pub fn bind_layer(
         FfnConfig::Dense { n_ff } => {
             let bias = |name: &str, len| vec_by(file, name, len, spec.out_ffn_bias);
             FfnWeights::Dense(DenseFfn::bind(file, il, "", e, *n_ff, &bias)?)
+        }
+        FfnConfig::Moe(moe) if config.family == Family::Gemma4 => {
+            let n_ff = moe.shared.map_or(0, |s| s.n_ff);
+            FfnWeights::Gemma4Moe(Box::new(Gemma4MoeFfn::bind(file, il, moe, e, n_ff)?))
         }
         FfnConfig::Moe(moe) => FfnWeights::Moe(MoeFfn::bind(
             file,
