@@ -10,12 +10,16 @@ tensor shapes and Q4_K_M type mix, random weights). Both engines get the same to
 ids (a fixed pseudo-random sequence), 2 threads and an f16 KV cache; llama.cpp runs
 through llama-cpp-python (benches/setup_peers.sh). Prints, for the batch and for
 decode: argmax agreement, positions whose logits are bitwise equal, and the worst
-max |Δlogit| / max |logit|. Nothing is written to the repository.
+max |Δlogit| / max |logit|; then llama.cpp's greedy continuation (`--greedy` tokens)
+replayed through fucina in one batch: the first step where fucina's argmax differs
+and llama.cpp's top-1/top-2 margin there (a near-tie when small). Nothing is
+written to the repository.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,7 +28,7 @@ import numpy as np
 from llama_cpp import Llama
 
 ROOT = Path(__file__).resolve().parent.parent
-DUMP = ROOT / "target" / "release" / "examples" / "dump_logits"
+DUMP = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "examples" / "dump_logits"
 
 
 def ours(model: Path, toks: list[int], mode: str, n_vocab: int) -> np.ndarray:
@@ -47,6 +51,7 @@ def main() -> None:
     ap.add_argument("model", type=Path)
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--decode", type=int, default=8)
+    ap.add_argument("--greedy", type=int, default=32)
     args = ap.parse_args()
     llm = Llama(model_path=str(args.model), n_ctx=512, n_batch=512, n_threads=2, logits_all=True, verbose=False)
     n_vocab = llm.n_vocab()
@@ -59,6 +64,23 @@ def main() -> None:
     decode = np.array(llm.scores[: args.decode], dtype=np.float32)
     report("prompt batch", ours(args.model, toks, "batch", n_vocab), batch)
     report("decode", ours(args.model, toks[: args.decode], "decode", n_vocab), decode)
+    llm.reset()
+    llm.eval(toks)
+    greedy, margins = [], []
+    last = np.array(llm.scores[len(toks) - 1], dtype=np.float32)
+    for _ in range(args.greedy):
+        top = np.sort(last)[-2:]
+        margins.append(float(top[1] - top[0]))
+        greedy.append(int(last.argmax()))
+        llm.eval([greedy[-1]])
+        last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+    mine = ours(args.model, toks + greedy[:-1], "batch", n_vocab)[len(toks) - 1 :].argmax(1)
+    diff = next((i for i, (a, b) in enumerate(zip(mine, greedy)) if a != b), None)
+    if diff is None:
+        print(f"greedy: {args.greedy}/{args.greedy} tokens identical")
+    else:
+        print(f"greedy: first difference at step {diff} (llama.cpp's top-1/top-2 margin there {margins[diff]:.3g}, "
+              f"smallest margin before it {min(margins[: diff + 1]):.3g})")
 
 
 if __name__ == "__main__":

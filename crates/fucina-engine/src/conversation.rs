@@ -100,7 +100,12 @@ impl Conversation {
         }
         let fingerprint = model_fingerprint(pool.model());
         let opened = KvSidecar::open(path, pool.cache(self.seq)?, fingerprint, pool.n_ctx())?;
-        pool.restore(self.seq, &opened.tokens, opened.records())?;
+        pool.restore_with_state(
+            self.seq,
+            &opened.tokens,
+            opened.records(),
+            opened.recurrent_state(),
+        )?;
         self.sidecar = Some(opened.sidecar);
         Ok(Resumed {
             positions: opened.tokens.len(),

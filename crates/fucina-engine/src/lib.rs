@@ -40,6 +40,8 @@ pub use error::{EngineError, Result};
 pub use fucina_spec::{GateState, SpecOptions, Stats as SpecStats};
 pub use generation::{FinishReason, Generation, GenerationOptions, Step};
 pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
-pub use persist::{decode_state, encode_state, model_fingerprint, KvSidecar};
+pub use persist::{
+    decode_state, decode_state_full, encode_state, model_fingerprint, KvSidecar, RestoredState,
+};
 pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
 pub use session::{argmax, Session};

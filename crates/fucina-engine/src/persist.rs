@@ -9,6 +9,17 @@
 //! record per position: the token id (u32) and the position's KV bytes in the
 //! cache's own dtype ([`KvCache::read_record`]).
 //!
+//! A hybrid model's cache (Gated DeltaNet layers) also holds a recurrent state that
+//! exists only at its length. Its header then also describes every recurrent layer
+//! (convolution kernel, key and value heads and dims, value-head order: u32 each)
+//! and the state size (u64) before the checksum, and a state region follows the
+//! header: the position the state belongs to (u64) and the state
+//! ([`KvCache::read_recurrent_state`]); records follow it. A sync marks the region
+//! invalid (position `u64::MAX`) before rewriting it and publishes its position
+//! before the record count, so only a state matching the published records is ever
+//! resumed; anything else resets the file. Caches without recurrent layers write
+//! exactly the layout above.
+//!
 //! Writes publish the record count last: new records are written (and synced)
 //! first, then the count, so a process killed mid-append leaves the old count over
 //! a valid prefix, and a torn tail past the count is never read. A rewind (the next
@@ -21,7 +32,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use fucina_model::{KvCache, KvDtype, Model};
+use fucina_model::{KvCache, KvDtype, LayerSpec, Model};
 
 use crate::error::{EngineError, Result};
 
@@ -90,8 +101,45 @@ fn header(fingerprint: u64, cache: &KvCache) -> Vec<u8> {
         }
     }
     out.extend_from_slice(&(cache.record_bytes() as u64).to_le_bytes());
+    let state = cache.recurrent_state_bytes();
+    if state > 0 {
+        let recurrent: Vec<_> = cache
+            .specs()
+            .into_iter()
+            .filter_map(|s| match s {
+                LayerSpec::Recurrent(g) => Some(g),
+                _ => None,
+            })
+            .collect();
+        out.extend_from_slice(&(recurrent.len() as u32).to_le_bytes());
+        for g in recurrent {
+            let sh = g.shape;
+            let order = u32::from(sh.order == fucina_model::ops::deltanet::VHeadOrder::Grouped);
+            for d in [g.conv_kernel, sh.n_k_heads, sh.n_v_heads, sh.dk, sh.dv] {
+                out.extend_from_slice(&(d as u32).to_le_bytes());
+            }
+            out.extend_from_slice(&order.to_le_bytes());
+        }
+        out.extend_from_slice(&(state as u64).to_le_bytes());
+    }
     let sum = Fnv::new().bytes(&out[..8]).bytes(&out[16..]).0;
     out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// Bytes of the recurrent-state region after the header (0 without recurrent layers).
+fn state_region(cache: &KvCache) -> usize {
+    match cache.recurrent_state_bytes() {
+        0 => 0,
+        n => 8 + n,
+    }
+}
+
+/// The region for `cache`'s state at its length: its position, then the state.
+fn region_bytes(cache: &KvCache) -> Vec<u8> {
+    let mut out = Vec::with_capacity(state_region(cache));
+    out.extend_from_slice(&(cache.len() as u64).to_le_bytes());
+    cache.read_recurrent_state(&mut out);
     out
 }
 
@@ -99,6 +147,11 @@ impl Opened {
     /// The KV bytes of each resumed position, in order (for [`crate::SeqPool::restore`]).
     pub fn records(&self) -> impl ExactSizeIterator<Item = &[u8]> {
         self.body.chunks_exact(self.record_len).map(|rec| &rec[4..])
+    }
+
+    /// The recurrent state at the resumed length (empty without recurrent layers).
+    pub fn recurrent_state(&self) -> &[u8] {
+        &self.state
     }
 }
 
@@ -127,6 +180,19 @@ pub fn encode_state(cache: &KvCache, tokens: &[u32], fingerprint: u64) -> Result
     let n = tokens.len().min(cache.len());
     let mut out = header(fingerprint, cache);
     out[8..16].copy_from_slice(&(n as u64).to_le_bytes());
+    if state_region(cache) > 0 {
+        if n != cache.len() {
+            return Err(EngineError::InvalidArgument {
+                field: "tokens",
+                message: format!(
+                    "{} tokens for a recurrent state at position {}",
+                    tokens.len(),
+                    cache.len()
+                ),
+            });
+        }
+        out.extend_from_slice(&region_bytes(cache));
+    }
     out.reserve(n * (4 + cache.record_bytes()));
     for (pos, &t) in tokens.iter().enumerate().take(n) {
         out.extend_from_slice(&t.to_le_bytes());
@@ -142,6 +208,16 @@ pub fn decode_state<'a>(
     cache: &KvCache,
     fingerprint: u64,
 ) -> Result<(Vec<u32>, Vec<&'a [u8]>)> {
+    decode_state_full(bytes, cache, fingerprint).map(|(t, r, _)| (t, r))
+}
+
+/// [`decode_state`] with the recurrent state the image holds (empty without
+/// recurrent layers).
+pub fn decode_state_full<'a>(
+    bytes: &'a [u8],
+    cache: &KvCache,
+    fingerprint: u64,
+) -> Result<RestoredState<'a>> {
     let want = header(fingerprint, cache);
     let bad = |message: String| EngineError::InvalidArgument {
         field: "state",
@@ -155,7 +231,21 @@ pub fn decode_state<'a>(
     }
     let count = u64::from_le_bytes(have[8..16].try_into().unwrap_or_default());
     let record_len = 4 + cache.record_bytes();
-    let body = &bytes[want.len()..];
+    let region = state_region(cache);
+    let (state, body) = bytes[want.len()..]
+        .split_at_checked(region)
+        .ok_or_else(|| bad("it is shorter than its recurrent state".into()))?;
+    let state = match state.split_at_checked(8) {
+        None => state,
+        Some((pos, s)) => {
+            if u64::from_le_bytes(pos.try_into().unwrap_or_default()) != count {
+                return Err(bad(format!(
+                    "its recurrent state is not at its {count} positions"
+                )));
+            }
+            s
+        }
+    };
     if (body.len() / record_len) as u64 != count || body.len() % record_len != 0 {
         return Err(bad(format!(
             "it holds {} bytes of records, not the {count} its header says",
@@ -166,8 +256,12 @@ pub fn decode_state<'a>(
     Ok((
         tokens,
         body.chunks_exact(record_len).map(|r| &r[4..]).collect(),
+        state,
     ))
 }
+
+/// Tokens, per-position KV records and recurrent state of a decoded image.
+pub type RestoredState<'a> = (Vec<u32>, Vec<&'a [u8]>, &'a [u8]);
 
 /// The token ids of records laid end to end (each: token id, then KV bytes).
 fn record_tokens(body: &[u8], record_len: usize) -> Vec<u32> {
@@ -182,6 +276,8 @@ pub struct KvSidecar {
     path: PathBuf,
     file: File,
     header_len: u64,
+    /// Bytes of the recurrent-state region after the header (0: none).
+    state_len: u64,
     record_len: u64,
     /// The tokens of the records the published count covers.
     stored: Vec<u32>,
@@ -197,6 +293,8 @@ pub struct Opened {
     /// The resumed records as stored (token id, then KV bytes, each).
     body: Vec<u8>,
     record_len: usize,
+    /// The resumed recurrent state (empty without recurrent layers).
+    state: Vec<u8>,
     /// Why an existing file was not loaded (it has been reset), for a warning.
     pub ignored: Option<String>,
 }
@@ -229,20 +327,52 @@ impl KvSidecar {
                 .map_err(|e| io_err(path, e))?;
             check_header(&have, &want)
         };
-        if ignored.is_some() || len == 0 {
+        let fresh = |mut sidecar: KvSidecar, ignored: Option<String>| -> Result<Opened> {
             sidecar.reset(&want)?;
             let record_len = sidecar.record_len as usize;
-            return Ok(Opened {
+            Ok(Opened {
                 sidecar,
                 tokens: Vec::new(),
                 body: Vec::new(),
                 record_len,
+                state: Vec::new(),
                 ignored,
-            });
+            })
+        };
+        if ignored.is_some() || len == 0 {
+            return fresh(sidecar, ignored);
         }
         let count = u64::from_le_bytes(have[8..16].try_into().unwrap_or_default());
-        let complete = (len - sidecar.header_len) / sidecar.record_len;
+        let records_at = sidecar.header_len + sidecar.state_len;
+        let complete = len.saturating_sub(records_at) / sidecar.record_len;
         let n = count.min(complete);
+        let mut state = Vec::new();
+        if sidecar.state_len > 0 && n > 0 {
+            let mut region = vec![0u8; sidecar.state_len as usize];
+            if len < records_at {
+                return fresh(
+                    sidecar,
+                    Some("it is shorter than its recurrent state".into()),
+                );
+            }
+            sidecar
+                .file
+                .read_exact(&mut region)
+                .map_err(|e| io_err(path, e))?;
+            let at = u64::from_le_bytes(region[..8].try_into().unwrap_or_default());
+            if at != n {
+                return fresh(
+                    sidecar,
+                    Some("its recurrent state does not match its records".into()),
+                );
+            }
+            state = region.split_off(8);
+        } else if sidecar.state_len > 0 {
+            sidecar
+                .file
+                .seek(SeekFrom::Start(records_at))
+                .map_err(|e| io_err(path, e))?;
+        }
         if n > capacity as u64 {
             return Err(EngineError::Persist {
                 path: path.to_path_buf(),
@@ -268,6 +398,7 @@ impl KvSidecar {
             tokens,
             body,
             record_len,
+            state,
             ignored: None,
         })
     }
@@ -300,6 +431,7 @@ impl KvSidecar {
             path: path.to_path_buf(),
             file,
             header_len: header_len as u64,
+            state_len: state_region(cache) as u64,
             record_len: 4 + cache.record_bytes() as u64,
             stored: Vec::new(),
         })
@@ -311,9 +443,36 @@ impl KvSidecar {
         f.set_len(0).map_err(|e| io_err(&path, e))?;
         f.seek(SeekFrom::Start(0)).map_err(|e| io_err(&path, e))?;
         f.write_all(header).map_err(|e| io_err(&path, e))?;
+        if self.state_len > 0 {
+            let mut region = vec![0u8; self.state_len as usize];
+            region[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+            f.write_all(&region).map_err(|e| io_err(&path, e))?;
+        }
         f.sync_data().map_err(|e| io_err(&path, e))?;
         self.stored.clear();
         Ok(())
+    }
+
+    /// Rewrite the recurrent-state region with `cache`'s state (position `n`, or
+    /// left invalid when the cache's state is not at `n`): invalidated and synced
+    /// first, so a torn write is never taken for a valid state.
+    fn write_state(&mut self, cache: &KvCache, n: usize) -> Result<()> {
+        let path = self.path.clone();
+        let at = self.header_len;
+        let f = &mut self.file;
+        f.seek(SeekFrom::Start(at)).map_err(|e| io_err(&path, e))?;
+        f.write_all(&u64::MAX.to_le_bytes())
+            .map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))?;
+        if n != cache.len() {
+            return Ok(());
+        }
+        let region = region_bytes(cache);
+        f.write_all(&region[8..]).map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))?;
+        f.seek(SeekFrom::Start(at)).map_err(|e| io_err(&path, e))?;
+        f.write_all(&region[..8]).map_err(|e| io_err(&path, e))?;
+        f.sync_data().map_err(|e| io_err(&path, e))
     }
 
     fn write_count(&mut self, n: u64) -> Result<()> {
@@ -349,7 +508,9 @@ impl KvSidecar {
             .take_while(|(a, b)| a == b)
             .count()
             .min(n);
-        if keep == self.stored.len() && keep == n {
+        // A recurrent state changes with every computation, even over the same
+        // tokens: it is rewritten on every sync.
+        if keep == self.stored.len() && keep == n && self.state_len == 0 {
             return Ok(());
         }
         if keep < self.stored.len() {
@@ -362,11 +523,14 @@ impl KvSidecar {
             buf.extend_from_slice(&token.to_le_bytes());
             cache.read_record(pos, &mut buf)?;
         }
-        let at = self.header_len + keep as u64 * self.record_len;
+        let at = self.header_len + self.state_len + keep as u64 * self.record_len;
         let f = &mut self.file;
         f.seek(SeekFrom::Start(at)).map_err(|e| io_err(&path, e))?;
         f.write_all(&buf).map_err(|e| io_err(&path, e))?;
         f.sync_data().map_err(|e| io_err(&path, e))?;
+        if self.state_len > 0 {
+            self.write_state(cache, n)?;
+        }
         self.write_count(n as u64)?;
         self.stored.extend_from_slice(&tokens[keep..n]);
         Ok(())

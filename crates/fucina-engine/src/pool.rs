@@ -158,7 +158,9 @@ impl SeqPool {
         Ok(&self.caches[self.check(id)?])
     }
 
-    /// Keep the first `n` positions of `id` (no-op when it holds fewer).
+    /// Keep the first `n` positions of `id` (no-op when it holds fewer). A hybrid
+    /// model's recurrent state may only be restorable at an earlier position: the
+    /// sequence then holds fewer, and [`SeqPool::len`] says how many.
     pub fn truncate(&mut self, id: SeqId, n: usize) -> Result<()> {
         let i = self.check(id)?;
         self.caches[i].truncate(n);
@@ -182,8 +184,9 @@ impl SeqPool {
         Ok(dst)
     }
 
-    /// Make `dst` hold exactly the first `n` positions of `src` (its own state is
-    /// replaced): prefix sharing between sequences.
+    /// Make `dst` hold the first `n` positions of `src` (its own state is replaced):
+    /// prefix sharing between sequences. With a hybrid model `dst` may hold fewer
+    /// (see [`SeqPool::truncate`]; [`SeqPool::len`] says how many).
     pub fn copy_prefix(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
         let (s, d) = (self.check(src)?, self.check(dst)?);
         if n > self.tokens[s].len() {
@@ -207,23 +210,24 @@ impl SeqPool {
         };
         dst_cache.reset();
         dst_cache.copy_rows(src_cache, 0, n)?;
-        let prefix = self.tokens[s][..n].to_vec();
+        let prefix = self.tokens[s][..dst_cache.len()].to_vec();
         self.tokens[d] = prefix;
         Ok(())
     }
 
     /// Keep the longest common prefix of `id`'s tokens and `tokens`, capped at
     /// `tokens.len() - 1` (logits are not cached state: the last token is always
-    /// evaluated again), and drop the rest; returns the positions kept. The
-    /// reconcile behind prefix reuse: an edited history, a stripped reasoning block
-    /// or another client's request simply reuses less.
+    /// evaluated again), and drop the rest; returns the positions kept (with a
+    /// hybrid model possibly fewer: see [`SeqPool::truncate`]). The reconcile behind
+    /// prefix reuse: an edited history, a stripped reasoning block or another
+    /// client's request simply reuses less.
     pub fn reuse_prefix(&mut self, id: SeqId, tokens: &[u32]) -> Result<usize> {
         let i = self.check(id)?;
         let held = &self.tokens[i];
         let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         let keep = common.min(tokens.len().saturating_sub(1));
         self.truncate(id, keep)?;
-        Ok(keep)
+        Ok(self.tokens[i].len())
     }
 
     /// Append one token to each of several distinct sequences in ONE forward (a
@@ -274,12 +278,25 @@ impl SeqPool {
     }
 
     /// Replace `id`'s state with `tokens` and their KV records (one
-    /// [`KvCache::read_record`] per token, in order): a resumed sequence.
+    /// [`KvCache::read_record`] per token, in order): a resumed sequence. A hybrid
+    /// model's sequence also needs its recurrent state: [`SeqPool::restore_with_state`].
     pub fn restore<'a>(
         &mut self,
         id: SeqId,
         tokens: &[u32],
         records: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
+        self.restore_with_state(id, tokens, records, &[])
+    }
+
+    /// [`SeqPool::restore`] with the recurrent state at the end of `tokens`
+    /// ([`KvCache::read_recurrent_state`]; empty for a model without recurrent layers).
+    pub fn restore_with_state<'a>(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        records: impl ExactSizeIterator<Item = &'a [u8]>,
+        state: &[u8],
     ) -> Result<()> {
         let i = self.check(id)?;
         if records.len() != tokens.len() {
@@ -299,7 +316,14 @@ impl SeqPool {
         let cache = &mut self.caches[i];
         cache.reset();
         self.tokens[i].clear();
-        if let Err(e) = cache.push_records(&records) {
+        let restored = cache.push_records(&records).and_then(|()| {
+            if tokens.is_empty() {
+                Ok(())
+            } else {
+                cache.set_recurrent_state(state)
+            }
+        });
+        if let Err(e) = restored {
             cache.reset();
             return Err(e.into());
         }

@@ -93,8 +93,10 @@ impl Session {
     /// and cache shape; anything else is an error naming the mismatch).
     pub fn load_state(&mut self, bytes: &[u8]) -> Result<()> {
         let fingerprint = crate::persist::model_fingerprint(self.model());
-        let (tokens, records) = crate::persist::decode_state(bytes, self.cache(), fingerprint)?;
-        self.pool.restore(self.seq, &tokens, records.into_iter())
+        let (tokens, records, state) =
+            crate::persist::decode_state_full(bytes, self.cache(), fingerprint)?;
+        self.pool
+            .restore_with_state(self.seq, &tokens, records.into_iter(), state)
     }
 
     /// Greedy decoding: evaluate `prompt`, then emit up to `max_tokens` argmax tokens,

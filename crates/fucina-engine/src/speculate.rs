@@ -300,8 +300,10 @@ impl Generation {
             }
             r += matched;
         }
+        // The cache keeps every row whose input is committed history (a hybrid model's
+        // cache may land earlier: the next step evaluates the rest).
         pool.truncate(seq, n0 + valid)?;
-        self.set_evaluated(n0 + valid);
+        self.set_evaluated(pool.len(seq)?);
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
         spec.stats.steps += 1;

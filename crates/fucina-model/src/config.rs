@@ -8,6 +8,7 @@
 use fucina_gguf::{Metadata, ZeroPolicy};
 
 pub use crate::ffn::{FfnConfig, Gating, GroupLimit, MoeConfig};
+use crate::kv_cache::{KvGeometry, LayerSpec, RecurrentGeometry};
 use crate::{ModelError, Result};
 
 /// The model families this crate runs, selected by `general.architecture`.
@@ -28,17 +29,34 @@ pub enum Family {
     /// Qwen1.5-MoE / Qwen2-MoE: Qwen2's attention, routed experts plus a gated
     /// shared expert on every layer.
     Qwen2Moe,
+    /// Qwen3.5 (dense): Gated DeltaNet layers interleaved with gated full-attention
+    /// layers (MRoPE, partial rotary), SwiGLU FFN.
+    Qwen35,
+    /// Qwen3.5-MoE: Qwen3.5's hybrid blocks, routed experts plus a gated shared
+    /// expert on every layer.
+    Qwen35Moe,
+    /// Qwen3-Next: the Qwen3.5-MoE hybrid with plain RoPE, grouped value heads and a
+    /// fused β/α projection.
+    Qwen3Next,
+    /// Gemma 4 (text): sliding and global layers with their own head dims, kv heads,
+    /// RoPE bases and rotary spans, shared-KV layers, per-layer embeddings, V norms,
+    /// layer output scales, final logit soft cap.
+    Gemma4,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 10] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
         Family::Llama,
         Family::Qwen3Moe,
         Family::Qwen2Moe,
+        Family::Qwen35,
+        Family::Qwen35Moe,
+        Family::Qwen3Next,
+        Family::Gemma4,
     ];
 
     /// The `general.architecture` string of the family.
@@ -50,7 +68,16 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen3Moe => "qwen3moe",
             Family::Qwen2Moe => "qwen2moe",
+            Family::Qwen35 => "qwen35",
+            Family::Qwen35Moe => "qwen35moe",
+            Family::Qwen3Next => "qwen3next",
+            Family::Gemma4 => "gemma4",
         }
+    }
+
+    /// Whether some layers are Gated DeltaNet layers (a recurrent state per sequence).
+    pub fn is_hybrid(self) -> bool {
+        matches!(self, Family::Qwen35 | Family::Qwen35Moe | Family::Qwen3Next)
     }
 
     /// The family of an architecture string, or `UnsupportedArchitecture`.
@@ -79,8 +106,12 @@ pub enum RopeKind {
 pub enum Activation {
     /// SwiGLU: silu(gate) · up.
     Silu,
-    /// GeGLU with the tanh approximation of GELU: gelu_tanh(gate) · up.
+    /// GeGLU with the tanh approximation of GELU: gelu_tanh(gate) · up, through
+    /// ggml's f16 lookup table (llama.cpp's numerics; Gemma 3).
     GeluTanh,
+    /// GeGLU with the tanh GELU computed in f32 (transformers' `gelu_pytorch_tanh`;
+    /// Gemma 4, whose tiny and real models amplify the table's f16 steps).
+    GeluTanhF32,
 }
 
 /// RoPE parameters of one layer, in ggml's `ggml_rope_ext` terms.
@@ -106,9 +137,26 @@ pub struct RopeConfig {
     pub n_ctx_orig: usize,
 }
 
+/// The token mixer of one layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mixer {
+    /// Softmax attention over the layer's K/V rows.
+    Attention {
+        /// The query projection also yields a per-head output gate (Qwen3.5 /
+        /// Qwen3-Next: `attn_q` rows are `[q, gate]` per head, and the attention
+        /// output is multiplied by `sigmoid(gate)` before `attn_output`).
+        gated: bool,
+    },
+    /// Gated DeltaNet linear attention with its recurrent state.
+    DeltaNet(RecurrentGeometry),
+}
+
 /// Attention geometry and masking of one layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LayerConfig {
+    /// The token mixer (attention or Gated DeltaNet; the head fields below describe
+    /// the attention layers).
+    pub mixer: Mixer,
     /// Query heads.
     pub n_head: usize,
     /// Key/value heads (GQA: divides `n_head`).
@@ -125,12 +173,43 @@ pub struct LayerConfig {
     pub sliding_window: Option<usize>,
     /// RoPE parameters (Gemma 3 uses a different base on sliding layers).
     pub rope: RopeConfig,
+    /// A shared-KV layer (Gemma 4) attends to the K/V rows layer `kv_source` wrote
+    /// and writes none of its own; the head fields then describe that layer's K/V.
+    pub kv_source: Option<usize>,
+    /// The layer reads `rope_freqs.weight` (llama3 factors; Gemma 4's global layers,
+    /// whose 1e30 factors leave the dims past the rotary span unrotated).
+    pub rope_freqs: bool,
 }
 
 impl LayerConfig {
     /// Width of the query projection output.
     pub fn q_dim(&self) -> usize {
         self.n_head * self.head_dim_k
+    }
+    /// Rows of `attn_q` (twice [`Self::q_dim`] with an output gate).
+    pub fn q_proj_dim(&self) -> usize {
+        match self.mixer {
+            Mixer::Attention { gated: true } => 2 * self.q_dim(),
+            _ => self.q_dim(),
+        }
+    }
+    /// The layer's slot in a sequence's cache (a shared-KV layer's is empty).
+    pub fn cache_spec(&self) -> LayerSpec {
+        match self.mixer {
+            Mixer::DeltaNet(g) => LayerSpec::Recurrent(g),
+            Mixer::Attention { .. } if self.kv_source.is_some() => {
+                LayerSpec::Attention(KvGeometry {
+                    n_head_kv: 0,
+                    head_dim_k: 0,
+                    head_dim_v: 0,
+                })
+            }
+            Mixer::Attention { .. } => LayerSpec::Attention(KvGeometry {
+                n_head_kv: self.n_head_kv,
+                head_dim_k: self.head_dim_k,
+                head_dim_v: self.head_dim_v,
+            }),
+        }
     }
     /// Width of the key projection output.
     pub fn k_dim(&self) -> usize {
@@ -176,6 +255,10 @@ pub struct Config {
     pub final_softcap: Option<f32>,
     /// FFN activation.
     pub activation: Activation,
+    /// RMSNorm (no weight) on each V head before caching (Gemma 4).
+    pub v_norm: bool,
+    /// Width of each layer's per-layer embedding (Gemma 4 E2B/E4B), 0 without.
+    pub n_embd_per_layer: usize,
 }
 
 impl Config {
@@ -183,7 +266,7 @@ impl Config {
     pub fn max_dims(&self) -> MaxDims {
         let mut m = MaxDims::default();
         for l in &self.layers {
-            m.q = m.q.max(l.q_dim());
+            m.q = m.q.max(l.q_proj_dim());
             m.k = m.k.max(l.k_dim());
             m.v = m.v.max(l.v_dim());
             m.attn_out = m.attn_out.max(l.attn_out_dim());
@@ -201,7 +284,21 @@ impl Config {
             usize::try_from(md.meta_int(arch, suffix, ZeroPolicy::RejectZero)?)
                 .map_err(|_| invalid(format!("{arch}.{suffix} does not fit in usize")))
         };
-        let n_layer = int("block_count")?;
+        // Multi-token-prediction blocks (`nextn_predict_layers`) follow the trunk in
+        // the file; the forward runs the trunk only.
+        let n_nextn = md
+            .meta_int_opt(arch, "nextn_predict_layers", ZeroPolicy::AcceptZero)
+            .and_then(|v| usize::try_from(v).ok())
+            .unwrap_or(0);
+        let n_layer_all = int("block_count")?;
+        let n_layer = n_layer_all
+            .checked_sub(n_nextn)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{arch}.nextn_predict_layers = {n_nextn} leaves no trunk of {n_layer_all} blocks"
+                ))
+            })?;
         let n_embd = int("embedding_length")?;
         if n_layer > MAX_LAYERS {
             return Err(invalid(format!("{n_layer} layers (max {MAX_LAYERS})")));
@@ -222,7 +319,10 @@ impl Config {
         let n_head_kv = per_layer("attention.head_count_kv", Some(&n_head))?;
         // MoE families may omit the dense width (llama.cpp reads it as optional).
         let no_dense = vec![0; n_layer];
-        let moe = matches!(family, Family::Qwen3Moe | Family::Qwen2Moe);
+        let moe = matches!(
+            family,
+            Family::Qwen3Moe | Family::Qwen2Moe | Family::Qwen35Moe | Family::Qwen3Next
+        );
         let ff_default = moe.then_some(no_dense.as_slice());
         let n_ff = per_layer("feed_forward_length", ff_default)?;
         let head0 = n_head.first().copied().unwrap_or(0);
@@ -243,7 +343,7 @@ impl Config {
 
         let global_rope = rope_from_metadata(md, arch, family, n_rot, n_ctx_train)?;
 
-        // Sliding-window layout (Gemma 3 only among our families).
+        // Sliding-window layout (Gemma 3; Gemma 4 below).
         let mut swa = vec![false; n_layer];
         let mut window = None;
         let mut swa_rope = global_rope;
@@ -261,9 +361,13 @@ impl Config {
         }
 
         let ffns = crate::families::ffn_configs(md, family, &n_ff)?;
-        let mut layers = Vec::with_capacity(n_layer);
-        for (il, ffn) in ffns.into_iter().enumerate() {
-            let l = LayerConfig {
+        let mixers = crate::families::mixers(md, family, n_layer, n_layer_all)?;
+        let mut layers: Vec<LayerConfig> = ffns
+            .into_iter()
+            .zip(mixers)
+            .enumerate()
+            .map(|(il, (ffn, mixer))| LayerConfig {
+                mixer,
                 n_head: n_head[il],
                 n_head_kv: n_head_kv[il],
                 head_dim_k,
@@ -271,11 +375,25 @@ impl Config {
                 ffn,
                 sliding_window: if swa[il] { window } else { None },
                 rope: if swa[il] { swa_rope } else { global_rope },
-            };
+                kv_source: None,
+                rope_freqs: true,
+            })
+            .collect();
+        if family == Family::Gemma4 {
+            crate::families::gemma4::layer_geometry(md, &mut layers)?;
+        }
+        for (il, l) in layers.iter().enumerate() {
             if l.n_head == 0 || l.n_head_kv == 0 || l.n_head % l.n_head_kv != 0 {
                 return Err(invalid(format!(
                     "layer {il}: {} query heads are not a multiple of {} kv heads",
                     l.n_head, l.n_head_kv
+                )));
+            }
+            if matches!(l.mixer, Mixer::Attention { gated: true }) && l.head_dim_k != l.head_dim_v {
+                return Err(invalid(format!(
+                    "layer {il}: a gated attention layer needs equal key and value head \
+                     dims ({} / {})",
+                    l.head_dim_k, l.head_dim_v
                 )));
             }
             if l.ffn.n_ff() == 0 || l.head_dim_k == 0 || l.head_dim_v == 0 {
@@ -287,7 +405,6 @@ impl Config {
                     l.rope.n_rot, l.head_dim_k
                 )));
             }
-            layers.push(l);
         }
 
         let kq_default = 1.0 / (head_dim_k as f32).sqrt();
@@ -307,9 +424,21 @@ impl Config {
                     Activation::GeluTanh,
                 )
             }
-            Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen3Moe | Family::Qwen2Moe => {
-                (None, 1.0, kq_default, Activation::Silu)
-            }
+            // Gemma 4 scales neither queries nor scores (its q/k norms set the scale).
+            Family::Gemma4 => (
+                Some((n_embd as f32).sqrt()),
+                1.0,
+                1.0,
+                Activation::GeluTanhF32,
+            ),
+            Family::Qwen3
+            | Family::Qwen2
+            | Family::Llama
+            | Family::Qwen3Moe
+            | Family::Qwen2Moe
+            | Family::Qwen35
+            | Family::Qwen35Moe
+            | Family::Qwen3Next => (None, 1.0, kq_default, Activation::Silu),
         };
         let final_softcap = md
             .meta_float_opt(arch, "final_logit_softcapping")
@@ -328,6 +457,12 @@ impl Config {
             attn_softcap: None,
             final_softcap,
             activation,
+            v_norm: family == Family::Gemma4,
+            n_embd_per_layer: if family == Family::Gemma4 {
+                opt_int("embedding_length_per_layer_input").unwrap_or(0)
+            } else {
+                0
+            },
         })
     }
 }
@@ -389,9 +524,17 @@ fn rope_from_metadata(
 ) -> Result<RopeConfig> {
     let kind = match family {
         Family::Llama => RopeKind::Normal,
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Qwen3Moe | Family::Qwen2Moe => {
-            RopeKind::Neox
-        }
+        // Qwen3.5's interleaved MRoPE gives every section the same position for
+        // text, which is NeoX RoPE over the rotated dims.
+        Family::Gemma3
+        | Family::Qwen3
+        | Family::Qwen2
+        | Family::Qwen3Moe
+        | Family::Qwen2Moe
+        | Family::Qwen35
+        | Family::Qwen35Moe
+        | Family::Qwen3Next
+        | Family::Gemma4 => RopeKind::Neox,
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

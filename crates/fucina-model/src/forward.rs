@@ -10,16 +10,16 @@
 //! row's place in the batch (see [`crate::matmul`]). Buffers live in a caller-owned
 //! [`Scratch`] and only grow, so steady-state decode allocates nothing.
 
-use std::cell::RefCell;
-use std::sync::Mutex;
-
+use crate::config::Mixer;
 use crate::ffn::FfnScratch;
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul, matmul_many, matmul_split, MatmulScratch};
+use crate::matmul::{matmul, MatmulScratch};
+use crate::mixer::attention::{self, AttnTask};
+use crate::mixer::{DeltaNetScratch, MixerWeights};
 use crate::model::Model;
-use crate::ops::attention::{attend_group, AttnParams, AttnScratch, QueryRow};
+use crate::ops::attention::QueryRow;
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
-use crate::ops::rope::{apply_rope, rope_cache};
+use crate::ops::rope::rope_cache;
 use crate::parallel::{SharedMut, ThreadPool};
 use crate::{ModelError, Result};
 
@@ -58,42 +58,33 @@ impl BatchRow {
 /// Reusable buffers of the forward (one per concurrent caller).
 #[derive(Default, Debug)]
 pub struct Scratch {
-    x: Vec<f32>,
-    xn: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    attn: Vec<f32>,
-    o: Vec<f32>,
-    ffn: FfnScratch,
-    cs: Vec<f32>,
-    logits: Vec<f32>,
-    mm: MatmulScratch,
-    out_rows: Vec<usize>,
-    all_rows: Vec<usize>,
-    rope_group: Vec<usize>,
-    rope_reps: Vec<usize>,
-    counts: Vec<usize>,
-    attn_order: Vec<(usize, usize)>,
-    attn_rows: Vec<QueryRow>,
-    attn_tasks: Vec<AttnTask>,
+    pub(crate) x: Vec<f32>,
+    pub(crate) xn: Vec<f32>,
+    pub(crate) q: Vec<f32>,
+    pub(crate) k: Vec<f32>,
+    pub(crate) v: Vec<f32>,
+    pub(crate) attn: Vec<f32>,
+    pub(crate) o: Vec<f32>,
+    pub(crate) ffn: FfnScratch,
+    pub(crate) cs: Vec<f32>,
+    pub(crate) logits: Vec<f32>,
+    pub(crate) mm: MatmulScratch,
+    pub(crate) out_rows: Vec<usize>,
+    pub(crate) all_rows: Vec<usize>,
+    pub(crate) rope_group: Vec<usize>,
+    pub(crate) rope_reps: Vec<usize>,
+    pub(crate) counts: Vec<usize>,
+    pub(crate) attn_order: Vec<(usize, usize)>,
+    pub(crate) attn_rows: Vec<QueryRow>,
+    pub(crate) attn_tasks: Vec<AttnTask>,
+    pub(crate) qg: Vec<f32>,
+    pub(crate) gate: Vec<f32>,
+    pub(crate) delta: DeltaNetScratch,
+    pub(crate) ple_in: Vec<f32>,
+    pub(crate) ple_tok: Vec<f32>,
+    pub(crate) ple_g: Vec<f32>,
+    pub(crate) ple_p: Vec<f32>,
 }
-
-/// One attention task: the query heads `h0..h1` (within the GQA group) of kv head
-/// `kvh`, for the rows `rows` of `Scratch::attn_rows` (all of one sequence).
-#[derive(Clone, Copy, Debug)]
-struct AttnTask {
-    kvh: usize,
-    h0: usize,
-    h1: usize,
-    rows: (usize, usize),
-}
-
-/// Budget of one task's score (and probability) buffer, in floats: the number of
-/// rows per task shrinks as the context grows so both stay in L2.
-const ATTN_TASK_FLOATS: usize = 1 << 16;
-/// Most rows per attention task.
-const ATTN_MAX_ROWS: usize = 16;
 
 impl Scratch {
     /// Pinned numerics: every matmul row in the single-row order, so a batch of rows
@@ -180,71 +171,6 @@ fn residual(
     });
 }
 
-thread_local! {
-    static ATTN_SCRATCH: RefCell<(AttnScratch, Vec<f32>)> = RefCell::new(Default::default());
-}
-
-/// Split the attention of `act_rows` into tasks: rows grouped by sequence (rows
-/// of one sequence are in position order), in blocks of consecutive rows, per kv
-/// head; when that gives fewer tasks than threads (decode), also split each GQA
-/// group's query heads. Heaviest blocks (latest positions) come first.
-#[allow(clippy::too_many_arguments)]
-fn plan_attention(
-    rows: &[BatchRow],
-    act_rows: &[usize],
-    n_head_kv: usize,
-    group: usize,
-    window: Option<usize>,
-    n_threads: usize,
-    order: &mut Vec<(usize, usize)>,
-    qrows: &mut Vec<QueryRow>,
-    tasks: &mut Vec<AttnTask>,
-) {
-    order.clear();
-    order.extend(act_rows.iter().enumerate().map(|(i, &r)| (rows[r].seq, i)));
-    order.sort_unstable();
-    qrows.clear();
-    qrows.extend(order.iter().map(|&(_, i)| QueryRow {
-        q_row: act_rows[i],
-        pos: rows[act_rows[i]].pos,
-    }));
-    tasks.clear();
-    let want_blocks = (2 * n_threads).div_ceil(n_head_kv.max(1)).max(1);
-    let mut a = 0;
-    while a < order.len() {
-        let seq = order[a].0;
-        let b = a + order[a..].iter().take_while(|o| o.0 == seq).count();
-        let first = crate::ops::attention::window_start(qrows[a].pos, window);
-        let span = qrows[b - 1].pos + 1 - first;
-        let by_mem = (ATTN_TASK_FLOATS / (group.max(1) * span)).clamp(1, ATTN_MAX_ROWS);
-        let rb = (b - a).div_ceil(want_blocks).clamp(1, by_mem);
-        let mut e = b;
-        while e > a {
-            let s0 = e.saturating_sub(rb).max(a);
-            for kvh in 0..n_head_kv {
-                tasks.push(AttnTask {
-                    kvh,
-                    h0: 0,
-                    h1: group,
-                    rows: (s0, e),
-                });
-            }
-            e = s0;
-        }
-        a = b;
-    }
-    if tasks.len() < n_threads && group > 1 {
-        let parts = n_threads.div_ceil(tasks.len().max(1)).min(group);
-        let whole = std::mem::take(tasks);
-        for t in whole {
-            for k in 0..parts {
-                let (h0, h1) = (group * k / parts, group * (k + 1) / parts);
-                tasks.push(AttnTask { h0, h1, ..t });
-            }
-        }
-    }
-}
-
 impl Model {
     /// Run `rows` through the model, appending their K/V to `caches[row.seq]`, and
     /// return the logits of the rows flagged `logits`, in row order
@@ -256,6 +182,9 @@ impl Model {
         scratch: &'s mut Scratch,
     ) -> Result<&'s [f32]> {
         self.validate(rows, caches)?;
+        for r in rows {
+            caches[r.seq].begin_forward();
+        }
         let cfg = &self.config;
         let (m, e) = (rows.len(), cfg.n_embd);
         let s = scratch;
@@ -279,16 +208,27 @@ impl Model {
         if let Some(scale) = cfg.embed_scale {
             x.iter_mut().for_each(|v| *v *= scale);
         }
+        if let Some(ple) = &self.ple {
+            ple.inputs(
+                &self.pool,
+                rows,
+                &s.x[..m * e],
+                cfg.rms_eps,
+                &mut s.ple_in,
+                &mut s.ple_tok,
+                &mut s.mm,
+            )?;
+        }
 
         // RoPE cos/sin per distinct layer RoPE config, per row.
         s.rope_group.clear();
         s.rope_reps.clear(); // representative layer of each group
         for (il, l) in cfg.layers.iter().enumerate() {
-            let g = match s
-                .rope_reps
-                .iter()
-                .position(|&r| cfg.layers[r].rope == l.rope)
-            {
+            let same = |r: usize| {
+                let o = &cfg.layers[r];
+                o.rope == l.rope && self.layers[r].rope_freqs == self.layers[il].rope_freqs
+            };
+            let g = match s.rope_reps.iter().position(|&r| same(r)) {
                 Some(g) => g,
                 None => {
                     s.rope_reps.push(il);
@@ -315,9 +255,8 @@ impl Model {
         let mut m_cur = m;
         for (il, (lc, lw)) in cfg.layers.iter().zip(&self.layers).enumerate() {
             let last = il + 1 == cfg.n_layer;
-            let (qd, kd, vd, ad) = (lc.q_dim(), lc.k_dim(), lc.v_dim(), lc.attn_out_dim());
 
-            // Attention block: norm, q/k/v, q/k norms, RoPE, cache write.
+            // Mixer block: norm, attention or DeltaNet, output projection into s.o.
             let xn = grow(&mut s.xn, m * e);
             let x_ro: &[f32] = &s.x;
             par_rows(&self.pool, xn, e, &|rr, xn| {
@@ -325,126 +264,42 @@ impl Model {
                     rms_norm(&x_ro[r * e..(r + 1) * e], &lw.attn_norm, cfg.rms_eps, o);
                 }
             });
-            let (q, k, v) = (
-                grow(&mut s.q, m * qd),
-                grow(&mut s.k, m * kd),
-                grow(&mut s.v, m * vd),
-            );
-            matmul_many(
-                &self.pool,
-                &[&lw.wq, &lw.wk, &lw.wv],
-                xn,
-                m,
-                &mut [&mut q[..], &mut k[..], &mut v[..]],
-                &mut s.mm,
-            )?;
-            add_bias(q, lw.bq.as_ref(), qd);
-            add_bias(k, lw.bk.as_ref(), kd);
-            add_bias(v, lw.bv.as_ref(), vd);
-            let g = s.rope_group[il];
-            let (cs_ro, n_rot) = (&s.cs, lc.rope.n_rot);
-            let hdk = lc.head_dim_k;
-            par_rows(&self.pool, q, qd, &|rr, q| {
-                for (r, qr) in rr.zip(q.chunks_exact_mut(qd)) {
-                    if let Some(w) = &lw.q_norm {
-                        qr.chunks_exact_mut(hdk)
-                            .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
-                    }
-                    let o = (g * m + r) * n_rot_max;
-                    apply_rope(lc.rope.kind, qr, hdk, n_rot, &cs_ro[o..o + n_rot]);
-                    if cfg.q_scale != 1.0 {
-                        qr.iter_mut().for_each(|x| *x *= cfg.q_scale);
+            let n_act = match (&lw.mixer, lc.mixer) {
+                (MixerWeights::Attention(aw), Mixer::Attention { .. }) => {
+                    attention::forward_layer(self, il, lc, aw, rows, caches, s, last, n_rot_max)?
+                }
+                (MixerWeights::DeltaNet(dw), Mixer::DeltaNet(g)) => {
+                    let o = grow(&mut s.o, m * e);
+                    dw.forward(
+                        &self.pool,
+                        il,
+                        &g,
+                        cfg.rms_eps,
+                        rows,
+                        caches,
+                        &s.xn[..m * e],
+                        o,
+                        &mut s.delta,
+                        &mut s.mm,
+                    )?;
+                    if last {
+                        // Every row advanced the state; only the output rows go on.
+                        for (i, &r) in s.out_rows.iter().enumerate() {
+                            s.o.copy_within(r * e..(r + 1) * e, i * e);
+                        }
+                        s.out_rows.len()
+                    } else {
+                        m
                     }
                 }
-            });
-            par_rows(&self.pool, k, kd, &|rr, k| {
-                for (r, kr) in rr.zip(k.chunks_exact_mut(kd)) {
-                    if let Some(w) = &lw.k_norm {
-                        kr.chunks_exact_mut(hdk)
-                            .for_each(|h| rms_norm_inplace(h, w, cfg.rms_eps));
-                    }
-                    let o = (g * m + r) * n_rot_max;
-                    apply_rope(lc.rope.kind, kr, hdk, n_rot, &cs_ro[o..o + n_rot]);
+                _ => {
+                    return Err(ModelError::InvalidConfig(format!(
+                        "layer {il}: weights of another mixer kind than its config"
+                    )))
                 }
-            });
-            for (r, row) in rows.iter().enumerate() {
-                let kr = &k[r * kd..(r + 1) * kd];
-                caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
-            }
-
-            // Attention for the rows that continue (all, or the output rows at the last layer).
-            let act_rows: &[usize] = if last { &s.out_rows } else { &s.all_rows };
-            let n_act = act_rows.len();
+            };
             if n_act == 0 {
                 break;
-            }
-            let attn = grow(&mut s.attn, n_act * ad);
-            let params = AttnParams {
-                group: lc.n_head / lc.n_head_kv,
-                head_dim_k: lc.head_dim_k,
-                head_dim_v: lc.head_dim_v,
-                window: lc.sliding_window,
-                kq_scale: cfg.kq_scale,
-                softcap: cfg.attn_softcap,
-                // llama.cpp's f16 attention order depends on the batch: tinyBLAS
-                // for >= 2 tokens, ggml_vec_dot_f16 for one (pinned: always the latter).
-                decode_order: m == 1 || s.mm.pinned(),
-            };
-            let caches_ro: &[KvCache] = caches;
-            let q_ro: &[f32] = q;
-            let out = SharedMut::new(attn);
-            let err: Mutex<Option<ModelError>> = Mutex::new(None);
-            plan_attention(
-                rows,
-                act_rows,
-                lc.n_head_kv,
-                params.group,
-                lc.sliding_window,
-                self.pool.n_threads(),
-                &mut s.attn_order,
-                &mut s.attn_rows,
-                &mut s.attn_tasks,
-            );
-            let (order, qrows, tasks) = (&s.attn_order, &s.attn_rows, &s.attn_tasks);
-            let hdv = lc.head_dim_v;
-            self.pool.run(tasks.len(), &|t| {
-                let task = tasks[t];
-                let (r0, r1) = task.rows;
-                let seq = rows[qrows[r0].q_row].seq;
-                let gh = task.h1 - task.h0;
-                let h_abs = task.kvh * params.group + task.h0;
-                let res = ATTN_SCRATCH.with(|sc| {
-                    let (sc, buf) = &mut *sc.borrow_mut();
-                    buf.resize((r1 - r0) * gh * hdv, 0.0);
-                    attend_group(
-                        &caches_ro[seq],
-                        il,
-                        task.kvh,
-                        h_abs..h_abs + gh,
-                        q_ro,
-                        qd,
-                        &qrows[r0..r1],
-                        &params,
-                        buf,
-                        sc,
-                    )?;
-                    for (k, src) in buf.chunks_exact(gh * hdv).enumerate() {
-                        let i = order[r0 + k].1;
-                        // SAFETY: compact row i appears in one task row range only
-                        // (order is a permutation), and heads h_abs..h_abs+gh of it
-                        // belong to this task alone (tasks of a row block split
-                        // the heads disjointly), so the slices never overlap.
-                        let dst = unsafe { out.slice(i * ad + h_abs * hdv, gh * hdv) };
-                        dst.copy_from_slice(src);
-                    }
-                    Ok(())
-                });
-                if let Err(e) = res {
-                    *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                }
-            });
-            if let Some(e) = err.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                return Err(e);
             }
 
             // Keep only the continuing rows of the residual stream.
@@ -455,18 +310,7 @@ impl Model {
             }
             m_cur = n_act;
             let mc = m_cur;
-
-            let o = grow(&mut s.o, mc * e);
-            // llama.cpp projects all m rows before dropping the non-output ones at the
-            // last layer: keep each kept row's place in its GEMM / GEMV split.
-            let gemm_rows = if last {
-                s.out_rows.iter().filter(|&&r| r < m - m % 4).count()
-            } else {
-                mc - mc % 4
-            };
-            let attn_rows = &s.attn[..mc * ad];
-            matmul_split(&self.pool, &lw.wo, attn_rows, mc, gemm_rows, o, &mut s.mm)?;
-            add_bias(o, lw.bo.as_ref(), e);
+            let o = &mut s.o[..mc * e];
             residual(
                 &self.pool,
                 &mut s.x[..mc * e],
@@ -485,8 +329,17 @@ impl Model {
                 }
             });
             let o = grow(&mut s.o, mc * e);
-            lw.ffn
-                .forward(&self.pool, cfg.activation, xn, mc, o, &mut s.ffn, &mut s.mm)?;
+            lw.ffn.forward(
+                &self.pool,
+                cfg.activation,
+                &s.x[..mc * e],
+                xn,
+                mc,
+                o,
+                cfg.rms_eps,
+                &mut s.ffn,
+                &mut s.mm,
+            )?;
             residual(
                 &self.pool,
                 &mut s.x[..mc * e],
@@ -495,6 +348,29 @@ impl Model {
                 lw.post_ffn_norm.as_deref(),
                 cfg.rms_eps,
             );
+
+            // Per-layer embedding block and output scale (Gemma 4).
+            if let (Some(pl), Some(ple)) = (&lw.ple, &self.ple) {
+                let width = cfg.n_layer * ple.n_pl();
+                let kept = (mc != m).then_some(s.out_rows.as_slice());
+                pl.apply(
+                    &self.pool,
+                    &mut s.x,
+                    mc,
+                    &s.ple_in,
+                    width,
+                    il * ple.n_pl(),
+                    kept,
+                    cfg.activation,
+                    cfg.rms_eps,
+                    &mut s.ple_g,
+                    &mut s.ple_p,
+                    &mut s.mm,
+                )?;
+            }
+            if let Some(scale) = lw.out_scale {
+                s.x[..mc * e].iter_mut().for_each(|v| *v *= scale);
+            }
         }
 
         // Publish the new positions.
@@ -503,8 +379,9 @@ impl Model {
         for r in rows {
             s.counts[r.seq] += 1;
         }
+        let pinned = s.mm.pinned();
         for (c, &n) in caches.iter_mut().zip(&s.counts) {
-            c.advance(n)?;
+            c.commit(n, pinned)?;
         }
 
         // Output head for the flagged rows (already compacted at the last layer).
@@ -571,12 +448,11 @@ impl Model {
                 continue;
             }
             let ok = c.n_layers() == cfg.n_layer
-                && cfg.layers.iter().enumerate().all(|(il, l)| {
-                    let g = c.layer(il).geometry();
-                    g.n_head_kv == l.n_head_kv
-                        && g.head_dim_k == l.head_dim_k
-                        && g.head_dim_v == l.head_dim_v
-                });
+                && cfg
+                    .layers
+                    .iter()
+                    .enumerate()
+                    .all(|(il, l)| c.state(il).spec() == l.cache_spec());
             if !ok {
                 return Err(ModelError::KvCacheShapeMismatch(format!(
                     "cache {si} was not made for this model"

@@ -10,10 +10,12 @@
 //!   `head_dim / 32` Q8_0 blocks (34 bytes per 32 values). Scores are integer
 //!   Q8_0×Q8_0 dots of a quantized query against the cached K blocks.
 //!
-//! Each layer's state is a [`LayerState`]: attention K/V ([`KvLayer`]) for every
-//! family so far; sliding-window, latent (MLA) and recurrent (Gated DeltaNet) states
-//! join the enum with the families that need them, each able to truncate, copy a
-//! prefix and persist, so speculation and prefix reuse work on every family.
+//! Each layer's state is a [`LayerState`]: attention K/V ([`KvLayer`]), or the
+//! recurrent state of a Gated DeltaNet layer ([`RecurrentLayer`], rewound through
+//! ping-pong buffers, a replay log and checkpoints: see [`recurrent`]). Every kind
+//! truncates, copies a prefix and persists, so speculation and prefix reuse work on
+//! every family. A truncation a recurrent state cannot reach exactly lands on an
+//! earlier position; [`KvCache::len`] says where.
 //!
 //! The cache has no window logic: every position is kept and sliding-window layers
 //! mask at read time, which keeps `truncate` (the speculative rewind) trivial.
@@ -29,6 +31,10 @@ use crate::ops::f16dot::to_f16_bits;
 use crate::{ModelError, Result};
 
 mod record;
+pub mod recurrent;
+
+use recurrent::RecurrentMeta;
+pub use recurrent::{RecurrentGeometry, RecurrentIo, RecurrentLayer};
 
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,25 +81,39 @@ pub struct KvGeometry {
     pub head_dim_v: usize,
 }
 
+/// The kind and shape of one layer's slot, for [`KvCache::with_layers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSpec {
+    /// K/V rows of every position.
+    Attention(KvGeometry),
+    /// A Gated DeltaNet layer's recurrent state.
+    Recurrent(RecurrentGeometry),
+}
+
 /// One layer's per-sequence state.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum LayerState {
     /// Post-RoPE keys and values of every position.
     Attention(KvLayer),
+    /// Convolution and delta-rule state at the cache's length.
+    Recurrent(RecurrentLayer),
 }
 
 impl LayerState {
-    /// The attention K/V of the layer.
+    /// The attention K/V of the layer (a recurrent layer's: empty, zero heads).
     pub fn kv(&self) -> &KvLayer {
         match self {
             LayerState::Attention(l) => l,
+            LayerState::Recurrent(r) => r.empty_kv(),
         }
     }
 
-    fn kv_mut(&mut self) -> &mut KvLayer {
+    /// The attention K/V to write, `None` for a recurrent layer.
+    fn kv_mut(&mut self) -> Option<&mut KvLayer> {
         match self {
-            LayerState::Attention(l) => l,
+            LayerState::Attention(l) => Some(l),
+            LayerState::Recurrent(_) => None,
         }
     }
 
@@ -101,6 +121,15 @@ impl LayerState {
     pub fn byte_size(&self) -> usize {
         match self {
             LayerState::Attention(l) => l.k.len() + l.v.len(),
+            LayerState::Recurrent(r) => r.byte_size(),
+        }
+    }
+
+    /// The layer's slot shape.
+    pub fn spec(&self) -> LayerSpec {
+        match self {
+            LayerState::Attention(l) => LayerSpec::Attention(l.geom),
+            LayerState::Recurrent(r) => LayerSpec::Recurrent(r.geometry()),
         }
     }
 }
@@ -194,11 +223,18 @@ pub struct KvCache {
     quant: QuantFn,
     dequant: DequantFn,
     dot: DotEntry,
+    recurrent: RecurrentMeta,
 }
 
 impl KvCache {
-    /// A cache of `capacity` positions with per-layer geometry.
+    /// A cache of `capacity` positions with per-layer geometry (attention layers).
     pub fn new(geoms: &[KvGeometry], capacity: usize, dtype: KvDtype) -> Result<KvCache> {
+        let specs: Vec<LayerSpec> = geoms.iter().map(|&g| LayerSpec::Attention(g)).collect();
+        KvCache::with_layers(&specs, capacity, dtype)
+    }
+
+    /// A cache of `capacity` positions whose layers are attention or recurrent.
+    pub fn with_layers(specs: &[LayerSpec], capacity: usize, dtype: KvDtype) -> Result<KvCache> {
         let ty = dtype.ggml_type();
         let format = fucina_quant::format(ty).ok_or_else(|| {
             ModelError::InvalidConfig(format!("KV dtype {ty} has no block format"))
@@ -209,8 +245,29 @@ impl KvCache {
             )));
         };
         let dot = Kernels::from_env()?.entry(ty)?;
-        let mut layers = Vec::with_capacity(geoms.len());
-        for (il, g) in geoms.iter().enumerate() {
+        let empty_kv = |geom| KvLayer {
+            geom,
+            k: Vec::new(),
+            v: Vec::new(),
+            k_row: 0,
+            v_row: 0,
+            elem: 0,
+            capacity,
+        };
+        let mut layers = Vec::with_capacity(specs.len());
+        for (il, spec) in specs.iter().enumerate() {
+            let g = match spec {
+                LayerSpec::Attention(g) => g,
+                LayerSpec::Recurrent(r) => {
+                    let empty = empty_kv(KvGeometry {
+                        n_head_kv: 0,
+                        head_dim_k: 0,
+                        head_dim_v: 0,
+                    });
+                    layers.push(LayerState::Recurrent(RecurrentLayer::new(*r, empty)));
+                    continue;
+                }
+            };
             let (k_row, v_row) = match dtype {
                 KvDtype::Q8_0 => {
                     for d in [g.head_dim_k, g.head_dim_v] {
@@ -242,7 +299,10 @@ impl KvCache {
                 v: vec![0u8; bytes(v_row)?],
                 k_row,
                 v_row,
+                // A layer of no heads (Gemma 4's shared-KV layers) holds no bytes:
+                // give it the row layout, which never indexes into its buffers.
                 elem: match dtype {
+                    _ if g.n_head_kv == 0 => 0,
                     KvDtype::F16 => 2,
                     KvDtype::F32 => 4,
                     KvDtype::Q8_0 => 0,
@@ -258,21 +318,14 @@ impl KvCache {
             quant,
             dequant,
             dot,
+            recurrent: RecurrentMeta::default(),
         })
     }
 
     /// A cache shaped for `config`'s layers.
     pub fn for_config(config: &Config, capacity: usize, dtype: KvDtype) -> Result<KvCache> {
-        let geoms: Vec<KvGeometry> = config
-            .layers
-            .iter()
-            .map(|l| KvGeometry {
-                n_head_kv: l.n_head_kv,
-                head_dim_k: l.head_dim_k,
-                head_dim_v: l.head_dim_v,
-            })
-            .collect();
-        KvCache::new(&geoms, capacity, dtype)
+        let specs: Vec<LayerSpec> = config.layers.iter().map(|l| l.cache_spec()).collect();
+        KvCache::with_layers(&specs, capacity, dtype)
     }
 
     /// Storage dtype.
@@ -303,9 +356,10 @@ impl KvCache {
     pub fn state(&self, il: usize) -> &LayerState {
         &self.layers[il]
     }
-    /// Bytes of storage (all layers, full capacity).
+    /// Bytes of storage (all layers, full capacity; recurrent layers with their
+    /// rewind buffers, log and checkpoints).
     pub fn byte_size(&self) -> usize {
-        self.layers.iter().map(LayerState::byte_size).sum()
+        self.layers.iter().map(LayerState::byte_size).sum::<usize>() + self.recurrent.byte_size()
     }
     /// The score kernel for this dtype (K rows × converted query).
     pub(crate) fn dot(&self) -> &DotEntry {
@@ -326,7 +380,10 @@ impl KvCache {
             .layers
             .get_mut(il)
             .ok_or_else(|| ModelError::KvCacheShapeMismatch(format!("no layer {il}")))?
-            .kv_mut();
+            .kv_mut()
+            .ok_or_else(|| {
+                ModelError::KvCacheShapeMismatch(format!("layer {il} holds no K/V rows"))
+            })?;
         let g = layer.geom;
         if k.len() != g.n_head_kv * g.head_dim_k || v.len() != g.n_head_kv * g.head_dim_v {
             return Err(ModelError::KvCacheShapeMismatch(format!(
@@ -427,19 +484,34 @@ impl KvCache {
         Ok(())
     }
 
-    /// Forget every position (buffers are kept).
+    /// Forget every position (buffers are kept; recurrent states return to zeros).
     pub fn reset(&mut self) {
         self.len = 0;
+        if self.has_recurrent() {
+            self.reset_recurrent();
+        }
     }
 
-    /// Keep the first `keep_len` positions (no-op when `keep_len >= len`).
+    /// Keep the first `keep_len` positions (no-op when `keep_len >= len`). With
+    /// recurrent layers the cache may keep fewer (the latest position at or below
+    /// `keep_len` whose state it can restore bitwise; see [`recurrent`]): `len()`
+    /// says how many.
     pub fn truncate(&mut self, keep_len: usize) {
-        self.len = self.len.min(keep_len);
+        if keep_len >= self.len {
+            return;
+        }
+        self.len = if self.has_recurrent() {
+            self.rewind_recurrent(keep_len)
+        } else {
+            keep_len
+        };
     }
 
     /// Copy positions `start..end` of `src` into the same positions here and set
     /// `len = end` (prefix sharing between sequences). Requires `len == start`,
-    /// `end <= src.len()` and identical dtype and geometry.
+    /// `end <= src.len()` and identical dtype and geometry. With recurrent layers the
+    /// copy may stop earlier (at the latest position `<= end` whose state `src` can
+    /// give without changing itself): `len()` says where.
     pub fn copy_rows(&mut self, src: &KvCache, start: usize, end: usize) -> Result<()> {
         if self.dtype != src.dtype
             || self.layers.len() != src.layers.len()
@@ -447,7 +519,7 @@ impl KvCache {
                 .layers
                 .iter()
                 .zip(&src.layers)
-                .any(|(a, b)| a.kv().geom != b.kv().geom)
+                .any(|(a, b)| a.spec() != b.spec())
         {
             return Err(ModelError::KvCacheShapeMismatch(
                 "copy_rows between caches of different dtype or geometry".into(),
@@ -466,8 +538,18 @@ impl KvCache {
             });
         }
         let (cap_d, cap_s) = (self.capacity, src.capacity);
+        let end = if self.has_recurrent() {
+            self.copy_recurrent_from(src, end)
+        } else {
+            end
+        };
+        if end < start {
+            self.len = end;
+            return Ok(());
+        }
         for (d, s) in self.layers.iter_mut().zip(&src.layers) {
-            let (d, s) = (d.kv_mut(), s.kv());
+            let Some(d) = d.kv_mut() else { continue };
+            let s = s.kv();
             let elem = d.elem;
             let kb = d.k_row * d.geom.n_head_kv;
             d.k[start * kb..end * kb].copy_from_slice(&s.k[start * kb..end * kb]);

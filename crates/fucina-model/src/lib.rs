@@ -1,7 +1,8 @@
 //! Model forward for GGUF LLMs on CPU: weight binding (§13.2), hyperparameters
 //! from metadata (§13.3), the KV cache (§13.4), tensor ops, the FFN blocks (dense,
-//! mixture of experts), the Gemma 3 / Qwen3 / Qwen2 / Llama / Qwen3-MoE / Qwen2-MoE families
-//! and a batched forward over several sequences.
+//! mixture of experts), the token mixers (attention, Gated DeltaNet), the Gemma 3 / Qwen3 /
+//! Qwen2 / Llama / Qwen3-MoE / Qwen2-MoE / Qwen3.5 families and a batched forward over
+//! several sequences.
 //!
 //! Sequences, sessions and the generation loop live in `fucina-engine`.
 //!
@@ -21,16 +22,20 @@ pub mod ffn;
 pub mod forward;
 pub mod kv_cache;
 pub mod matmul;
+pub mod mixer;
 pub mod model;
 pub mod ops;
 pub mod parallel;
+pub mod ple;
 pub mod weights;
 
-pub use config::{Activation, Config, Family, LayerConfig, RopeConfig, RopeKind};
+pub use config::{Activation, Config, Family, LayerConfig, Mixer, RopeConfig, RopeKind};
 pub use error::{ModelError, Result};
 pub use ffn::{FfnConfig, FfnWeights, Gating, GroupLimit, MoeConfig};
 pub use forward::{BatchRow, Scratch};
-pub use kv_cache::{KvCache, KvDtype, KvGeometry, KvLayer, LayerState};
+pub use kv_cache::{
+    KvCache, KvDtype, KvGeometry, KvLayer, LayerSpec, LayerState, RecurrentGeometry,
+};
 pub use model::{Model, ModelOptions};
 pub use parallel::ThreadPool;
 pub use weights::Linear;

@@ -55,6 +55,8 @@ pub struct Model {
     pub(crate) output_norm: Vec<f32>,
     pub(crate) output_bias: Option<Vec<f32>>,
     pub(crate) layers: Vec<LayerWeights>,
+    /// Per-layer embeddings (Gemma 4 E2B/E4B).
+    pub(crate) ple: Option<crate::ple::PleWeights>,
     pub(crate) pool: Arc<ThreadPool>,
     /// The background repacking thread, until [`Model::wait_repacked`] joins it.
     repack: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -120,11 +122,20 @@ impl Model {
         let layers = (0..config.n_layer)
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
+        let ple = match config.n_embd_per_layer {
+            0 => None,
+            n_pl => Some(crate::ple::PleWeights::bind(
+                &file,
+                config.n_layer,
+                e,
+                n_pl,
+            )?),
+        };
         let pool = match options.pool {
             Some(pool) => pool,
             None => ThreadPool::shared(options.n_threads)?,
         };
-        let mut jobs: Vec<RepackJob> = matmul_weights(&layers, &output)
+        let mut jobs: Vec<RepackJob> = matmul_weights(&layers, &output, ple.as_ref())
             .filter_map(Linear::repack_job)
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
@@ -159,6 +170,7 @@ impl Model {
             output_norm,
             output_bias,
             layers,
+            ple,
             pool,
             repack: Mutex::new(repack),
         })
@@ -176,7 +188,7 @@ impl Model {
 
     /// Bytes of weights in the interleaved form so far.
     pub fn repacked_bytes(&self) -> usize {
-        matmul_weights(&self.layers, &self.output)
+        matmul_weights(&self.layers, &self.output, self.ple.as_ref())
             .filter_map(|w| w.packed())
             .map(|p| p.bytes().len())
             .sum()
@@ -218,28 +230,42 @@ impl Model {
         let attn: usize = self
             .layers
             .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo])
+            .flat_map(|l| l.mixer.matrices())
             .map(|w| w.bytes().len())
             .sum();
         let ffn: usize = self.layers.iter().map(|l| l.ffn.bytes_per_token()).sum();
-        attn + ffn + self.output.bytes().len()
+        let ple: usize = self.ple.as_ref().map_or(0, |p| {
+            let per_layer: usize = self
+                .layers
+                .iter()
+                .filter_map(|l| l.ple.as_ref())
+                .map(|l| l.gate.bytes().len() + l.proj.bytes().len())
+                .sum();
+            p.proj.bytes().len() + p.table.row_bytes() + per_layer
+        });
+        attn + ffn + ple + self.output.bytes().len()
     }
 }
 
 /// Every matrix each decode step multiplies with in full: each layer's projections
 /// (of a MoE layer, the router; experts are borrowed from the mapping, never
-/// repacked), then the output head.
+/// repacked; per-layer-embedding projections), the per-layer-embedding model
+/// projection, then the output head.
 fn matmul_weights<'a>(
     layers: &'a [LayerWeights],
     output: &'a Linear,
+    ple: Option<&'a crate::ple::PleWeights>,
 ) -> impl Iterator<Item = &'a Linear> {
     layers
         .iter()
         .flat_map(|l| {
-            [&l.wq, &l.wk, &l.wv, &l.wo]
+            l.mixer
+                .matrices()
                 .into_iter()
                 .chain(l.ffn.resident_matrices())
+                .chain(l.ple.iter().flat_map(|p| [&p.gate, &p.proj]))
         })
+        .chain(ple.map(|p| &p.proj))
         .chain([output])
 }
 

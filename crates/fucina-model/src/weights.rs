@@ -147,6 +147,26 @@ impl Linear {
         Ok((0..n).map(linear).collect())
     }
 
+    /// The matrix split after row `at` into two views of the same mapping (a
+    /// fused gate/up expert's halves); `None` when `at` is not inside the matrix.
+    pub fn split_rows(&self, at: usize, names: [&str; 2]) -> Option<(Linear, Linear)> {
+        if at == 0 || at >= self.rows {
+            return None;
+        }
+        let mid = self.range.start + at * self.row_bytes;
+        let part = |name: &str, rows: usize, range: Range<usize>| Linear {
+            name: name.into(),
+            rows,
+            range,
+            packed: Arc::new(OnceLock::new()),
+            ..self.clone()
+        };
+        Some((
+            part(names[0], at, self.range.start..mid),
+            part(names[1], self.rows - at, mid..self.range.end),
+        ))
+    }
+
     /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with
     /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]).
     pub fn repackable(&self) -> bool {
@@ -301,12 +321,34 @@ pub fn has_tensor(file: &GgufFile, name: &str) -> bool {
 
 /// Read a 1-D tensor of exactly `len` elements (F32/F16/BF16) into f32.
 pub fn load_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    load_small(file, name, &[len as u64], len)
+}
+
+/// Read a small 2-D tensor of GGUF dims exactly `[cols, rows]` (F32/F16/BF16) into
+/// `rows × cols` f32, row-major (a DeltaNet layer's convolution kernel).
+pub fn load_small_matrix(
+    file: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<f32>> {
+    let n = rows
+        .checked_mul(cols)
+        .ok_or_else(|| ModelError::WeightShape {
+            name: name.to_owned(),
+            found: Vec::new(),
+            expected: vec![cols as u64, rows as u64],
+        })?;
+    load_small(file, name, &[cols as u64, rows as u64], n)
+}
+
+fn load_small(file: &GgufFile, name: &str, dims: &[u64], len: usize) -> Result<Vec<f32>> {
     let info = tensor_info(file, name)?;
-    if info.dims.as_slice() != [len as u64] {
+    if info.dims.as_slice() != dims {
         return Err(ModelError::WeightShape {
             name: name.to_owned(),
             found: info.dims.clone(),
-            expected: vec![len as u64],
+            expected: dims.to_vec(),
         });
     }
     if !matches!(

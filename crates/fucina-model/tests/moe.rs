@@ -73,10 +73,7 @@ fn experts_are_row_blocks_of_the_mapping() {
         .layers()
         .iter()
         .map(|l| {
-            let attn: usize = [&l.wq, &l.wk, &l.wv, &l.wo]
-                .iter()
-                .map(|w| w.bytes().len())
-                .sum();
+            let attn: usize = l.mixer.matrices().iter().map(|w| w.bytes().len()).sum();
             attn + moe.gate_inp.bytes().len() + 2 * expert
         })
         .sum();

@@ -220,7 +220,18 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
             assert_eq!(arch, "mamba");
             assert_eq!(
                 supported,
-                ["gemma3", "qwen3", "qwen2", "llama", "qwen3moe", "qwen2moe"]
+                [
+                    "gemma3",
+                    "qwen3",
+                    "qwen2",
+                    "llama",
+                    "qwen3moe",
+                    "qwen2moe",
+                    "qwen35",
+                    "qwen35moe",
+                    "qwen3next",
+                    "gemma4"
+                ]
             );
         }
         other => panic!("expected UnsupportedArchitecture, got {other:?}"),

@@ -17,5 +17,6 @@ pub const SPEC: FamilySpec = FamilySpec {
     out_ffn_bias: Presence::Absent,
     output_bias: Presence::Absent,
     probs_bias: Presence::Absent,
+    ffn_norm: "ffn_norm",
     rope_freqs: Presence::Absent,
 };

@@ -15,5 +15,6 @@ pub const SPEC: FamilySpec = FamilySpec {
     out_ffn_bias: Presence::Optional,
     output_bias: Presence::Absent,
     probs_bias: Presence::Absent,
+    ffn_norm: "ffn_norm",
     rope_freqs: Presence::Optional,
 };

@@ -5,18 +5,24 @@
 //! checked against the [`Config`]. The forward itself is family-agnostic.
 
 pub mod gemma3;
+pub mod gemma4;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen2moe;
 pub mod qwen3;
+pub mod qwen35;
+pub mod qwen35moe;
 pub mod qwen3moe;
+pub mod qwen3next;
 
 use std::sync::Arc;
 
 use fucina_gguf::{GgufFile, Metadata};
 
-use crate::config::{Config, Family};
-use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, MoeFfn};
+use crate::config::{Config, Family, Mixer};
+use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, Gemma4MoeFfn, MoeFfn};
+use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights};
+use crate::ple::PleLayer;
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
 use crate::Result;
 
@@ -48,6 +54,9 @@ pub struct FamilySpec {
     pub rope_freqs: Presence,
     /// `exp_probs_b.bias` on MoE layers (DeepSeek-V3-style selection bias).
     pub probs_bias: Presence,
+    /// Name of the pre-FFN RMSNorm (`ffn_norm`; Qwen3.5 / Qwen3-Next call it
+    /// `post_attention_norm`).
+    pub ffn_norm: &'static str,
 }
 
 /// The spec of `family`.
@@ -59,6 +68,33 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Llama => llama::SPEC,
         Family::Qwen3Moe => qwen3moe::SPEC,
         Family::Qwen2Moe => qwen2moe::SPEC,
+        Family::Qwen35 => qwen35::SPEC,
+        Family::Gemma4 => gemma4::SPEC,
+        Family::Qwen35Moe => qwen35moe::SPEC,
+        Family::Qwen3Next => qwen3next::SPEC,
+    }
+}
+
+/// The token mixer of every layer of `family` (`n_layer` trunk layers of
+/// `n_layer_all` blocks in the file).
+pub fn mixers(
+    md: &Metadata,
+    family: Family,
+    n_layer: usize,
+    n_layer_all: usize,
+) -> Result<Vec<Mixer>> {
+    match family {
+        Family::Qwen35 | Family::Qwen35Moe => {
+            qwen35::mixers(md, family.arch(), n_layer, n_layer_all)
+        }
+        Family::Qwen3Next => qwen3next::mixers(md, family.arch(), n_layer, n_layer_all),
+        Family::Gemma3
+        | Family::Gemma4
+        | Family::Qwen3
+        | Family::Qwen2
+        | Family::Llama
+        | Family::Qwen3Moe
+        | Family::Qwen2Moe => Ok(vec![Mixer::Attention { gated: false }; n_layer]),
     }
 }
 
@@ -68,7 +104,9 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
     match family {
         Family::Qwen3Moe => qwen3moe::ffn_configs(md, n_ff),
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
-        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama => {
+        Family::Qwen35Moe | Family::Qwen3Next => qwen35moe::ffn_configs(md, family.arch(), n_ff),
+        Family::Gemma4 => gemma4::ffn_configs(md, n_ff),
+        Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
             Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
         }
     }
@@ -92,28 +130,10 @@ pub(crate) fn expert_counts(md: &Metadata, arch: &str) -> Result<(usize, usize, 
 /// One transformer block's weights.
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
-    /// Pre-attention RMSNorm.
+    /// Pre-mixer RMSNorm.
     pub attn_norm: Vec<f32>,
-    /// Query projection.
-    pub wq: Linear,
-    /// Key projection.
-    pub wk: Linear,
-    /// Value projection.
-    pub wv: Linear,
-    /// Output projection.
-    pub wo: Linear,
-    /// Query/key/value/output biases.
-    pub bq: Option<Vec<f32>>,
-    /// Key bias.
-    pub bk: Option<Vec<f32>>,
-    /// Value bias.
-    pub bv: Option<Vec<f32>>,
-    /// Output bias.
-    pub bo: Option<Vec<f32>>,
-    /// Per-head query RMSNorm weight.
-    pub q_norm: Option<Vec<f32>>,
-    /// Per-head key RMSNorm weight.
-    pub k_norm: Option<Vec<f32>>,
+    /// The token mixer's weights (attention or Gated DeltaNet).
+    pub mixer: MixerWeights,
     /// RMSNorm on the attention output before the residual add.
     pub post_attn_norm: Option<Vec<f32>>,
     /// Pre-FFN RMSNorm.
@@ -124,6 +144,10 @@ pub struct LayerWeights {
     pub post_ffn_norm: Option<Vec<f32>>,
     /// RoPE frequency factors (`n_rot / 2` values).
     pub rope_freqs: Option<Arc<Vec<f32>>>,
+    /// `layer_output_scale`: the block's output multiplier (Gemma 4).
+    pub out_scale: Option<f32>,
+    /// The per-layer-embedding block (Gemma 4 E2B/E4B).
+    pub ple: Option<PleLayer>,
 }
 
 fn vec_by(file: &GgufFile, name: &str, len: usize, p: Presence) -> Result<Option<Vec<f32>>> {
@@ -145,10 +169,66 @@ pub fn bind_layer(
     let l = &config.layers[il];
     let n = |s: &str| layer_name(il, s);
     let e = config.n_embd;
+    // A shared-KV layer has no K/V weights; Gemma 4's global layers may have no V
+    // (their values are the keys).
+    let own_kv = l.kv_source.is_none();
+    let kv_presence = |p: Presence| if own_kv { p } else { Presence::Absent };
+    let v_presence = if config.family == Family::Gemma4 {
+        Presence::Optional
+    } else {
+        Presence::Required
+    };
+    let linear_by = |name: &str, rows: usize, p: Presence| -> Result<Option<Linear>> {
+        match p {
+            Presence::Required => Linear::bind(file, name, rows, e).map(Some),
+            Presence::Optional if has_tensor(file, name) => {
+                Linear::bind(file, name, rows, e).map(Some)
+            }
+            _ => Ok(None),
+        }
+    };
+    let mixer = match l.mixer {
+        Mixer::Attention { .. } => MixerWeights::Attention(AttnWeights {
+            wq: Linear::bind(file, &n("attn_q.weight"), l.q_proj_dim(), e)?,
+            wk: linear_by(
+                &n("attn_k.weight"),
+                l.k_dim(),
+                kv_presence(Presence::Required),
+            )?,
+            wv: linear_by(&n("attn_v.weight"), l.v_dim(), kv_presence(v_presence))?,
+            wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
+            bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
+            bk: vec_by(
+                file,
+                &n("attn_k.bias"),
+                l.k_dim(),
+                kv_presence(spec.qkv_bias),
+            )?,
+            bv: vec_by(
+                file,
+                &n("attn_v.bias"),
+                l.v_dim(),
+                kv_presence(spec.qkv_bias),
+            )?,
+            bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
+            q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+            k_norm: vec_by(
+                file,
+                &n("attn_k_norm.weight"),
+                l.head_dim_k,
+                kv_presence(spec.qk_norm),
+            )?,
+        }),
+        Mixer::DeltaNet(g) => MixerWeights::DeltaNet(DeltaNetWeights::bind(file, il, e, &g)?),
+    };
     let ffn = match &l.ffn {
         FfnConfig::Dense { n_ff } => {
             let bias = |name: &str, len| vec_by(file, name, len, spec.out_ffn_bias);
             FfnWeights::Dense(DenseFfn::bind(file, il, "", e, *n_ff, &bias)?)
+        }
+        FfnConfig::Moe(moe) if config.family == Family::Gemma4 => {
+            let n_ff = moe.shared.map_or(0, |s| s.n_ff);
+            FfnWeights::Gemma4Moe(Box::new(Gemma4MoeFfn::bind(file, il, moe, e, n_ff)?))
         }
         FfnConfig::Moe(moe) => FfnWeights::Moe(MoeFfn::bind(
             file,
@@ -160,21 +240,25 @@ pub fn bind_layer(
     };
     Ok(LayerWeights {
         attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
-        wq: Linear::bind(file, &n("attn_q.weight"), l.q_dim(), e)?,
-        wk: Linear::bind(file, &n("attn_k.weight"), l.k_dim(), e)?,
-        wv: Linear::bind(file, &n("attn_v.weight"), l.v_dim(), e)?,
-        wo: Linear::bind(file, &n("attn_output.weight"), e, l.attn_out_dim())?,
-        bq: vec_by(file, &n("attn_q.bias"), l.q_dim(), spec.qkv_bias)?,
-        bk: vec_by(file, &n("attn_k.bias"), l.k_dim(), spec.qkv_bias)?,
-        bv: vec_by(file, &n("attn_v.bias"), l.v_dim(), spec.qkv_bias)?,
-        bo: vec_by(file, &n("attn_output.bias"), e, spec.out_ffn_bias)?,
-        q_norm: vec_by(file, &n("attn_q_norm.weight"), l.head_dim_k, spec.qk_norm)?,
-        k_norm: vec_by(file, &n("attn_k_norm.weight"), l.head_dim_k, spec.qk_norm)?,
+        mixer,
         post_attn_norm: vec_by(file, &n("post_attention_norm.weight"), e, spec.post_norms)?,
-        ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
+        ffn_norm: load_vector(file, &n(&format!("{}.weight", spec.ffn_norm)), e)?,
         ffn,
         post_ffn_norm: vec_by(file, &n("post_ffw_norm.weight"), e, spec.post_norms)?,
-        rope_freqs: rope_freqs.cloned(),
+        rope_freqs: if l.rope_freqs {
+            rope_freqs.cloned()
+        } else {
+            None
+        },
+        out_scale: match config.family {
+            Family::Gemma4 => load_vector_opt(file, &n("layer_output_scale.weight"), 1)?
+                .and_then(|v| v.first().copied()),
+            _ => None,
+        },
+        ple: match config.n_embd_per_layer {
+            0 => None,
+            n_pl => Some(PleLayer::bind(file, il, e, n_pl)?),
+        },
     })
 }
 
@@ -185,7 +269,11 @@ pub fn bind_rope_freqs(
     config: &Config,
     spec: &FamilySpec,
 ) -> Result<Option<Arc<Vec<f32>>>> {
-    let half = config.layers.first().map_or(0, |l| l.rope.n_rot / 2);
+    let half = config
+        .layers
+        .iter()
+        .find(|l| l.rope_freqs)
+        .map_or(0, |l| l.rope.n_rot / 2);
     let name = ["rope_freqs.weight", "blk.0.rope_freqs.weight"]
         .into_iter()
         .find(|n| has_tensor(file, n));

@@ -7,7 +7,7 @@ use fucina_gguf::GgufFile;
 use crate::config::Activation;
 use crate::forward::{add_bias, grow, par_rows};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
-use crate::ops::act::{geglu_inplace, swiglu_inplace};
+use crate::ops::act::{geglu_f32_inplace, geglu_inplace, swiglu_inplace};
 use crate::parallel::ThreadPool;
 use crate::weights::{layer_name, Linear};
 use crate::Result;
@@ -103,6 +103,7 @@ pub(crate) fn apply_glu(
             match act {
                 Activation::Silu => swiglu_inplace(g, u),
                 Activation::GeluTanh => geglu_inplace(g, u),
+                Activation::GeluTanhF32 => geglu_f32_inplace(g, u),
             }
         }
     });

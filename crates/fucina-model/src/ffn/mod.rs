@@ -1,13 +1,16 @@
 //! The feed-forward block of a layer, chosen per layer by the family: a dense gated
 //! MLP ([`DenseFfn`]) or a routed mixture of experts ([`MoeFfn`]). Each kind has
 //! its hyperparameters ([`FfnConfig`]), its weights and its forward; the layer
-//! forward only calls [`FfnWeights::forward`] on the normed rows.
+//! forward only calls [`FfnWeights::forward`] on the normed rows (Gemma 4's MoE block,
+//! a dense MLP beside routed experts, also reads the un-normed ones).
 
 pub mod dense;
+pub mod gemma4_moe;
 pub mod moe;
 pub mod router;
 
 pub use dense::DenseFfn;
+pub use gemma4_moe::Gemma4MoeFfn;
 pub use moe::{MoeFfn, MoeScratch, SharedFfn};
 
 use crate::config::Activation;
@@ -149,6 +152,8 @@ pub enum FfnWeights {
     Dense(DenseFfn),
     /// Routed experts.
     Moe(MoeFfn),
+    /// Gemma 4's dense MLP beside routed experts (boxed: two FFNs).
+    Gemma4Moe(Box<Gemma4MoeFfn>),
 }
 
 /// Reusable buffers of the FFN forwards.
@@ -157,24 +162,29 @@ pub struct FfnScratch {
     pub(crate) gate: Vec<f32>,
     pub(crate) up: Vec<f32>,
     pub(crate) moe: MoeScratch,
+    pub(crate) gemma4: gemma4_moe::Gemma4MoeScratch,
 }
 
 impl FfnWeights {
-    /// `out = ffn(xn)` for `m` normed rows (`m × n_embd` each).
+    /// `out = ffn(xn)` for `m` rows: `xn` is the pre-FFN norm of the residual
+    /// stream `x` (`m × n_embd` each; only Gemma 4's MoE block also reads `x`).
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         pool: &ThreadPool,
         act: Activation,
+        x: &[f32],
         xn: &[f32],
         m: usize,
         out: &mut [f32],
+        eps: f32,
         s: &mut FfnScratch,
         mm: &mut MatmulScratch,
     ) -> Result<()> {
         match self {
             FfnWeights::Dense(d) => d.forward(pool, act, xn, m, out, &mut s.gate, &mut s.up, mm),
             FfnWeights::Moe(e) => e.forward(pool, act, xn, m, out, &mut s.moe, mm),
+            FfnWeights::Gemma4Moe(g) => g.forward(pool, act, x, xn, m, out, eps, &mut s.gemma4, mm),
         }
     }
 
@@ -191,6 +201,7 @@ impl FfnWeights {
                 }
                 v
             }
+            FfnWeights::Gemma4Moe(g) => g.resident_matrices(),
         }
     }
 
@@ -203,6 +214,7 @@ impl FfnWeights {
                 .map(|w| w.bytes().len())
                 .sum(),
             FfnWeights::Moe(e) => e.bytes_per_token(),
+            FfnWeights::Gemma4Moe(g) => g.bytes_per_token(),
         }
     }
 }

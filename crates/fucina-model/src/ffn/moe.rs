@@ -26,7 +26,7 @@ use crate::config::Activation;
 use crate::forward::{grow, par_rows};
 use crate::matmul::{matmul, matmul_grouped, GroupedProduct, MatmulScratch};
 use crate::parallel::ThreadPool;
-use crate::weights::{layer_name, load_vector, Linear};
+use crate::weights::{has_tensor, layer_name, load_vector, Linear};
 use crate::{ModelError, Result};
 
 /// Weights of a mixture-of-experts FFN.
@@ -109,13 +109,36 @@ impl MoeFfn {
             })),
             None => None,
         };
+        // The router first: a wrong expert count is reported on it.
+        let gate_inp = Linear::bind(file, &n("ffn_gate_inp.weight"), ne, n_embd)?;
+        let (gate, up) = if has_tensor(file, &n("ffn_gate_up_exps.weight")) {
+            // Fused gate/up stacks (Gemma 4): each expert's 2·ff rows, gate first.
+            let name = n("ffn_gate_up_exps.weight");
+            let fused = Linear::bind_stack(file, &name, ne, 2 * ff, n_embd)?;
+            let mut gate = Vec::with_capacity(ne);
+            let mut up = Vec::with_capacity(ne);
+            for (i, w) in fused.iter().enumerate() {
+                let names = [format!("{name}[{i}].gate"), format!("{name}[{i}].up")];
+                let (g, u) = w
+                    .split_rows(ff, [&names[0], &names[1]])
+                    .ok_or_else(|| ModelError::MissingTensor(name.clone()))?;
+                gate.push(g);
+                up.push(u);
+            }
+            (gate, up)
+        } else {
+            (
+                Linear::bind_stack(file, &n("ffn_gate_exps.weight"), ne, ff, n_embd)?,
+                Linear::bind_stack(file, &n("ffn_up_exps.weight"), ne, ff, n_embd)?,
+            )
+        };
         let ffn = MoeFfn {
             config: *config,
             shared,
-            gate_inp: Linear::bind(file, &n("ffn_gate_inp.weight"), ne, n_embd)?,
+            gate_inp,
             exp_probs_b,
-            gate: Linear::bind_stack(file, &n("ffn_gate_exps.weight"), ne, ff, n_embd)?,
-            up: Linear::bind_stack(file, &n("ffn_up_exps.weight"), ne, ff, n_embd)?,
+            gate,
+            up,
             down: Linear::bind_stack(file, &n("ffn_down_exps.weight"), ne, n_embd, ff)?,
         };
         Ok(ffn)
@@ -153,13 +176,32 @@ impl MoeFfn {
         s: &mut MoeScratch,
         mm: &mut MatmulScratch,
     ) -> Result<()> {
+        self.forward_routed(pool, act, xn, xn, None, m, out, s, mm)
+    }
+
+    /// [`MoeFfn::forward`] with the router reading `router_x` (Gemma 4 routes on
+    /// its own normalisation of the block input) and each selected expert's weight
+    /// times `expert_scale[expert]` where given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_routed(
+        &self,
+        pool: &ThreadPool,
+        act: Activation,
+        router_x: &[f32],
+        xn: &[f32],
+        expert_scale: Option<&[f32]>,
+        m: usize,
+        out: &mut [f32],
+        s: &mut MoeScratch,
+        mm: &mut MatmulScratch,
+    ) -> Result<()> {
         let cfg = &self.config;
         let (n, k, ff) = (cfg.n_expert, cfg.n_expert_used, cfg.n_ff_exp);
         let e = self.gate_inp.cols();
         let n_assign = m * k;
 
         let logits = grow(&mut s.logits, m * n);
-        matmul(pool, &self.gate_inp, &xn[..m * e], m, logits, mm)?;
+        matmul(pool, &self.gate_inp, &router_x[..m * e], m, logits, mm)?;
         s.ids.resize(n_assign, 0);
         s.weights.resize(n_assign, 0.0);
         let bias = self.exp_probs_b.as_deref();
@@ -169,6 +211,11 @@ impl MoeFfn {
             .zip(s.weights.chunks_exact_mut(k))
         {
             route(cfg, l, bias, ids, w, &mut s.route);
+        }
+        if let Some(sc) = expert_scale {
+            for (w, &id) in s.weights.iter_mut().zip(&s.ids) {
+                *w *= sc.get(id as usize).copied().unwrap_or(1.0);
+            }
         }
 
         // Group the (row, slot) assignments by expert, rows in order within one.

@@ -6,9 +6,15 @@ use super::{KvCache, KvGeometry};
 use crate::{ModelError, Result};
 
 impl KvCache {
-    /// Per-layer geometry (persistence compares it before loading anything).
+    /// Per-layer geometry (persistence compares it before loading anything); a
+    /// recurrent layer's is zero heads (see [`KvCache::specs`]).
     pub fn geometries(&self) -> Vec<KvGeometry> {
         self.layers.iter().map(|l| l.kv().geom).collect()
+    }
+
+    /// Every layer's slot shape, recurrent layers included.
+    pub fn specs(&self) -> Vec<super::LayerSpec> {
+        self.layers.iter().map(super::LayerState::spec).collect()
     }
 
     /// Bytes of one position's record.
@@ -81,7 +87,7 @@ impl KvCache {
             let start = self.len;
             let mut at = 0;
             for layer in &mut self.layers {
-                let l = layer.kv_mut();
+                let Some(l) = layer.kv_mut() else { continue };
                 let kb = l.k_row * l.geom.n_head_kv;
                 for (r, rec) in block.iter().enumerate() {
                     let pos = start + r;

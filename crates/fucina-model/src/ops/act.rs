@@ -56,6 +56,13 @@ pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// `gate[i] = gelu_tanh(gate[i]) · up[i]` with GELU in f32 (no table).
+pub fn geglu_f32_inplace(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = gelu_tanh(*g) * u;
+    }
+}
+
 /// Lanes of ggml's AVX-512 SwiGLU loop.
 const SILU_LANES: usize = 16;
 

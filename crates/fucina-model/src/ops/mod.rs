@@ -3,6 +3,7 @@
 
 pub mod act;
 pub mod attention;
+pub mod deltanet;
 pub mod f16dot;
 pub mod f16dot_vec;
 pub mod norm;

@@ -23,8 +23,16 @@ pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     }
 }
 
+/// In-place `x = rms_norm(x)` without a weight (ggml's bare `ggml_rms_norm`).
 #[inline]
-fn rms_scale(x: &[f32], eps: f32) -> f32 {
+pub fn rms_norm_unit_inplace(x: &mut [f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    x.iter_mut().for_each(|v| *v *= scale);
+}
+
+/// `1/√(mean(x²) + ε)`, the scale [`rms_norm`] multiplies by.
+#[inline]
+pub fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
     let mean = (sum / x.len().max(1) as f64) as f32;
     1.0 / (mean + eps).sqrt()
