@@ -3,8 +3,9 @@
 //! the single-sequence [`Session`], [`Generation`], which prefills a prompt,
 //! samples, stops and stream-decodes — the seam speculation, grammar and the
 //! server's scheduler drive — [`Conversation`] (one sequence across turns with
-//! prefix reuse and the crash-safe [`KvSidecar`]) and [`step_batch`] (lockstep
-//! decoding of many streams in one forward).
+//! prefix reuse and the crash-safe [`KvSidecar`]), [`step_batch`] (lockstep
+//! decoding of many streams in one forward) and the continuous-batching
+//! [`Scheduler`] a server runs requests on.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -30,6 +31,7 @@ pub mod generation;
 pub mod logprobs;
 pub mod persist;
 pub mod pool;
+pub mod scheduler;
 pub mod session;
 mod speculate;
 pub mod stop;
@@ -42,4 +44,5 @@ pub use generation::{FinishReason, Generation, GenerationOptions, Step};
 pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use persist::{decode_state, encode_state, model_fingerprint, KvSidecar};
 pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
+pub use scheduler::{Event, Metrics, Outcome, Request, RequestHandle, Scheduler, SchedulerConfig};
 pub use session::{argmax, Session};

@@ -77,6 +77,8 @@ pub struct Scratch {
     attn_order: Vec<(usize, usize)>,
     attn_rows: Vec<QueryRow>,
     attn_tasks: Vec<AttnTask>,
+    /// Return the flagged rows' final-normed hidden states instead of their logits.
+    hidden: bool,
 }
 
 /// One attention task: the query heads `h0..h1` (within the GQA group) of kv head
@@ -106,6 +108,13 @@ impl Scratch {
     /// Whether pinned numerics are on.
     pub fn pinned(&self) -> bool {
         self.mm.pinned()
+    }
+
+    /// Hidden-state output: the forward returns the flagged rows' hidden states after
+    /// the final norm (`n_flagged × n_embd`) instead of their logits, skipping the
+    /// output head (embeddings). Off by default.
+    pub fn set_hidden_output(&mut self, hidden: bool) {
+        self.hidden = hidden;
     }
 }
 
@@ -248,7 +257,8 @@ fn plan_attention(
 impl Model {
     /// Run `rows` through the model, appending their K/V to `caches[row.seq]`, and
     /// return the logits of the rows flagged `logits`, in row order
-    /// (`n_flagged × n_vocab`, row-major). On error no cache length changes.
+    /// (`n_flagged × n_vocab`, row-major; `n_flagged × n_embd` hidden states with
+    /// [`Scratch::set_hidden_output`]). On error no cache length changes.
     pub fn forward<'s>(
         &self,
         rows: &[BatchRow],
@@ -520,6 +530,9 @@ impl Model {
                 rms_norm(&x_ro[r * e..(r + 1) * e], &self.output_norm, cfg.rms_eps, o);
             }
         });
+        if s.hidden {
+            return Ok(&s.xn[..n_out * e]);
+        }
         let logits = grow(&mut s.logits, n_out * vsz);
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
