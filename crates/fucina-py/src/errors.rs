@@ -1,9 +1,10 @@
 //! The Python exception hierarchy, created once per interpreter.
 //!
 //! `FucinaError` is the root; `GGUFError`, `UnsupportedModelError` and
-//! `InvalidArgumentError` also derive from `ValueError`, and `ArgumentTypeError`
-//! from `TypeError`, so existing `except ValueError` code keeps working and every
-//! bad argument is both a `FucinaError` and the builtin a Python user expects. OS
+//! `InvalidArgumentError` also derive from `ValueError`, `ArgumentTypeError`
+//! from `TypeError` and `QueueFullError` from `RuntimeError`, so existing
+//! `except ValueError` code keeps working and every bad argument is both a
+//! `FucinaError` and the builtin a Python user expects. OS
 //! failures surface as the builtin `OSError` subclasses (`FileNotFoundError`, ...).
 
 use fucina_gguf::GgufError;
@@ -17,6 +18,7 @@ static GGUF_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INVALID_ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ARGUMENT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static QUEUE_FULL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type(
     py: Python<'_>,
@@ -90,6 +92,17 @@ pub fn argument_type_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     )
 }
 
+/// `fucina.QueueFullError`: a scheduler's queue is full (the request was not queued).
+pub fn queue_full_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    builtin_subclass(
+        py,
+        &QUEUE_FULL_ERROR,
+        py.get_type::<pyo3::exceptions::PyRuntimeError>(),
+        "QueueFullError",
+        "A scheduler's queue is full: the request was not queued (retry later).",
+    )
+}
+
 /// An `InvalidArgumentError` (a `FucinaError` and a `ValueError`) with `message`.
 pub fn value_err(message: impl Into<String>) -> PyErr {
     let message = message.into();
@@ -136,6 +149,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsupportedModelError", unsupported_model_error(py)?)?;
     m.add("InvalidArgumentError", invalid_argument_error(py)?)?;
     m.add("ArgumentTypeError", argument_type_error(py)?)?;
+    m.add("QueueFullError", queue_full_error(py)?)?;
     Ok(())
 }
 

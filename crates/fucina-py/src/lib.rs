@@ -8,6 +8,7 @@ mod errors;
 mod gguf;
 mod llm;
 mod quant;
+mod scheduler;
 mod tokenizer;
 
 use pyo3::prelude::*;
@@ -41,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     llm::register(m)?;
     engine::register(m)?;
     tokenizer::register(m)?;
+    scheduler::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }
