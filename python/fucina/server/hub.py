@@ -46,6 +46,7 @@ class Sampling:
     stop_ids: list[int] = field(default_factory=list)
     logprobs: int | None = None
     special: bool = False
+    ignore_eos: bool = False
     processors: list[Callable[[list[int], Any], None]] = field(default_factory=list)
 
 
@@ -200,6 +201,7 @@ class Hub:
                             stop_ids=s.stop_ids,
                             logprobs=s.logprobs,
                             special=s.special,
+                            ignore_eos=s.ignore_eos,
                             speculation=not s.processors,
                             processors=s.processors,
                             **core,

@@ -109,6 +109,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             params=params,
             stop=stops,
             logprobs=body.logprobs,
+            ignore_eos=body.ignore_eos,
             processors=processors,
         )
         for p in prompts

@@ -96,6 +96,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         stop_ids=llm.chat_stop_ids,
         logprobs=n_logprobs,
         special=special,
+        ignore_eos=body.ignore_eos,
         processors=processors,
     )
     job = st.hub.submit([prompt.ids], [settings], n=body.n)

@@ -1,7 +1,8 @@
 """Pydantic models of the OpenAI requests the server takes (they generate its OpenAPI schema).
 
 Field names, types and ranges are OpenAI's; llama.cpp's sampling extensions (``top_k``, ``min_p``,
-``typical_p``, ``repeat_penalty``, ``repeat_last_n``) and ``chat_template_kwargs`` are accepted too,
+``typical_p``, ``repeat_penalty``, ``repeat_last_n``, ``ignore_eos``) and ``chat_template_kwargs`` are
+accepted too,
 as llama.cpp's server accepts them. Unknown fields are ignored (clients send vendor extras). Every
 bound is explicit, so huge numbers, NaN and infinities are 400s naming the field, never a crash.
 """
@@ -122,6 +123,7 @@ class _Sampling(Body):
     typical_p: float | None = Field(None, gt=0, le=1)
     repeat_penalty: float | None = Field(None, gt=0, le=100)
     repeat_last_n: int | None = Field(None, ge=-1, le=MAX_INT)
+    ignore_eos: bool = False
 
 
 class ChatCompletionRequest(_Sampling):
