@@ -14,10 +14,10 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-from serverkit import LiveServer, Processor, live, scripted
 
 import fucina
 from fucina.server import ServerConfig
+from serverkit import LiveServer, Processor, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -68,9 +68,12 @@ def test_a_message_plain_and_streamed(client: anthropic.Anthropic, server: LiveS
     assert text == block.text and final.stop_reason == m.stop_reason
     assert final.usage.output_tokens == m.usage.output_tokens
     # The system prompt reached the template.
-    assert client.messages.count_tokens(
-        model=server.model_id, system="You answer briefly.", messages=ask("Name a planet.")
-    ).input_tokens == m.usage.input_tokens
+    assert (
+        client.messages.count_tokens(
+            model=server.model_id, system="You answer briefly.", messages=ask("Name a planet.")
+        ).input_tokens
+        == m.usage.input_tokens
+    )
     assert client.messages.count_tokens(model=server.model_id, messages=ask("Name a planet.")).input_tokens < (
         m.usage.input_tokens
     )
@@ -81,7 +84,7 @@ def test_the_stream_is_anthropics_event_sequence(server: LiveServer) -> None:
     events: list[tuple[str, dict[str, Any]]] = []
     with httpx.stream("POST", f"{server.url}/v1/messages", json=body, timeout=300) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
-        name = None
+        name = ""
         for line in r.iter_lines():
             if line.startswith("event: "):
                 name = line[len("event: ") :]
@@ -105,13 +108,13 @@ def test_the_stream_is_anthropics_event_sequence(server: LiveServer) -> None:
 def test_stop_sequences_are_reported(client: anthropic.Anthropic, server: LiveServer) -> None:
     kw: dict[str, Any] = {"model": server.model_id, "max_tokens": 24, "extra_body": GREEDY}
     full = client.messages.create(messages=ask("Count from one to ten in words."), **kw)
-    text = full.content[0].text  # type: ignore[union-attr]
+    text = full.content[0].text
     assert len(text) > 4, text
     stop = text[len(text) // 2 : len(text) // 2 + 2]
     cut = text.index(stop)
     m = client.messages.create(messages=ask("Count from one to ten in words."), stop_sequences=["@@@", stop], **kw)
     assert m.stop_reason == "stop_sequence" and m.stop_sequence == stop
-    assert m.content[0].text == text[:cut]  # type: ignore[union-attr]
+    assert m.content[0].text == text[:cut]
     with client.messages.stream(messages=ask("Count from one to ten in words."), stop_sequences=[stop], **kw) as s:
         final = s.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
@@ -181,9 +184,11 @@ def test_errors_are_anthropics(client: anthropic.Anthropic, server: LiveServer) 
     with pytest.raises(anthropic.BadRequestError, match="maximum context length"):
         client.messages.create(model=model, max_tokens=4, messages=ask("word " * (N_CTX + 10)))
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    with_image: Any = [{"role": "user", "content": [image]}]
     with pytest.raises(anthropic.BadRequestError, match="image"):
-        client.messages.create(model=model, max_tokens=4, messages=[{"role": "user", "content": [image]}])  # type: ignore[list-item]
+        client.messages.create(model=model, max_tokens=4, messages=with_image)
+    system_role: Any = [{"role": "system", "content": "x"}]
     with pytest.raises(anthropic.BadRequestError, match="role"):
-        client.messages.create(model=model, max_tokens=4, messages=[{"role": "system", "content": "x"}])  # type: ignore[misc,list-item]
+        client.messages.create(model=model, max_tokens=4, messages=system_role)
     r = httpx.post(f"{server.url}/v1/messages", content=b'{"model": ', headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"

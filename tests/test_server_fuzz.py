@@ -19,9 +19,10 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from serverkit import LiveServer, live
+from schemathesis.core.result import Ok
 
 from fucina.server import ServerConfig
+from serverkit import LiveServer, live
 
 # Examples per operation and generation mode (routes without parameters give one, and nothing
 # to break): about 2,300 requests in all.
@@ -49,7 +50,7 @@ def served_schema(spec: dict[str, Any], model_id: str) -> dict[str, Any]:
 
 def test_schema_fuzz_finds_no_server_error(server: LiveServer) -> None:
     spec = server.app.openapi()
-    schemas = {
+    schemas: dict[Any, Any] = {
         GenerationMode.POSITIVE: schemathesis.openapi.from_dict(served_schema(spec, server.model_id)),
         GenerationMode.NEGATIVE: schemathesis.openapi.from_dict(spec),
     }
@@ -57,7 +58,7 @@ def test_schema_fuzz_finds_no_server_error(server: LiveServer) -> None:
     failures: list[str] = []
     session = requests.Session()
     for mode, schema in schemas.items():
-        operations = [r.ok() for r in schema.get_all_operations()]
+        operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
         assert len(operations) >= 11
         for op in operations:
 

@@ -13,11 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
+
 from serverkit import ServerProcess
 
 SOAK_REQUESTS = 500

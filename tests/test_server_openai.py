@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serverkit import LiveServer, Processor, live, scripted
 
 import fucina
 from fucina.server import ServerConfig
+from serverkit import LiveServer, Processor, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -173,8 +173,10 @@ def test_a_seed_reproduces_a_sampled_completion_whatever_else_runs(client: opena
         assert [c.message.content for c in again.result().choices] == texts
         for f in noise:
             f.result()
-    outcomes = {chat(client, server.model_id, "Tell me a story.", **{**kw, "n": 1, "seed": s}).choices[0].message.content
-                for s in (1, 2, 3)}
+    outcomes = {
+        chat(client, server.model_id, "Tell me a story.", **{**kw, "n": 1, "seed": s}).choices[0].message.content
+        for s in (1, 2, 3)
+    }
     assert len(outcomes) > 1
 
 
@@ -212,9 +214,14 @@ def test_tool_call_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
     assert '<tool_response>\n{"temperature": 21}\n</tool_response>' in script.prompt_text()
     # Streamed: the call arrives whole in one tool_calls delta.
     script.reply = CALL
-    chunks = list(
-        client.chat.completions.create(model=server.model_id, messages=ASK, tools=WEATHER, max_tokens=64, stream=True)  # type: ignore[arg-type]
+    stream: Any = client.chat.completions.create(
+        model=server.model_id,
+        messages=ASK,  # type: ignore[arg-type]
+        tools=WEATHER,  # type: ignore[arg-type]
+        max_tokens=64,
+        stream=True,
     )
+    chunks = list(stream)
     deltas = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
     assert [d.function.name for d in deltas if d.function] == ["get_weather"]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
@@ -264,14 +271,16 @@ def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server
         chat(client, model, "Hi", max_tokens=2, logit_bias={"999999999": 1})
     with pytest.raises(openai.BadRequestError, match="stop"):
         chat(client, model, "Hi", max_tokens=2, stop=[""])
+    wizard: Any = [{"role": "wizard", "content": "x"}]
     with pytest.raises(openai.BadRequestError, match=r"messages\[0\].role"):
-        client.chat.completions.create(model=model, messages=[{"role": "wizard", "content": "x"}])  # type: ignore[misc,list-item]
-    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model, messages=wizard)
+    with pytest.raises(openai.BadRequestError) as too_long:
         chat(client, model, "word " * (N_CTX + 10), max_tokens=2)
-    assert e.value.code == "context_length_exceeded" and f"maximum context length is {N_CTX}" in e.value.message
-    with pytest.raises(openai.BadRequestError) as e:
+    assert too_long.value.code == "context_length_exceeded"
+    assert f"maximum context length is {N_CTX}" in too_long.value.message
+    with pytest.raises(openai.BadRequestError) as too_many:
         chat(client, model, "Hi", max_tokens=N_CTX)
-    assert e.value.code == "context_length_exceeded" and e.value.param == "max_tokens"
+    assert too_many.value.code == "context_length_exceeded" and too_many.value.param == "max_tokens"
     # grammar seam: structured output needs grammar-constrained decoding, refused until it lands.
     with pytest.raises(openai.BadRequestError, match="grammar"):
         chat(client, model, "Hi", max_tokens=2, response_format={"type": "json_object"})
