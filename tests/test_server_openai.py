@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ import openai
 import pytest
 
 import fucina
+import fucina.cli
 from fucina.server import ServerConfig
 from serverkit import LiveServer, Processor, live, scripted
 
@@ -298,3 +300,36 @@ def test_an_api_key_guards_every_route_but_health(gemma_path: Path) -> None:
         good = openai.OpenAI(base_url=f"{s.url}/v1", api_key="s3cret", max_retries=0)
         assert good.models.list().data[0].id == s.model_id
         assert httpx.get(f"{s.url}/v1/models", headers={"x-api-key": "s3cret"}).status_code == 200
+
+
+def test_a_full_queue_is_a_429_and_the_server_recovers(gemma_path: Path) -> None:
+    with live(ServerConfig(model=gemma_path, parallel=1, ctx_size=256, max_queue=1)) as s:
+        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        body = {"model": s.model_id, "prompt": "Go:", "max_tokens": 200, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", f"{s.url}/v1/completions", json=body, timeout=300) as running:
+            lines = running.iter_lines()  # kept: dropping the iterator would hang up
+            while not next(lines).startswith("data: "):
+                pass
+            # The only slot is busy; a second request waits in the one-place queue...
+            with httpx.stream("POST", f"{s.url}/v1/completions", json=body, timeout=300):
+                deadline = time.monotonic() + 60
+                while s.metrics()["queue_depth"] < 1:
+                    assert time.monotonic() < deadline, s.metrics()
+                # ...and a third is refused, with OpenAI's rate-limit error.
+                with pytest.raises(openai.RateLimitError) as e:
+                    client.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+                assert e.value.code == "queue_full"
+        assert s.metrics()["requests_rejected_total"] == 1
+        # Both hung up: once the server has seen it, their slot and queue place are free again.
+        deadline = time.monotonic() + 60
+        while (m := s.metrics())["queue_depth"] or m["slots_busy"]:
+            assert time.monotonic() < deadline, m
+        r = client.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+        assert r.choices[0].finish_reason in ("stop", "length")
+
+
+def test_serve_rejects_bad_settings_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert fucina.cli.main(["serve", "--parallel", "0"]) == 1
+    assert "parallel must be a positive int" in capsys.readouterr().err
+    assert fucina.cli.main(["serve", "--ctx-size", "-5"]) == 1
+    assert "ctx_size" in capsys.readouterr().err
