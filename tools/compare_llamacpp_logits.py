@@ -75,12 +75,14 @@ def main() -> None:
         llm.eval([greedy[-1]])
         last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
     mine = ours(args.model, toks + greedy[:-1], "batch", n_vocab)[len(toks) - 1 :].argmax(1)
-    diff = next((i for i, (a, b) in enumerate(zip(mine, greedy)) if a != b), None)
+    diff = next((i for i, (a, b) in enumerate(zip(mine, greedy, strict=False)) if a != b), None)
     if diff is None:
         print(f"greedy: {args.greedy}/{args.greedy} tokens identical")
     else:
-        print(f"greedy: first difference at step {diff} (llama.cpp's top-1/top-2 margin there {margins[diff]:.3g}, "
-              f"smallest margin before it {min(margins[: diff + 1]):.3g})")
+        print(
+            f"greedy: first difference at step {diff} (llama.cpp's top-1/top-2 margin there {margins[diff]:.3g}, "
+            f"smallest margin before it {min(margins[: diff + 1]):.3g})"
+        )
 
 
 if __name__ == "__main__":

@@ -418,7 +418,10 @@ def write_gemma4_keys(w, arch: str, cfg) -> None:
     w.add_uint32(f"{arch}.attention.value_length_swa", local.head_dim)
     kv = [cfg.per_layer_config[il].num_key_value_heads for il in range(cfg.num_hidden_layers)]
     w.add_array(f"{arch}.attention.head_count_kv", kv)
-    n_ff = [cfg.intermediate_size * (2 if cfg.use_double_wide_mlp and il >= first_shared else 1) for il in range(cfg.num_hidden_layers)]
+    n_ff = [
+        cfg.intermediate_size * (2 if cfg.use_double_wide_mlp and il >= first_shared else 1)
+        for il in range(cfg.num_hidden_layers)
+    ]
     w.add_array(f"{arch}.feed_forward_length", n_ff)
     w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
     w.add_float32(f"{arch}.rope.freq_base_swa", cfg.rope_parameters["sliding_attention"]["rope_theta"])

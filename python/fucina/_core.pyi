@@ -34,6 +34,9 @@ __all__ = [
     "GrammarCompiler",
     "GrammarError",
     "GrammarMatcher",
+    "QueueFullError",
+    "Scheduler",
+    "ScheduledRequest",
 ]
 
 class FucinaError(Exception):
@@ -93,6 +96,9 @@ class GrammarMatcher:
     def accepting(self) -> bool: ...
     @property
     def stopped(self) -> bool: ...
+
+class QueueFullError(FucinaError, RuntimeError):
+    """A scheduler's queue is full: the request was not queued (retry later)."""
 
 def build_info() -> dict[str, Any]:
     """Version, build and CPU facts, for bug reports."""
@@ -438,3 +444,84 @@ class Conversation:
         """Write the current state to a new sidecar at ``path`` (atomically replaced)."""
     def sync(self) -> None: ...
     def close(self) -> None: ...
+
+_Event = tuple[Any, ...]
+"""A scheduled request's event: ``("started", prompt_tokens, cached_tokens)``, ``("token", token,
+emitted, text, finish_reason, logprobs, stop_index)``, ``("finished", finish_reason, cancelled,
+spec_drafted, spec_accepted)``, ``("error", kind, message)`` or ``("embedding", vector)``."""
+
+@final
+class Scheduler:
+    """Continuous batching over one model: ``n_slots`` requests decode in one batched forward per
+    step, prompts prefill in chunks between decode steps, prefixes are reused across requests."""
+
+    def __new__(
+        cls,
+        model: Model,
+        tokenizer: Tokenizer,
+        *,
+        n_slots: int = 4,
+        n_ctx: int = 4096,
+        kv_cache_type: str = "f16",
+        max_queue: int = 64,
+        prefill_chunk: int = 512,
+        prefix_cache: bool = True,
+        pinned: bool = True,
+    ) -> Scheduler: ...
+    def submit(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int | None,
+        seed: int,
+        temperature: float = 0.0,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_last_n: int = 64,
+        logit_bias: Sequence[tuple[int, float]] | None = None,
+        stop: Sequence[str] = ...,
+        stop_ids: Sequence[int] = ...,
+        ignore_eos: bool = False,
+        logprobs: int | None = None,
+        special: bool = False,
+        speculation: bool = False,
+        processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
+        grammar: Grammar | None = None,
+    ) -> ScheduledRequest:
+        """Check and queue a generation (``InvalidArgumentError`` for bad arguments or a prompt that
+        does not fit, ``QueueFullError`` when the queue is full)."""
+    def embed(self, tokens: Sequence[int]) -> ScheduledRequest:
+        """Queue an embedding (mean of the final hidden states, unit length)."""
+    def wait_ready(self, timeout: float) -> list[int]:
+        """Ids of requests with new events, waiting up to ``timeout`` seconds (GIL released)."""
+    def metrics(self) -> dict[str, int | float]:
+        """Counters and gauges (requests, queue depth, slots, tokens, throughput, cache, speculation)."""
+    @property
+    def n_slots(self) -> int: ...
+    @property
+    def n_ctx(self) -> int: ...
+    @property
+    def max_queue(self) -> int: ...
+    def shutdown(self) -> None:
+        """Stop the scheduler thread (queued and running requests end with an error event)."""
+
+@final
+class ScheduledRequest:
+    """A request queued on a :class:`Scheduler`; dropping it cancels it."""
+
+    @property
+    def id(self) -> int: ...
+    def take(self) -> list[_Event]:
+        """Every event queued so far, without waiting."""
+    @property
+    def closed(self) -> bool:
+        """Whether its last event has been queued."""
+    def cancel(self) -> None:
+        """Cancel it (a running request frees its slot at the next step); idempotent."""
+    @property
+    def cancelled(self) -> bool: ...

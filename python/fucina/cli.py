@@ -9,9 +9,10 @@
                                                          token ids and pieces of TEXT ("-": stdin)
     fucina bench [--model PATH] [-p 512] [-n 128] [-r 3] [-t THREADS]
                                                          prefill / decode tok/s, llama-bench's pp/tg shape
+    fucina serve [MODEL] [--host 127.0.0.1] [--port 8000] [--parallel N] [--ctx-size C]
+                 [--api-key KEY] [--cors ORIGINS]        OpenAI / Anthropic-compatible HTTP server
 
-PATH / --model default to the embedded model (Gemma 3 270M). ``serve`` arrives with
-the server layer.
+PATH / --model / MODEL default to the embedded model (Gemma 3 270M).
 """
 
 from __future__ import annotations
@@ -388,6 +389,34 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .server import API_KEY_ENV, ServerConfig, serve
+    except ImportError as e:
+        sys.stderr.write(f"fucina: serve needs the server extra (pip install 'fucina[server]'): {e}\n")
+        return 1
+    import os
+
+    origins = [o.strip() for o in (args.cors or "").split(",") if o.strip()]
+    config = ServerConfig(
+        model=args.model,
+        model_id=args.alias,
+        host=args.host,
+        port=args.port,
+        parallel=args.parallel,
+        ctx_size=args.ctx_size,
+        threads=args.threads,
+        api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV),
+        cors_origins=origins,
+        max_queue=args.max_queue,
+        max_tokens=args.max_tokens,
+        prefix_cache=not args.no_prefix_cache,
+        kv_cache_type=args.kv_cache_type,
+    )
+    serve(config, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fucina", description="Run LLMs from GGUF files on your own machine.")
     parser.add_argument("--version", action="version", version=f"fucina {_core.__version__}")
@@ -462,6 +491,30 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per test (default 3)")
     bench.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
     bench.set_defaults(func=_cmd_bench)
+    serve = sub.add_parser(
+        "serve",
+        help="serve a model over HTTP (OpenAI and Anthropic APIs)",
+        description="Serve a model over HTTP: OpenAI's /v1/chat/completions, /v1/completions, /v1/models and "
+        "/v1/embeddings, Anthropic's /v1/messages, /tokenize, /detokenize, /health and /metrics, with continuous "
+        "batching of up to --parallel requests. Needs the server extra (pip install 'fucina[server]').",
+    )
+    serve.add_argument("model", nargs="?", type=Path, default=None, help="GGUF file (default: the embedded model)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("-np", "--parallel", type=int, default=4, help="requests decoded together (default 4)")
+    serve.add_argument("-c", "--ctx-size", type=int, default=4096, help="context per request in tokens (default 4096)")
+    serve.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
+    serve.add_argument(
+        "--api-key", default=None, help="require this key on every route but /health (default: $FUCINA_API_KEY)"
+    )
+    serve.add_argument("--cors", default=None, metavar="ORIGINS", help="comma-separated origins allowed by CORS")
+    serve.add_argument("--alias", default=None, help="the model name clients use (default: the file's stem)")
+    serve.add_argument("--max-queue", type=int, default=64, help="requests that may wait for a slot (default 64)")
+    serve.add_argument("--max-tokens", type=int, default=None, help="cap on tokens per completion (default: none)")
+    serve.add_argument("--no-prefix-cache", action="store_true", help="never reuse prompt prefixes across requests")
+    serve.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(func=_cmd_serve)
     return parser
 
 

@@ -42,6 +42,16 @@ pub enum EngineError {
         /// What went wrong.
         message: String,
     },
+    /// A scheduler's queue is full: the request was not queued (retry later).
+    #[error("the server is busy: {capacity} requests are already waiting")]
+    QueueFull {
+        /// Requests the queue holds.
+        capacity: usize,
+    },
+    /// The scheduler could not run the request (it shut down, or hit an internal
+    /// error); not the request's fault.
+    #[error("scheduler: {0}")]
+    Scheduler(String),
     /// A sequence id that is not (or no longer) in the pool.
     #[error("sequence {0} is not in the pool")]
     UnknownSequence(usize),

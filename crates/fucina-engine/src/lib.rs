@@ -3,8 +3,9 @@
 //! the single-sequence [`Session`], [`Generation`], which prefills a prompt,
 //! samples, stops and stream-decodes — the seam speculation, grammar and the
 //! server's scheduler drive — [`Conversation`] (one sequence across turns with
-//! prefix reuse and the crash-safe [`KvSidecar`]) and [`step_batch`] (lockstep
-//! decoding of many streams in one forward).
+//! prefix reuse and the crash-safe [`KvSidecar`]), [`step_batch`] (lockstep
+//! decoding of many streams in one forward) and the continuous-batching
+//! [`Scheduler`] a server runs requests on.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -30,6 +31,7 @@ pub mod generation;
 pub mod logprobs;
 pub mod persist;
 pub mod pool;
+pub mod scheduler;
 pub mod session;
 mod speculate;
 pub mod stop;
@@ -44,4 +46,5 @@ pub use persist::{
     decode_state, decode_state_full, encode_state, model_fingerprint, KvSidecar, RestoredState,
 };
 pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
+pub use scheduler::{Event, Metrics, Outcome, Request, RequestHandle, Scheduler, SchedulerConfig};
 pub use session::{argmax, Session};

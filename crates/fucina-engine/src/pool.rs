@@ -277,6 +277,125 @@ impl SeqPool {
         Ok(&mut self.all)
     }
 
+    /// Append a run of tokens to each of several distinct sequences in ONE forward
+    /// (a scheduler step: one-token decode rows and prefill chunks side by side) and
+    /// return the logits of the last token of each item flagged `true`, one `n_vocab`
+    /// row per flagged item in order. Numerics follow the pool's pinned setting: with
+    /// it on, every row is bitwise what it gives alone. Nothing is appended on error.
+    pub fn eval_mixed(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&mut [f32]> {
+        if items.is_empty() || items.iter().all(|(_, t, _)| t.is_empty()) {
+            return Err(invalid("items", "nothing to evaluate"));
+        }
+        self.rows.clear();
+        for (r, &(id, tokens, logits)) in items.iter().enumerate() {
+            let i = self.check(id)?;
+            if items[..r].iter().any(|&(other, _, _)| other == id) {
+                return Err(invalid(
+                    "items",
+                    format!("sequence {i} appears twice in one batch"),
+                ));
+            }
+            if tokens.is_empty() {
+                return Err(invalid("items", format!("no tokens for sequence {i}")));
+            }
+            let start = self.caches[i].len();
+            if start + tokens.len() > self.n_ctx {
+                return Err(fucina_model::ModelError::KvCacheOverflow {
+                    needed: start + tokens.len(),
+                    capacity: self.n_ctx,
+                }
+                .into());
+            }
+            let n = tokens.len();
+            self.rows
+                .extend(tokens.iter().enumerate().map(|(k, &token)| BatchRow {
+                    seq: i,
+                    pos: start + k,
+                    token,
+                    logits: logits && k + 1 == n,
+                }));
+        }
+        self.all.clear();
+        if self.rows.iter().any(|r| r.logits) {
+            let out = self
+                .model
+                .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
+            self.all.extend_from_slice(out);
+        } else {
+            self.model
+                .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
+        }
+        for &(id, tokens, _) in items {
+            self.tokens[id.0].extend_from_slice(tokens);
+        }
+        Ok(&mut self.all)
+    }
+
+    /// The embedding of `tokens`: the mean of their hidden states after the model's
+    /// final norm, scaled to unit length (llama.cpp's mean pooling with Euclidean
+    /// normalisation), evaluated on a temporary sequence in forwards of `n_batch`
+    /// rows without the output head. No other sequence is touched.
+    pub fn embed(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(invalid("tokens", "nothing to embed"));
+        }
+        if tokens.len() > self.n_ctx {
+            return Err(EngineError::PromptTooLong {
+                prompt: tokens.len(),
+                n_ctx: self.n_ctx,
+            });
+        }
+        let n_vocab = self.row.len();
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(invalid(
+                "tokens",
+                format!("token id {bad} is outside the vocabulary of {n_vocab}"),
+            ));
+        }
+        let e = self.model.config().n_embd;
+        let seq = self.alloc()?;
+        let i = seq.0;
+        let mut sum = vec![0.0f64; e];
+        self.scratch.set_hidden_output(true);
+        let mut result: Result<()> = Ok(());
+        let mut done = 0;
+        for chunk in tokens.chunks(self.n_batch) {
+            self.rows.clear();
+            self.rows
+                .extend(chunk.iter().enumerate().map(|(r, &token)| BatchRow {
+                    seq: i,
+                    pos: done + r,
+                    token,
+                    logits: true,
+                }));
+            match self
+                .model
+                .forward(&self.rows, &mut self.caches, &mut self.scratch)
+            {
+                Ok(hidden) => {
+                    for row in hidden.chunks_exact(e) {
+                        for (s, &v) in sum.iter_mut().zip(row) {
+                            *s += f64::from(v);
+                        }
+                    }
+                }
+                Err(err) => {
+                    result = Err(err.into());
+                    break;
+                }
+            }
+            self.tokens[i].extend_from_slice(chunk);
+            done += chunk.len();
+        }
+        self.scratch.set_hidden_output(false);
+        self.remove(seq);
+        result?;
+        let n = tokens.len() as f64;
+        let norm = sum.iter().map(|s| (s / n) * (s / n)).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 { 1.0 / (n * norm) } else { 0.0 };
+        Ok(sum.iter().map(|s| (s * scale) as f32).collect())
+    }
+
     /// Replace `id`'s state with `tokens` and their KV records (one
     /// [`KvCache::read_record`] per token, in order): a resumed sequence. A hybrid
     /// model's sequence also needs its recurrent state: [`SeqPool::restore_with_state`].

@@ -84,6 +84,8 @@ pub struct Scratch {
     pub(crate) ple_tok: Vec<f32>,
     pub(crate) ple_g: Vec<f32>,
     pub(crate) ple_p: Vec<f32>,
+    /// Return the flagged rows' final-normed hidden states instead of their logits.
+    pub(crate) hidden: bool,
 }
 
 impl Scratch {
@@ -97,6 +99,13 @@ impl Scratch {
     /// Whether pinned numerics are on.
     pub fn pinned(&self) -> bool {
         self.mm.pinned()
+    }
+
+    /// Hidden-state output: the forward returns the flagged rows' hidden states after
+    /// the final norm (`n_flagged × n_embd`) instead of their logits, skipping the
+    /// output head (embeddings). Off by default.
+    pub fn set_hidden_output(&mut self, hidden: bool) {
+        self.hidden = hidden;
     }
 }
 
@@ -174,7 +183,8 @@ fn residual(
 impl Model {
     /// Run `rows` through the model, appending their K/V to `caches[row.seq]`, and
     /// return the logits of the rows flagged `logits`, in row order
-    /// (`n_flagged × n_vocab`, row-major). On error no cache length changes.
+    /// (`n_flagged × n_vocab`, row-major; `n_flagged × n_embd` hidden states with
+    /// [`Scratch::set_hidden_output`]). On error no cache length changes.
     pub fn forward<'s>(
         &self,
         rows: &[BatchRow],
@@ -397,6 +407,9 @@ impl Model {
                 rms_norm(&x_ro[r * e..(r + 1) * e], &self.output_norm, cfg.rms_eps, o);
             }
         });
+        if s.hidden {
+            return Ok(&s.xn[..n_out * e]);
+        }
         let logits = grow(&mut s.logits, n_out * vsz);
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);

@@ -1,9 +1,10 @@
 //! The Python exception hierarchy, created once per interpreter.
 //!
 //! `FucinaError` is the root; `GGUFError`, `UnsupportedModelError` and
-//! `InvalidArgumentError` also derive from `ValueError`, and `ArgumentTypeError`
-//! from `TypeError`, so existing `except ValueError` code keeps working and every
-//! bad argument is both a `FucinaError` and the builtin a Python user expects. OS
+//! `InvalidArgumentError` also derive from `ValueError`, `ArgumentTypeError`
+//! from `TypeError` and `QueueFullError` from `RuntimeError`, so existing
+//! `except ValueError` code keeps working and every bad argument is both a
+//! `FucinaError` and the builtin a Python user expects. OS
 //! failures surface as the builtin `OSError` subclasses (`FileNotFoundError`, ...).
 
 use fucina_gguf::GgufError;
@@ -18,6 +19,7 @@ static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INVALID_ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ARGUMENT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GRAMMAR_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static QUEUE_FULL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type(
     py: Python<'_>,
@@ -88,6 +90,17 @@ pub fn argument_type_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         py.get_type::<PyTypeError>(),
         "ArgumentTypeError",
         "An argument has a type fucina cannot use (the message names it).",
+    )
+}
+
+/// `fucina.QueueFullError`: a scheduler's queue is full (the request was not queued).
+pub fn queue_full_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    builtin_subclass(
+        py,
+        &QUEUE_FULL_ERROR,
+        py.get_type::<pyo3::exceptions::PyRuntimeError>(),
+        "QueueFullError",
+        "A scheduler's queue is full: the request was not queued (retry later).",
     )
 }
 
@@ -163,6 +176,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidArgumentError", invalid_argument_error(py)?)?;
     m.add("ArgumentTypeError", argument_type_error(py)?)?;
     m.add("GrammarError", grammar_error(py)?)?;
+    m.add("QueueFullError", queue_full_error(py)?)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod gguf;
 mod grammar;
 mod llm;
 mod quant;
+mod scheduler;
 mod tokenizer;
 
 use pyo3::prelude::*;
@@ -43,6 +44,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     llm::register(m)?;
     engine::register(m)?;
     tokenizer::register(m)?;
+    scheduler::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

@@ -1,0 +1,181 @@
+"""``POST /v1/chat/completions``: OpenAI chat completions on the scheduler, streamed or not.
+
+The request is checked and rendered exactly as :meth:`fucina.LLM.create_chat_completion` does it
+(:mod:`fucina.chat_completion`: messages, tools offered through the model's template, the call syntax
+it teaches parsed back into ``tool_calls``); the generation runs on the scheduler. A stream sends a
+first ``{"role": "assistant"}`` delta per choice, content deltas as text becomes final (text that may
+start a tool call is held back), one ``tool_calls`` delta with each call whole, a last empty delta
+with ``finish_reason``, an optional usage chunk (``stream_options.include_usage``) and ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from .. import chat_completion as cc
+from ..tool_calls import ToolCallStream, parse_tool_calls
+from .common import ServerState, cached_tokens, completion_budget, gather, sampling_params, stop_list
+from .constraints import response_format_grammar
+from .errors import ApiError, openai_error_body
+from .hub import Choice, Job, Sampling
+from .openai_schema import ChatCompletionRequest, ChatMessage
+from .streaming import EventStream, sse
+
+__all__ = ["router", "chat_messages"]
+
+router = APIRouter()
+
+
+def chat_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """OpenAI messages as the dicts :mod:`fucina.chat_completion` checks (``developer`` is ``system``,
+    the legacy ``function`` role is ``tool``)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        d = m.model_dump(exclude_none=True)
+        d["role"] = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+        out.append(d)
+    return out
+
+
+def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
+    completion = sum(c.completion_tokens for c in choices)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens(choices)},
+    }
+
+
+@router.post("/v1/chat/completions", summary="Create a chat completion (OpenAI)")
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+    st: ServerState = request.app.state.fucina
+    st.check_model(body.model)
+    grammar = response_format_grammar(body.response_format)
+    processors = st.processors(body.model_dump())
+    llm = st.llm
+    msgs = cc._messages(chat_messages(body.messages))
+    tools = cc._tools([t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None, None)
+    choice = cc._tool_choice(
+        body.tool_choice.model_dump() if not isinstance(body.tool_choice, str | None) else body.tool_choice,
+        None,
+        tools,
+    )
+    if body.top_logprobs is not None and not body.logprobs:
+        raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
+    prompt = cc._render(llm, msgs, tools, choice, body.chat_template_kwargs or {})
+    requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    budget = completion_budget(st, len(prompt.ids), requested, param="messages")
+    params = sampling_params(
+        st,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        typical_p=body.typical_p,
+        repeat_penalty=body.repeat_penalty,
+        repeat_last_n=body.repeat_last_n,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        seed=body.seed,
+        logit_bias=body.logit_bias,
+    )
+    # Call markers are often control tokens: render them while calls are parsed.
+    special = prompt.tools is not None
+    settings = Sampling(
+        max_tokens=budget,
+        params=params,
+        stop=stop_list(body.stop),
+        stop_ids=llm.chat_stop_ids,
+        logprobs=n_logprobs,
+        special=special,
+        ignore_eos=body.ignore_eos,
+        processors=processors,
+        grammar=grammar,
+    )
+    job = st.hub.submit([prompt.ids], [settings], n=body.n)
+    meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        chunks = _stream(st, job, prompt, meta, n_logprobs is not None, include_usage)
+        return EventStream(chunks, job.close)
+    choices = await gather(job, request)
+    if choices is None:
+        return Response(status_code=499)
+    out = []
+    for i, c in enumerate(choices):
+        parsed = parse_tool_calls(c.text, prompt.format, tools=prompt.tools) if prompt.tools else None
+        lp = None
+        if n_logprobs is not None:
+            rows = cc._LogprobRows(llm, special)
+            for token, entry in c.logprobs:
+                rows.add(token, entry)
+            lp = rows.take() or {"content": [], "refusal": None}
+        out.append(
+            {
+                "index": i,
+                "message": cc._message(c.text, parsed),
+                "logprobs": lp,
+                "finish_reason": cc._finish(parsed, c.finish_reason),
+            }
+        )
+    return {**meta, "object": "chat.completion", "choices": out, "usage": _usage(len(prompt.ids), choices)}
+
+
+async def _stream(
+    st: ServerState, job: Job, prompt: Any, meta: dict[str, Any], logprobs: bool, include_usage: bool
+) -> AsyncIterator[bytes]:
+    llm = st.llm
+    n = len(job.requests)
+    special = prompt.tools is not None
+    splitters = [ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools else None for _ in range(n)]
+    rows = [cc._LogprobRows(llm, special) if logprobs else None for _ in range(n)]
+    choices = [Choice() for _ in range(n)]
+    extra = {"usage": None} if include_usage else {}
+
+    def chunk(i: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        r = rows[i]
+        lp = r.take() if r is not None else None
+        choice = {"index": i, "delta": delta, "logprobs": lp, "finish_reason": finish}
+        return sse({**meta, "object": "chat.completion.chunk", "choices": [choice], **extra})
+
+    try:
+        for i in range(n):
+            yield chunk(i, {"role": "assistant", "content": ""})
+        async for i, event in job.events():
+            choices[i].add(event)
+            if event[0] == "token":
+                _, token, emitted, text, _, lp, _ = event
+                r = rows[i]
+                if r is not None and emitted and lp is not None:
+                    r.add(token, lp)
+                s = splitters[i]
+                out = s.feed(text) if s is not None else text
+                if out or (r is not None and r.rows):
+                    yield chunk(i, {"content": out})
+            elif event[0] == "finished":
+                parsed = None
+                s = splitters[i]
+                if s is not None:
+                    rest, parsed = s.finish()
+                    if rest:
+                        yield chunk(i, {"content": rest})
+                    if parsed.tool_calls:
+                        deltas = [{"index": k, **call} for k, call in enumerate(parsed.tool_calls)]
+                        yield chunk(i, {"tool_calls": deltas})
+                yield chunk(i, {}, cc._finish(parsed, choices[i].finish_reason))
+        if include_usage:
+            yield sse(
+                {**meta, "object": "chat.completion.chunk", "choices": [], "usage": _usage(len(prompt.ids), choices)}
+            )
+        yield b"data: [DONE]\n\n"
+    except ApiError as e:
+        yield sse(openai_error_body(e.status, e.message, e.param, e.code))
+        yield b"data: [DONE]\n\n"

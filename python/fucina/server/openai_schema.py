@@ -1,0 +1,179 @@
+"""Pydantic models of the OpenAI requests the server takes (they generate its OpenAPI schema).
+
+Field names, types and ranges are OpenAI's; llama.cpp's sampling extensions (``top_k``, ``min_p``,
+``typical_p``, ``repeat_penalty``, ``repeat_last_n``, ``ignore_eos``) and ``chat_template_kwargs`` are
+accepted too,
+as llama.cpp's server accepts them. Unknown fields are ignored (clients send vendor extras). Every
+bound is explicit, so huge numbers, NaN and infinities are 400s naming the field, never a crash.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MAX_INT",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "CompletionRequest",
+    "DetokenizeRequest",
+    "EmbeddingRequest",
+    "ResponseFormat",
+    "StreamOptions",
+    "TokenizeRequest",
+    "Tool",
+]
+
+MAX_INT = 2**31 - 1
+"""Upper bound of count-like fields (max_tokens, ...): any larger number is a 400."""
+_MAX_N = 16
+_MAX_STOPS = 16
+_MAX_TOOLS = 128
+_SEED_MIN = -(2**63)
+_SEED_MAX = 2**64 - 1
+
+
+class Body(BaseModel):
+    """Base of every request model: unknown fields ignored, no NaN or infinity anywhere."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class ToolCallFunction(Body):
+    name: str = Field(max_length=256)
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCall(Body):
+    id: str | None = Field(None, max_length=256)
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class ChatMessage(Body):
+    """One message; ``content`` a string or a list of ``{"type": "text", "text": ...}`` parts."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = Field(None, max_length=256)
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(None, max_length=256)
+
+
+class FunctionDefinition(Body):
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(Body):
+    type: Literal["function"] = "function"
+    function: FunctionDefinition
+
+
+class NamedFunction(Body):
+    name: str = Field(min_length=1, max_length=256)
+
+
+class NamedToolChoice(Body):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
+class JsonSchemaSpec(Body):
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, populate_by_name=True)
+
+
+class ResponseFormat(Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, populate_by_name=True)
+
+
+class StreamOptions(Body):
+    include_usage: bool = False
+
+
+class _Sampling(Body):
+    """Sampling fields shared by chat and text completions."""
+
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    n: int = Field(1, ge=1, le=_MAX_N)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | Annotated[list[str], Field(max_length=_MAX_STOPS)] | None = None
+    seed: int | None = Field(None, ge=_SEED_MIN, le=_SEED_MAX)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = Field(None, max_length=1024)
+    user: str | None = None
+    top_k: int | None = Field(None, ge=0, le=MAX_INT)
+    min_p: float | None = Field(None, ge=0, le=1)
+    typical_p: float | None = Field(None, gt=0, le=1)
+    repeat_penalty: float | None = Field(None, gt=0, le=100)
+    repeat_last_n: int | None = Field(None, ge=-1, le=MAX_INT)
+    ignore_eos: bool = False
+
+
+class ChatCompletionRequest(_Sampling):
+    """``POST /v1/chat/completions``."""
+
+    model: str = Field(max_length=256)
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_INT)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_INT)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = Field(None, max_length=_MAX_TOOLS)
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+class CompletionRequest(_Sampling):
+    """``POST /v1/completions``: ``prompt`` a string, a list of strings, token ids or lists of them."""
+
+    model: str = Field(max_length=256)
+    prompt: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
+    max_tokens: int | None = Field(16, ge=0, le=MAX_INT)
+    logprobs: int | None = Field(None, ge=0, le=5)
+    echo: bool = False
+    best_of: int | None = Field(None, ge=1, le=_MAX_N)
+    suffix: str | None = None
+
+
+class EmbeddingRequest(Body):
+    """``POST /v1/embeddings``."""
+
+    model: str = Field(max_length=256)
+    input: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1, le=MAX_INT)
+    user: str | None = None
+
+
+class TokenizeRequest(Body):
+    """``POST /tokenize`` (llama.cpp's server shape)."""
+
+    content: str
+    add_special: bool = False
+    parse_special: bool = False
+    with_pieces: bool = False
+
+
+class DetokenizeRequest(Body):
+    """``POST /detokenize``."""
+
+    tokens: list[int] = Field(max_length=1_000_000)

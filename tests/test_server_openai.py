@@ -1,0 +1,375 @@
+"""``fucina serve`` through the official ``openai`` client: chat and text completions (plain and
+streamed, the same text both ways), stop sequences, seed reproducibility under concurrent load,
+logprobs, cached prompt tokens, a tool-call round trip on a template with tool syntax (Qwen 2.5's,
+on Gemma's weights with scripted replies), embeddings, models, tokenize, API keys, and error cases
+raising the client's own exception types."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+import fucina
+import fucina.cli
+from fucina.server import ServerConfig
+from serverkit import LiveServer, Processor, live, scripted
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
+N_CTX = 512
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+WEATHER: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def server(gemma_path: Path) -> Iterator[LiveServer]:
+    with live(ServerConfig(model=gemma_path, parallel=4, ctx_size=N_CTX, threads=2)) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+class Script:
+    """The reply the tool server's next request is forced to give (and the prompt it saw)."""
+
+    def __init__(self, llm: fucina.LLM) -> None:
+        self.llm = llm
+        self.reply: str | None = None
+        self.seen: dict[str, Any] = {}
+
+    def processors(self, body: Any) -> list[Processor]:
+        if self.reply is None:
+            return []
+        force, self.seen = scripted(self.llm, self.reply)
+        return [force]
+
+    def prompt_text(self) -> str:
+        return self.llm.detokenize(self.seen["prompt"], special=True)
+
+
+@pytest.fixture(scope="module")
+def tool_server(gemma_path: Path) -> Iterator[tuple[LiveServer, Script]]:
+    source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text("utf-8")
+    llm = fucina.LLM(gemma_path, n_ctx=N_CTX, n_threads=2, chat_template=source)
+    script = Script(llm)
+    with live(ServerConfig(parallel=2, ctx_size=N_CTX), llm=llm, processors=script.processors) as s:
+        yield s, script
+
+
+def chat(client: openai.OpenAI, model: str, content: str, **kw: Any) -> Any:
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}], **kw)
+
+
+def test_models_are_listed(client: openai.OpenAI, server: LiveServer) -> None:
+    models = client.models.list().data
+    assert [m.id for m in models] == [server.model_id]
+    assert client.models.retrieve(server.model_id).id == server.model_id
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
+def test_chat_plain_and_streamed_give_the_same_text(client: openai.OpenAI, server: LiveServer) -> None:
+    r = chat(client, server.model_id, "Name three colours.", max_tokens=12, temperature=0)
+    choice = r.choices[0]
+    assert r.object == "chat.completion" and choice.message.role == "assistant"
+    assert choice.finish_reason in ("stop", "length") and choice.message.content
+    assert 0 < r.usage.completion_tokens <= 12 and r.usage.prompt_tokens > 5
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    stream = chat(
+        client,
+        server.model_id,
+        "Name three colours.",
+        max_tokens=12,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == choice.message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [choice.finish_reason]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert usage.completion_tokens == r.usage.completion_tokens
+    # The same prompt again: all of it but its last token comes from the prefix cache.
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
+
+
+def test_text_completions_plain_streamed_and_with_logprobs(client: openai.OpenAI, server: LiveServer) -> None:
+    kw: dict[str, Any] = {"model": server.model_id, "prompt": "The capital of France is", "max_tokens": 8}
+    r = client.completions.create(temperature=0, logprobs=2, **kw)
+    choice = r.choices[0]
+    assert r.object == "text_completion" and choice.text
+    lp = choice.logprobs
+    assert lp is not None and len(lp.tokens or []) == r.usage.completion_tokens
+    assert all(len(t) == 2 for t in lp.top_logprobs or [])
+    assert all(v is not None and v <= 0 for v in lp.token_logprobs or [])
+    assert "".join(lp.tokens or []) == choice.text
+    streamed = "".join(c.choices[0].text for c in client.completions.create(temperature=0, stream=True, **kw))
+    assert streamed == choice.text
+    echo = client.completions.create(temperature=0, echo=True, **kw)
+    assert echo.choices[0].text == "The capital of France is" + choice.text
+    # A batch of prompts, two choices each (index prompt * n + j).
+    batch = client.completions.create(
+        model=server.model_id, prompt=["One, two,", "Red, green,"], max_tokens=3, n=2, temperature=0
+    )
+    assert [c.index for c in batch.choices] == [0, 1, 2, 3]
+    assert batch.choices[0].text == batch.choices[1].text
+
+
+def test_stop_sequences_end_the_text_before_them(client: openai.OpenAI, server: LiveServer) -> None:
+    prompt = "Write a list of fruits: apple, banana,"
+    full = client.completions.create(model=server.model_id, prompt=prompt, max_tokens=24, temperature=0)
+    text = full.choices[0].text
+    words = [w for w in text.split() if len(w) >= 3]
+    assert len(words) >= 2, text
+    stop = words[1]
+    cut = text.index(stop)
+    r = client.completions.create(model=server.model_id, prompt=prompt, max_tokens=24, temperature=0, stop=[stop])
+    assert r.choices[0].text == text[:cut] and r.choices[0].finish_reason == "stop"
+    c = chat(client, server.model_id, "Count from one to ten in words.", max_tokens=24, temperature=0)
+    reply = c.choices[0].message.content or ""
+    if len(reply) > 4:
+        stop = reply[len(reply) // 2 : len(reply) // 2 + 2]
+        cut = reply.index(stop)
+        s = chat(client, server.model_id, "Count from one to ten in words.", max_tokens=24, temperature=0, stop=stop)
+        assert s.choices[0].message.content == reply[:cut] and s.choices[0].finish_reason == "stop"
+
+
+def test_a_seed_reproduces_a_sampled_completion_whatever_else_runs(client: openai.OpenAI, server: LiveServer) -> None:
+    kw: dict[str, Any] = {"max_tokens": 10, "temperature": 1.0, "top_p": 1.0, "seed": 1234, "n": 2}
+    first = chat(client, server.model_id, "Tell me a story.", **kw)
+    texts = [c.message.content for c in first.choices]
+
+    def other(i: int) -> str:
+        r = client.completions.create(model=server.model_id, prompt=f"Noise {i}:", max_tokens=10, temperature=1)
+        return r.choices[0].text
+
+    with ThreadPoolExecutor(4) as pool:
+        noise = [pool.submit(other, i) for i in range(3)]
+        again = pool.submit(lambda: chat(client, server.model_id, "Tell me a story.", **kw))
+        assert [c.message.content for c in again.result().choices] == texts
+        for f in noise:
+            f.result()
+    outcomes = {
+        chat(client, server.model_id, "Tell me a story.", **{**kw, "n": 1, "seed": s}).choices[0].message.content
+        for s in (1, 2, 3)
+    }
+    assert len(outcomes) > 1
+
+
+def test_chat_logprobs(client: openai.OpenAI, server: LiveServer) -> None:
+    r = chat(client, server.model_id, "Hello!", max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for entry in content:
+        assert entry.logprob <= 0 and len(entry.top_logprobs) == 3
+        # Greedy: the chosen token is the most likely one.
+        assert math.isclose(entry.top_logprobs[0].logprob, entry.logprob, rel_tol=1e-5, abs_tol=1e-6)
+
+
+def test_tool_call_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
+    server, script = tool_server
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    script.reply = CALL
+    r = client.chat.completions.create(model=server.model_id, messages=ASK, tools=WEATHER, max_tokens=64)  # type: ignore[arg-type]
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls or []
+    assert call.type == "function" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    assert "<tools>" in script.prompt_text() and '"name": "get_weather"' in script.prompt_text()
+    # The result goes back as a tool message; the template renders it for the model.
+    history: list[Any] = [
+        *ASK,
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'},
+    ]
+    script.reply = "It is 21 degrees in Paris."
+    r2 = client.chat.completions.create(model=server.model_id, messages=history, tools=WEATHER, max_tokens=32)  # type: ignore[arg-type]
+    assert r2.choices[0].message.content == "It is 21 degrees in Paris."
+    assert r2.choices[0].finish_reason == "stop"
+    assert '<tool_response>\n{"temperature": 21}\n</tool_response>' in script.prompt_text()
+    # Streamed: the call arrives whole in one tool_calls delta.
+    script.reply = CALL
+    stream: Any = client.chat.completions.create(
+        model=server.model_id,
+        messages=ASK,  # type: ignore[arg-type]
+        tools=WEATHER,  # type: ignore[arg-type]
+        max_tokens=64,
+        stream=True,
+    )
+    chunks = list(stream)
+    deltas = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert [d.function.name for d in deltas if d.function] == ["get_weather"]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    script.reply = None
+
+
+def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:
+    r = client.embeddings.create(model=server.model_id, input=["The cat sat.", "Quarks and gluons."])
+    assert [d.index for d in r.data] == [0, 1]
+    for d in r.data:
+        assert len(d.embedding) == 640
+        assert math.isclose(math.sqrt(sum(v * v for v in d.embedding)), 1.0, rel_tol=1e-4)
+    again = client.embeddings.create(model=server.model_id, input="The cat sat.", encoding_format="float")
+    assert again.data[0].embedding == pytest.approx(r.data[0].embedding, abs=1e-6)
+    assert r.usage.prompt_tokens > 4
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
+        client.embeddings.create(model=server.model_id, input="x", dimensions=3)
+
+
+def test_tokenize_detokenize_health_and_metrics(server: LiveServer) -> None:
+    ids = httpx.post(f"{server.url}/tokenize", json={"content": "Hello world"}).json()["tokens"]
+    assert ids and all(isinstance(t, int) for t in ids)
+    text = httpx.post(f"{server.url}/detokenize", json={"tokens": ids}).json()["content"]
+    assert text == "Hello world"
+    pieces = httpx.post(f"{server.url}/tokenize", json={"content": "Hi", "with_pieces": True}).json()["tokens"]
+    assert "".join(p["piece"] for p in pieces) == "Hi"
+    assert httpx.post(f"{server.url}/detokenize", json={"tokens": [-1]}).status_code == 400
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+    m = server.metrics()
+    assert m["slots_total"] == 4 and m["requests_completed_total"] > 0
+    assert 0 < m["prefix_cache_hit_rate"] <= 1
+    assert m["generated_tokens_total"] > 0 and m["generated_tokens_per_second"] > 0
+
+
+def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server: LiveServer) -> None:
+    model = server.model_id
+    with pytest.raises(openai.NotFoundError) as e:
+        chat(client, "no-such-model", "Hi", max_tokens=2)
+    assert e.value.body["param"] == "model"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        chat(client, model, "Hi", max_tokens=2, temperature=5)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        chat(client, model, "Hi", max_tokens=2, top_logprobs=50, logprobs=True)
+    with pytest.raises(openai.BadRequestError, match="n"):
+        chat(client, model, "Hi", max_tokens=2, n=0)
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        chat(client, model, "Hi", max_tokens=2, logit_bias={"999999999": 1})
+    with pytest.raises(openai.BadRequestError, match="stop"):
+        chat(client, model, "Hi", max_tokens=2, stop=[""])
+    wizard: Any = [{"role": "wizard", "content": "x"}]
+    with pytest.raises(openai.BadRequestError, match=r"messages\[0\].role"):
+        client.chat.completions.create(model=model, messages=wizard)
+    with pytest.raises(openai.BadRequestError) as too_long:
+        chat(client, model, "word " * (N_CTX + 10), max_tokens=2)
+    assert too_long.value.code == "context_length_exceeded"
+    assert f"maximum context length is {N_CTX}" in too_long.value.message
+    with pytest.raises(openai.BadRequestError) as too_many:
+        chat(client, model, "Hi", max_tokens=N_CTX)
+    assert too_many.value.code == "context_length_exceeded" and too_many.value.param == "max_tokens"
+    with pytest.raises(openai.BadRequestError, match="uniqueItems") as bad_schema:
+        chat(
+            client,
+            model,
+            "Hi",
+            max_tokens=2,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}},
+            },
+        )
+    assert bad_schema.value.param == "response_format"
+    with pytest.raises(openai.BadRequestError, match="prompt"):
+        client.completions.create(model=model, prompt=[[2, 99_999_999]], max_tokens=2)
+
+
+def test_a_json_schema_response_validates(client: openai.OpenAI, server: LiveServer) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 24},
+            "population": {"type": "integer", "minimum": 0},
+            "tags": {"type": "array", "items": {"enum": ["big", "old", "coastal"]}, "maxItems": 2},
+        },
+        "required": ["city", "population", "tags"],
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}}
+    for seed in (1, 2):
+        r = chat(
+            client,
+            server.model_id,
+            "Describe a city as JSON.",
+            max_tokens=120,
+            temperature=0.7,
+            seed=seed,
+            response_format=fmt,
+        )
+        assert r.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(r.choices[0].message.content or ""), schema)
+    r = chat(client, server.model_id, "A JSON object, please.", max_tokens=60, response_format={"type": "json_object"})
+    text = r.choices[0].message.content or ""
+    assert text.startswith("{")
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(text), dict)
+
+
+def test_an_api_key_guards_every_route_but_health(gemma_path: Path) -> None:
+    with live(ServerConfig(model=gemma_path, parallel=1, ctx_size=128, api_key="s3cret")) as s:
+        bad = openai.OpenAI(base_url=f"{s.url}/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            bad.models.list()
+        assert httpx.get(f"{s.url}/metrics").status_code == 401
+        assert httpx.get(f"{s.url}/health").status_code == 200
+        good = openai.OpenAI(base_url=f"{s.url}/v1", api_key="s3cret", max_retries=0)
+        assert good.models.list().data[0].id == s.model_id
+        assert httpx.get(f"{s.url}/v1/models", headers={"x-api-key": "s3cret"}).status_code == 200
+
+
+def test_a_full_queue_is_a_429_and_the_server_recovers(gemma_path: Path) -> None:
+    with live(ServerConfig(model=gemma_path, parallel=1, ctx_size=256, max_queue=1)) as s:
+        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        body = {"model": s.model_id, "prompt": "Go:", "max_tokens": 200, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", f"{s.url}/v1/completions", json=body, timeout=300) as running:
+            lines = running.iter_lines()  # kept: dropping the iterator would hang up
+            while not next(lines).startswith("data: "):
+                pass
+            # The only slot is busy; a second request waits in the one-place queue...
+            with httpx.stream("POST", f"{s.url}/v1/completions", json=body, timeout=300):
+                deadline = time.monotonic() + 60
+                while s.metrics()["queue_depth"] < 1:
+                    assert time.monotonic() < deadline, s.metrics()
+                # ...and a third is refused, with OpenAI's rate-limit error.
+                with pytest.raises(openai.RateLimitError) as e:
+                    client.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+                assert e.value.code == "queue_full"
+        assert s.metrics()["requests_rejected_total"] == 1
+        # Both hung up: once the server has seen it, their slot and queue place are free again.
+        deadline = time.monotonic() + 60
+        while (m := s.metrics())["queue_depth"] or m["slots_busy"]:
+            assert time.monotonic() < deadline, m
+        r = client.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+        assert r.choices[0].finish_reason in ("stop", "length")
+
+
+def test_serve_rejects_bad_settings_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert fucina.cli.main(["serve", "--parallel", "0"]) == 1
+    assert "parallel must be a positive int" in capsys.readouterr().err
+    assert fucina.cli.main(["serve", "--ctx-size", "-5"]) == 1
+    assert "ctx_size" in capsys.readouterr().err
