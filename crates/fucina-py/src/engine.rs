@@ -9,7 +9,7 @@
 //! what the sampler sees. Without processors the loop never touches Python.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use fucina_engine::{EngineError, Generation, GenerationOptions, SeqPool, SpecOptions};
 use fucina_model::KvDtype;
@@ -21,7 +21,7 @@ use pyo3::types::PyList;
 
 use crate::conversation::PyConversation;
 use crate::errors::{fucina_error, raise, value_err};
-use crate::grammar::{grammar_error, PyGrammar};
+use crate::grammar::{grammar_error, LazyCompiler, PyGrammar};
 use crate::llm::{model_err, PyModel};
 use crate::tokenizer::PyTokenizer;
 
@@ -54,21 +54,7 @@ pub struct PyEngine {
     pub(crate) pool: Mutex<SeqPool>,
     tokenizer: PyTokenizer,
     n_vocab: usize,
-    /// Built on the first constrained generation (a trie over the whole vocabulary).
-    grammars: OnceLock<Result<Arc<fucina_grammar::GrammarCompiler>, String>>,
-}
-
-impl PyEngine {
-    fn grammar_compiler(&self) -> PyResult<Arc<fucina_grammar::GrammarCompiler>> {
-        self.grammars
-            .get_or_init(|| {
-                fucina_grammar::GrammarCompiler::new(Arc::clone(self.tokenizer.arc()), self.n_vocab)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            })
-            .clone()
-            .map_err(crate::errors::grammar_err)
-    }
+    grammars: LazyCompiler,
 }
 
 #[pymethods]
@@ -93,7 +79,7 @@ impl PyEngine {
             pool: Mutex::new(pool),
             tokenizer: tokenizer.clone(),
             n_vocab: model.inner.config().n_vocab,
-            grammars: OnceLock::new(),
+            grammars: LazyCompiler::default(),
         })
     }
 
@@ -224,11 +210,9 @@ impl PyEngine {
         let mut constraints: Vec<Box<dyn LogitProcessor>> = Vec::new();
         let mut grammar_stats = None;
         if let Some(g) = &grammar {
-            let compiler = py.detach(|| this.grammar_compiler())?;
-            let inner = &g.inner;
-            let c = py
-                .detach(|| compiler.compile(inner))
-                .map_err(grammar_error)?;
+            let c = this
+                .grammars
+                .constraint(py, this.tokenizer.arc(), this.n_vocab, g)?;
             grammar_stats = Some(c.stats_handle());
             constraints.push(Box::new(c));
         }
@@ -269,7 +253,7 @@ impl PyEngine {
     /// Compile `grammar` against this model's vocabulary without generating (raises
     /// `GrammarError` naming what is wrong).
     fn check_grammar(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<()> {
-        let compiler = py.detach(|| self.grammar_compiler())?;
+        let compiler = self.grammars.get(py, self.tokenizer.arc(), self.n_vocab)?;
         let inner = &grammar.inner;
         py.detach(|| compiler.check(inner)).map_err(grammar_error)
     }

@@ -3,7 +3,7 @@
 //! `GrammarCompiler` / `GrammarMatcher` for callers that run their own sampling loop
 //! (and for the mask-time benchmark on vocabularies without a model).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fucina_grammar::{Constraint, Grammar, GrammarCompiler, GrammarError};
 use fucina_sample::LogitProcessor;
@@ -13,6 +13,45 @@ use pyo3::prelude::*;
 use crate::engine::lock;
 use crate::errors::grammar_err;
 use crate::tokenizer::PyTokenizer;
+
+/// A model's grammar compiler, built on the first constrained request (building it
+/// indexes the whole vocabulary), shared by every later one.
+#[derive(Default)]
+pub(crate) struct LazyCompiler(OnceLock<Result<Arc<GrammarCompiler>, String>>);
+
+impl LazyCompiler {
+    /// The compiler (built now if this is the first use; GIL released).
+    pub(crate) fn get(
+        &self,
+        py: Python<'_>,
+        tokenizer: &Arc<fucina_tokenizer::Tokenizer>,
+        n_vocab: usize,
+    ) -> PyResult<Arc<GrammarCompiler>> {
+        py.detach(|| {
+            self.0
+                .get_or_init(|| {
+                    GrammarCompiler::new(Arc::clone(tokenizer), n_vocab)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                })
+                .clone()
+        })
+        .map_err(grammar_err)
+    }
+
+    /// A fresh constraint following `grammar`, for one generation.
+    pub(crate) fn constraint(
+        &self,
+        py: Python<'_>,
+        tokenizer: &Arc<fucina_tokenizer::Tokenizer>,
+        n_vocab: usize,
+        grammar: &PyGrammar,
+    ) -> PyResult<Constraint> {
+        let compiler = self.get(py, tokenizer, n_vocab)?;
+        let g = &grammar.inner;
+        py.detach(|| compiler.compile(g)).map_err(grammar_error)
+    }
+}
 
 /// A grammar error as `fucina.GrammarError`.
 pub(crate) fn grammar_error(e: GrammarError) -> PyErr {

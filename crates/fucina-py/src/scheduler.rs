@@ -64,8 +64,7 @@ pub struct PyScheduler {
     inner: Scheduler,
     tokenizer: Arc<fucina_tokenizer::Tokenizer>,
     n_vocab: usize,
-    /// Built on the first constrained request (a trie over the whole vocabulary).
-    grammars: std::sync::OnceLock<Result<Arc<fucina_grammar::GrammarCompiler>, String>>,
+    grammars: crate::grammar::LazyCompiler,
 }
 
 #[pymethods]
@@ -108,7 +107,7 @@ impl PyScheduler {
             inner,
             tokenizer: t,
             n_vocab,
-            grammars: std::sync::OnceLock::new(),
+            grammars: Default::default(),
         })
     }
 
@@ -152,24 +151,9 @@ impl PyScheduler {
     ) -> PyResult<PyScheduledRequest> {
         let mut procs: Vec<Box<dyn LogitProcessor>> = Vec::with_capacity(processors.len() + 1);
         if let Some(g) = &grammar {
-            let compiler = py
-                .detach(|| {
-                    self.grammars
-                        .get_or_init(|| {
-                            fucina_grammar::GrammarCompiler::new(
-                                Arc::clone(&self.tokenizer),
-                                self.n_vocab,
-                            )
-                            .map(Arc::new)
-                            .map_err(|e| e.to_string())
-                        })
-                        .clone()
-                })
-                .map_err(crate::errors::grammar_err)?;
-            let inner = &g.inner;
-            let c = py
-                .detach(|| compiler.compile(inner))
-                .map_err(crate::grammar::grammar_error)?;
+            let c = self
+                .grammars
+                .constraint(py, &self.tokenizer, self.n_vocab, g)?;
             procs.push(Box::new(c));
         }
         for f in processors {
