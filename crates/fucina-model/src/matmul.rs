@@ -371,7 +371,14 @@ impl<'a> Plan<'a> {
         let entry = *w.dot();
         // Enough chunks to balance threads, each big enough to amortise the hand-out,
         // in whole weight tiles.
-        let n_chunks = (rows / 16).clamp(1, threads * 8);
+        // A multi-row packed kernel prepares the activations once per chunk: fewer,
+        // larger chunks.
+        let gemm = m > 1 && w.packed().is_some_and(|p| p.has_gemm());
+        let n_chunks = if gemm {
+            (rows / 64).clamp(1, threads * 8)
+        } else {
+            (rows / 16).clamp(1, threads * 8)
+        };
         let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
         let single = TileDot::new(&entry);
         // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
@@ -441,6 +448,11 @@ impl<'a> Plan<'a> {
                 // batches: a register tile of weight rows × up to ROW_TILE rows.
                 let (row_tile, w_tile) = if s1 - s0 == 1 {
                     (1, W_DECODE)
+                } else if p.has_gemm() {
+                    // As many weight rows per call as the buffer holds for up to 64
+                    // activation rows: the kernel prepares the activations once per call.
+                    let row_tile = (s1 - s0).clamp(1, 64);
+                    (row_tile, (vals.len() / row_tile) / 8 * 8)
                 } else {
                     (ROW_TILE, p.weights_per_call())
                 };

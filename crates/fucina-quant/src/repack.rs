@@ -221,6 +221,10 @@ fn q4_k_kernels(entry: &DotEntry) -> Option<(PackedFn, PackedFn)> {
 /// `groups` = whole groups of `nb` blocks, `act` = one activation row,
 /// `out[8g + r]` = row `r` of group `g`.
 pub(crate) type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]);
+/// The multi-row form of a [`GemvFn`]: `out[t * n + i]` = row `i` of the groups
+/// (`n = 8 · groups`) against activation row `t` (`acts[t * stride..]`), for every
+/// `t < out.len() / n`; per output bitwise the GEMV's result.
+pub(crate) type GemmFn = fn(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]);
 /// Row-major bytes of packed rows `first..` into `dst` (whole rows).
 type UnpackFn = fn(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]);
 
@@ -231,7 +235,12 @@ enum Layout {
     Q4K { single: PackedFn, pairs: PackedFn },
     /// Q8_0 or Q6_K: the single-row order only (other orders read unpacked rows).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Rows { gemv: GemvFn, unpack: UnpackFn },
+    Rows {
+        gemv: GemvFn,
+        /// Several activation rows at once (else the GEMV once per row).
+        gemm: Option<GemmFn>,
+        unpack: UnpackFn,
+    },
 }
 
 /// The packed layout of `entry`'s type and ISA, if there is one.
@@ -243,11 +252,13 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q8_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
+            gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
             unpack: q8_0::unpack_rows_q8_0,
         }),
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
+            gemm: None,
             unpack: |packed, cols, first, dst| {
                 let n = dst.len() / (cols / 256 * q6_k::Q6_K_BLOCK);
                 q6_k::unpack_rows_q6_k(packed, cols, first, n, dst)
@@ -383,13 +394,24 @@ impl Packed {
     }
 
     /// Weight rows worth passing per [`Packed::dots`] call with several activation
-    /// rows: 16 for Q4_K on AVX-512 (two groups per 512-bit register), else 8.
+    /// rows: 64 (or more) for layouts with a multi-row kernel ([`Packed::has_gemm`]: it
+    /// prepares the activation blocks once per call), 16 for Q4_K on AVX-512 (two groups per 512-bit register), else 8.
     pub fn weights_per_call(&self) -> usize {
-        if self.wide && self.ty == GgmlType::Q4_K {
+        if self.has_gemm() {
+            // The multi-row kernel prepares the activation blocks once per call.
+            64
+        } else if self.wide && self.ty == GgmlType::Q4_K {
             16
         } else {
             8
         }
+    }
+
+    /// Whether several activation rows go through one multi-row kernel (each weight
+    /// block loaded once for several rows, the activation blocks prepared once per
+    /// call) rather than a GEMV per row.
+    pub fn has_gemm(&self) -> bool {
+        matches!(self.layout, Layout::Rows { gemm: Some(_), .. })
     }
 
     /// `out[t * n + i]` = dot of weight row `rows.start + i` with activation row `t`
@@ -450,12 +472,22 @@ impl Packed {
                     &mut out[..nt * n],
                 );
             }
-            Layout::Rows { gemv, .. } => {
+            Layout::Rows { gemv, gemm, .. } => {
                 assert!(
                     order == Q4KOrder::Single,
                     "packed {}: no {order:?} order",
                     self.ty
                 );
+                if let Some(gemm) = gemm.filter(|_| nt > 1) {
+                    gemm(
+                        groups,
+                        self.nb,
+                        &acts[..nt * stride],
+                        stride,
+                        &mut out[..nt * n],
+                    );
+                    return;
+                }
                 for (t, out) in out[..nt * n].chunks_exact_mut(n).enumerate() {
                     gemv(
                         groups,

@@ -55,7 +55,7 @@ fn legacy_tile<const W: usize, const N: usize>(
     let nb = a.iter().fold(nb, |n, y| n.min(y.len() / 34));
     let offv = _mm512_set1_epi8(off);
     for b in 0..nb {
-        if N == 1 {
+        if N < R {
             prefetch_next_tile(w, ts, b);
         }
         let mut q = [_mm512_setzero_si512(); W];
@@ -444,8 +444,15 @@ fn q6_k_q8_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
         },
         // One activation row: the single-row form per weight row measures faster than
         // the 8-row `q6_k_cols` (67 vs 72 GMAC/s single-thread, L2-resident rows).
-        |w: &[&[u8]; 8], a| [w.map(|x| q6_k_dot(x, a[0]))],
+        |w: &[&[u8]; 8], a, out| match a {
+            [a] => out[..8].copy_from_slice(&w.map(|x| q6_k_dot(x, a))),
+            _ => super::gemm_blocks::part_rows!(a, out, |aa| rows_tile(w, &aa, |x, a| q6_k_rows(
+                x, a
+            ))),
+        },
         |w, a| q6_k_rows(w[0], a).map(|v| [v]),
-        |w, a| [[q6_k_rows::<1>(w[0], a)[0]]],
+        |w: &[&[u8]; 1], a, out| {
+            super::gemm_blocks::part_rows!(a, out, |aa| rows_tile(w, &aa, |x, a| q6_k_rows(x, a)))
+        },
     )
 }

@@ -46,7 +46,7 @@ macro_rules! gemm_kernels {
             let nb = w.iter().fold(usize::MAX, |n, x| n.min(x.len() / ts));
             let nb = a.iter().fold(nb, |n, y| n.min(y.len() / 34));
             for b in 0..nb {
-                if N == 1 {
+                if N < R {
                     prefetch_next_tile(w, ts, b);
                 }
                 let mut q = [_mm256_setzero_si256(); W];
@@ -79,7 +79,8 @@ macro_rules! gemm_kernels {
             out
         }
 
-        /// For one activation row (decode, weights streamed from memory once): at block
+        /// For fewer activation rows than a full tile (decode, a verify batch: weights
+        /// streamed from memory, little work per byte): at block
         /// `b`, prefetch the `b`-th `W·ts` bytes past the end of the last weight row,
         /// i.e. the next tile's rows when the matrix's rows are contiguous (they are in
         /// a GGUF tensor). A tile reads its short rows as `W` interleaved streams, which
@@ -293,8 +294,11 @@ macro_rules! gemm_kernels {
 
         /// Drive a tile kernel over `ws.len()` weight rows × every activation row:
         /// `out[t * ws.len() + i]` = dot of `ws[i]` with activation row `t`
-        /// (`acts[t * stride..(t + 1) * stride]`); `TW × TN` tiles, remainders as
-        /// `TW × 1`, `1 × TN` and `1 × 1` tiles.
+        /// (`acts[t * stride..(t + 1) * stride]`); `TW × TN` tiles, the last weight rows
+        /// as `1 × TN` tiles, and the last `n < TN` activation rows in one tile of `n`
+        /// rows (`w_part` / `one_part`: `n` rows, outputs `n × TW` / `n × 1` row-major),
+        /// so every weight block is decoded once per `TN` activation rows and once more
+        /// for the rest (a verify batch of 5 rows is one tile, not 5 passes).
         #[target_feature(enable = $feat)]
         #[inline]
         #[allow(clippy::too_many_arguments)] // the four tile shapes, monomorphised
@@ -304,9 +308,9 @@ macro_rules! gemm_kernels {
             stride: usize,
             out: &mut [f32],
             full: impl Fn(&[&[u8]; TW], &[&[u8]; TN]) -> [[f32; TW];TN],
-            w_col: impl Fn(&[&[u8]; TW], &[&[u8]; 1]) -> [[f32; TW]; 1],
+            w_part: impl Fn(&[&[u8]; TW], &[&[u8]], &mut [f32]),
             a_row: impl Fn(&[&[u8]; 1], &[&[u8]; TN]) -> [[f32; 1];TN],
-            one: impl Fn(&[&[u8]; 1], &[&[u8]; 1]) -> [[f32; 1]; 1],
+            one_part: impl Fn(&[&[u8]; 1], &[&[u8]], &mut [f32]),
         ) {
             let nw = ws.len();
             let nt = if nw == 0 { 0 } else { out.len() / nw };
@@ -317,29 +321,34 @@ macro_rules! gemm_kernels {
                     out[o..o + width].copy_from_slice(v);
                 }
             };
+            let full_rows = nt - nt % TN;
+            let rest: [&[u8]; TN] = core::array::from_fn(|t| act(full_rows + t));
+            let rest = &rest[..nt - full_rows];
+            let mut part = [[0f32; TW]; 8];
+            let part = part.as_flattened_mut();
             let mut w0 = 0;
             while w0 + TW <= nw {
                 let wa: [&[u8]; TW] = core::array::from_fn(|i| ws[w0 + i]);
-                let mut t0 = 0;
-                while t0 + TN <= nt {
+                for t0 in (0..full_rows).step_by(TN) {
                     let aa: [&[u8]; TN] = core::array::from_fn(|t| act(t0 + t));
                     store(t0, w0, full(&wa, &aa).as_flattened(), TW);
-                    t0 += TN;
                 }
-                for t in t0..nt {
-                    store(t, w0, w_col(&wa, &[act(t)]).as_flattened(), TW);
+                if !rest.is_empty() {
+                    let vals = &mut part[..rest.len() * TW];
+                    w_part(&wa, rest, vals);
+                    store(full_rows, w0, vals, TW);
                 }
                 w0 += TW;
             }
             for (i, &x) in ws.iter().enumerate().skip(w0) {
-                let mut t0 = 0;
-                while t0 + TN <= nt {
+                for t0 in (0..full_rows).step_by(TN) {
                     let aa: [&[u8]; TN] = core::array::from_fn(|t| act(t0 + t));
                     store(t0, i, a_row(&[x], &aa).as_flattened(), 1);
-                    t0 += TN;
                 }
-                for t in t0..nt {
-                    store(t, i, one(&[x], &[act(t)]).as_flattened(), 1);
+                if !rest.is_empty() {
+                    let vals = &mut part[..rest.len()];
+                    one_part(&[x], rest, vals);
+                    store(full_rows, i, vals, 1);
                 }
             }
         }
@@ -371,9 +380,9 @@ macro_rules! gemm_kernels {
                         stride,
                         out,
                         |w, a| $tile::<WR, R>(w, a),
-                        |w, a| $tile::<WR, 1>(w, a),
+                        |w, a, out| crate::arch::x86_64::gemm_blocks::part_rows!(a, out, |aa| $tile(w, &aa)),
                         |w, a| $tile::<1, R>(w, a),
-                        |w, a| $tile::<1, 1>(w, a),
+                        |w, a, out| crate::arch::x86_64::gemm_blocks::part_rows!(a, out, |aa| $tile(w, &aa)),
                     )
                 }
             };
@@ -386,9 +395,13 @@ macro_rules! gemm_kernels {
                         stride,
                         out,
                         |w: &[&[u8]; 1], a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
-                        |w, a| rows_tile(w, a, |x, a| $kernel::<1>(x, a)),
+                        |w: &[&[u8]; 1], a, out| crate::arch::x86_64::gemm_blocks::part_rows!(
+                            a, out, |aa| rows_tile(w, &aa, |x, a| $kernel(x, a))
+                        ),
                         |w, a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
-                        |w, a| rows_tile(w, a, |x, a| $kernel::<1>(x, a)),
+                        |w, a, out| crate::arch::x86_64::gemm_blocks::part_rows!(
+                            a, out, |aa| rows_tile(w, &aa, |x, a| $kernel(x, a))
+                        ),
                     )
                 }
             };
@@ -438,3 +451,33 @@ macro_rules! gemm_kernels {
 }
 
 pub(crate) use gemm_kernels;
+
+/// Run a tile call on the `n = a.len()` (1..=7) activation rows `a` as one tile of
+/// exactly `n` rows (`|aa| call`, `aa: [&[u8]; n]`, the tile's `N` inferred from it)
+/// and copy its `[[f32; W]; n]` result into `out` row-major.
+macro_rules! part_rows {
+    ($a:expr, $out:expr, |$aa:ident| $call:expr) => {{
+        let a: &[&[u8]] = $a;
+        let out: &mut [f32] = $out;
+        macro_rules! arm {
+            ($n:literal) => {{
+                let $aa: [&[u8]; $n] = core::array::from_fn(|t| a[t]);
+                let r = $call;
+                let f = r.as_flattened();
+                out[..f.len()].copy_from_slice(f);
+            }};
+        }
+        match a.len() {
+            1 => arm!(1),
+            2 => arm!(2),
+            3 => arm!(3),
+            4 => arm!(4),
+            5 => arm!(5),
+            6 => arm!(6),
+            7 => arm!(7),
+            n => unreachable!("a partial tile of {n} activation rows"),
+        }
+    }};
+}
+
+pub(crate) use part_rows;

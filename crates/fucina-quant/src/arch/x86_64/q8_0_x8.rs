@@ -20,19 +20,27 @@ use crate::repack::q8_0::{BLOCK, GROUP_BLOCK, GROUP_ROWS};
 /// (4 KiB: 36, 16 KiB: 36).
 const PREFETCH: usize = 8192;
 
-use crate::repack::GemvFn;
+use crate::repack::{GemmFn, GemvFn};
 
 /// The kernel, if this CPU has its features (AVX-512 F/BW/VL/DQ + VNNI, F16C, FMA).
 pub(crate) fn kernel() -> Option<GemvFn> {
-    let ok = is_x86_feature_detected!("avx512f")
+    features().then_some(gemv as GemvFn)
+}
+
+/// The multi-row kernel ([`GemmFn`]), if this CPU has its features (those of [`kernel`]).
+pub(crate) fn gemm_kernel() -> Option<GemmFn> {
+    features().then_some(gemm as GemmFn)
+}
+
+fn features() -> bool {
+    is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
         && is_x86_feature_detected!("avx512dq")
         && is_x86_feature_detected!("avx512vnni")
         && is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c");
-    ok.then_some(gemv as GemvFn)
+        && is_x86_feature_detected!("f16c")
 }
 
 fn gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
@@ -118,4 +126,143 @@ fn gemv_groups(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             out[2 * k + 1] = two[1];
         }
     }
+}
+
+/// Activation rows per register tile of [`gemm_tile`] (4 accumulators each).
+const GEMM_ROWS: usize = 4;
+
+/// `out[t * n + i]` = dot of packed row `i` with activation row `t`
+/// (`acts[t * stride..]`), `n = 8 · groups`: the GEMV's arithmetic per output, with
+/// each weight block loaded once per [`GEMM_ROWS`] activation rows.
+fn gemm(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]) {
+    let gs = nb * GROUP_BLOCK;
+    assert!(
+        nb > 0 && !groups.is_empty() && groups.len().is_multiple_of(gs),
+        "packed Q8_0 GEMM: {} bytes of groups of {nb} blocks",
+        groups.len()
+    );
+    let n = groups.len() / gs * GROUP_ROWS;
+    let nt = out.len() / n;
+    assert!(
+        out.len() == nt * n && stride >= nb * BLOCK && acts.len() >= nt * stride,
+        "packed Q8_0 GEMM: {} outputs for {n} rows, {} activation bytes of stride {stride}",
+        out.len(),
+        acts.len()
+    );
+    // SAFETY: `gemm_kernel` hands this function out only after detecting every feature
+    // in `gemm_rows`' `#[target_feature]` set.
+    unsafe { gemm_rows(groups, nb, acts, stride, nt, out) }
+}
+
+/// One activation block as every weight block of the GEMV meets it: its dwords
+/// duplicated, `−128·Σ` of each quad, and its scale.
+#[derive(Clone, Copy)]
+struct ActBlock {
+    ydup: __m512i,
+    start: __m512i,
+    d: f32,
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, out: &mut [f32]) {
+    let dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    let offset = _mm512_set1_epi8(-128);
+    // The activation-only work of the GEMV, once per call instead of once per group.
+    let mut prep = Vec::with_capacity(nt * nb);
+    for t in 0..nt {
+        for b in 0..nb {
+            let y = &acts[t * stride + BLOCK * b..t * stride + BLOCK * (b + 1)];
+            // SAFETY: `y[2..34]` is 32 readable bytes; `loadu` needs no alignment.
+            let yq = unsafe { _mm256_loadu_si256(y[2..].as_ptr().cast()) };
+            let ydup = _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(yq));
+            let start = _mm512_sub_epi32(
+                _mm512_setzero_si512(),
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, ydup),
+            );
+            let d = crate::half::f16_to_f32(u16::from_le_bytes([y[0], y[1]]));
+            prep.push(ActBlock { ydup, start, d });
+        }
+    }
+    let n = out.len() / nt;
+    let mut t0 = 0;
+    while t0 < nt {
+        let rows = (nt - t0).min(GEMM_ROWS);
+        let p = &prep[t0 * nb..(t0 + rows) * nb];
+        let o = &mut out[t0 * n..(t0 + rows) * n];
+        match rows {
+            4 => gemm_tile::<4>(groups, nb, p, o),
+            3 => gemm_tile::<3>(groups, nb, p, o),
+            2 => gemm_tile::<2>(groups, nb, p, o),
+            _ => gemm_tile::<1>(groups, nb, p, o),
+        }
+        t0 += rows;
+    }
+}
+
+/// [`gemm_rows`] for `N` activation rows (`prep[r * nb + b]`: row `r`, block `b`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn gemm_tile<const N: usize>(groups: &[u8], nb: usize, prep: &[ActBlock], out: &mut [f32]) {
+    let pair_d: [__m512i; 4] = [
+        _mm512_set_epi32(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0),
+        _mm512_set_epi32(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2),
+        _mm512_set_epi32(5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4),
+        _mm512_set_epi32(7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6),
+    ];
+    let n = out.len() / N;
+    for (g, grp) in groups.chunks_exact(nb * GROUP_BLOCK).enumerate() {
+        let (quants, scales) = grp.split_at(256 * nb);
+        let mut acc = [[_mm512_setzero_ps(); 4]; N];
+        for b in 0..nb {
+            let q: &[u8; 256] = quants[256 * b..256 * (b + 1)].try_into().expect("block");
+            let s: &[u8; 16] = scales[16 * b..16 * (b + 1)].try_into().expect("block");
+            let ahead = grp.as_ptr().wrapping_add(GROUP_BLOCK * b + PREFETCH);
+            for l in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
+            }
+            // SAFETY: `s` is 16 readable bytes; `loadu` needs no alignment.
+            let wd = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s.as_ptr().cast()) });
+            let wd = _mm512_castps256_ps512(wd);
+            // SAFETY: `q[64k..64k + 64]` is readable (k < 4); `loadu` needs no alignment.
+            let w: [__m512i; 4] = core::array::from_fn(|k| unsafe {
+                _mm512_loadu_si512(q[64 * k..].as_ptr().cast())
+            });
+            let wdk: [__m512; 4] = core::array::from_fn(|k| _mm512_permutexvar_ps(pair_d[k], wd));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let y = prep[r * nb + b];
+                let yd = _mm512_set1_ps(y.d);
+                for k in 0..4 {
+                    let sum = _mm512_dpbusd_epi32(y.start, w[k], y.ydup);
+                    // `d_w · d_a` per row, as the GEMV's `wd · yd` then permute.
+                    let dk = _mm512_mul_ps(wdk[k], yd);
+                    acc[k] = _mm512_fmadd_ps(dk, _mm512_cvtepi32_ps(sum), acc[k]);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let o = &mut out[r * n + GROUP_ROWS * g..r * n + GROUP_ROWS * (g + 1)];
+            for (k, acc) in acc.iter().enumerate() {
+                let (a, b) = hsum_pair(*acc);
+                o[2 * k] = a;
+                o[2 * k + 1] = b;
+            }
+        }
+    }
+}
+
+/// `hsum_float_8` of the two rows interleaved in `acc` (dword 2i / 2i + 1 = lane i of
+/// the first / second row), as the GEMV reduces them.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn hsum_pair(acc: __m512) -> (f32, f32) {
+    let h = _mm256_add_ps(
+        _mm512_castps512_ps256(acc),
+        _mm512_extractf32x8_ps::<1>(acc),
+    );
+    let x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+    let r = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    let mut two = [0f32; 4];
+    // SAFETY: `two` is 16 writable bytes; `storeu` needs no alignment.
+    unsafe { _mm_storeu_ps(two.as_mut_ptr(), r) };
+    (two[0], two[1])
 }
