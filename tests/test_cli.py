@@ -124,7 +124,9 @@ def test_run_ctrl_c_exits_cleanly(gemma_path: Path) -> None:
     import time
 
     p = subprocess.Popen(
-        [sys.executable, "-m", "fucina", "run", "Once upon a time", "-n", "4000", "-c", "4096", "--temp", "1"],
+        # Seeded and past end-of-generation tokens: generation cannot end before the signal.
+        [sys.executable, "-m", "fucina", "run", "Once upon a time", "-n", "4000", "-c", "4096", "--temp", "1"]
+        + ["--seed", "7", "--ignore-eos"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -136,6 +138,12 @@ def test_run_ctrl_c_exits_cleanly(gemma_path: Path) -> None:
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
+
+
+def test_run_ignore_eos_generates_max_tokens(gemma_path: Path) -> None:
+    r = fucina("run", "The end.", "-n", "24", "--temp", "0", "--ignore-eos", "-v")
+    assert r.returncode == 0, r.stderr
+    assert ", 24 generated," in r.stderr
 
 
 def test_tokenize_prints_ids_and_pieces(gemma_path: Path) -> None:

@@ -185,6 +185,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.stop,
         None,
         progress,
+        ignore_eos=args.ignore_eos,
         speculation=not args.no_speculation,
         reference=reference,
     )
@@ -435,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
     _add_sampling(run)
     run.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
+    run.add_argument(
+        "--ignore-eos", action="store_true", help="keep generating past end-of-generation tokens (as llama-cli's)"
+    )
     run.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
     run.add_argument("-v", "--verbose", action="store_true", help="print timing to stderr")
     run.add_argument(

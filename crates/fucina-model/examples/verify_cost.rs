@@ -1,7 +1,8 @@
 //! Cost of a pinned forward of 1 + k rows (a speculative verify batch) against a
 //! one-row decode step, after a 128-token context: `verify_cost [path] [threads]`
-//! (defaults: the Gemma 3 270M test model, 2 threads). Rounds alternate the row
-//! counts; each keeps its best time.
+//! (defaults: the Gemma 3 270M test model, 2 threads; a third argument `batch` measures
+//! unpinned forwards, a prompt chunk's or a batch's numerics, instead). Rounds alternate
+//! the row counts; each keeps its best time.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,10 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| 2 + (i * 7919) % (n_vocab - 2))
         .collect();
     let mut s = Session::new(model, 512, KvDtype::F16)?;
-    s.set_pinned(true);
+    s.set_pinned(args.get(3).map(String::as_str) != Some("batch"));
     s.eval(&ctx[..128], false)?;
-    let ks = [0usize, 1, 2, 4, 8, 16];
-    let mut best = [f64::MAX; 6];
+    let ks = [0usize, 1, 2, 4, 7, 8, 15, 16];
+    let mut best = [f64::MAX; 8];
     for _ in 0..12 {
         for (i, &k) in ks.iter().enumerate() {
             let t = Instant::now();
