@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx
@@ -140,6 +140,23 @@ def tool_client(gemma_path: Path) -> Iterator[tuple[anthropic.Anthropic, str, Sc
     script = Script(llm)
     with live(ServerConfig(parallel=2, ctx_size=N_CTX), llm=llm, processors=script.processors) as s:
         yield anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0, timeout=300), s.model_id, script
+
+
+def test_tool_choice_any_and_tool_are_enforced(tool_client: tuple[anthropic.Anthropic, str, Script]) -> None:
+    client, model, script = tool_client
+    assert script.reply is None
+    choices: list[Any] = [{"type": "any"}, {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}]
+    for choice in choices:
+        m = client.messages.create(
+            model=model,
+            max_tokens=96,
+            tools=cast(Any, WEATHER),
+            tool_choice=choice,
+            messages=ask("Tell me a joke about cats."),
+        )
+        assert m.stop_reason == "tool_use", m
+        uses = [b for b in m.content if b.type == "tool_use"]
+        assert uses and all(u.name == "get_weather" and "city" in u.input for u in uses)
 
 
 def test_tool_use_round_trip(tool_client: tuple[anthropic.Anthropic, str, Script]) -> None:

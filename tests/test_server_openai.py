@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import jsonschema
@@ -229,6 +229,32 @@ def test_tool_call_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
     assert [d.function.name for d in deltas if d.function] == ["get_weather"]
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     script.reply = None
+
+
+def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServer, Script]) -> None:
+    # No scripted reply: the model itself answers, and the grammar makes the answer a call.
+    server, script = tool_server
+    assert script.reply is None
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    joke = [{"role": "user", "content": "Tell me a joke about cats."}]
+    tools = [*WEATHER, {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    choices: list[Any] = ["required", {"type": "function", "function": {"name": "get_time"}}]
+    for choice in choices:
+        r = client.chat.completions.create(
+            model=server.model_id,
+            messages=cast(Any, joke),
+            tools=cast(Any, tools),
+            tool_choice=choice,
+            parallel_tool_calls=False,
+            max_tokens=96,
+            temperature=0,
+        )
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c
+        (call,) = c.message.tool_calls or []
+        assert call.type == "function"
+        assert call.function.name in ({"get_weather", "get_time"} if choice == "required" else {"get_time"})
+        assert isinstance(json.loads(call.function.arguments), dict)
 
 
 def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:

@@ -28,6 +28,7 @@ from .chat import BuiltinTemplate, ChatTemplate, ChatTemplateError
 from .grammar import Grammar
 from .sampling import SamplingParams
 from .tool_calls import ParsedReply, ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
+from .tool_grammar import tool_call_grammar
 
 if TYPE_CHECKING:
     from .llm import LLM, LogitProcessor
@@ -388,6 +389,26 @@ def _render(
     return _Prompt(ids, offered, fmt)
 
 
+def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], parallel: bool | None) -> Grammar | None:
+    """The grammar that enforces ``tool_choice="required"`` or a named function (``None`` otherwise):
+    the reply is one or more calls (exactly one for a named function or ``parallel_tool_calls=False``)
+    of the offered tools in the template's call syntax, arguments valid against their schemas."""
+    if prompt.tools is None or choice in ("auto", "none"):
+        return None
+    template = llm.chat_template
+    source = template.source if isinstance(template, ChatTemplate) else ""
+
+    def special(marker: str) -> str | None:
+        ids = llm.tokenize(marker, add_special=False, parse_special=True)
+        # A control token renders to nothing as text: the grammar names it by id.
+        if len(ids) == 1 and llm.tokenizer.token_to_piece(ids[0], special=False) == b"":
+            return f"<[{ids[0]}]>"
+        return None
+
+    one = isinstance(choice, dict) or parallel is False
+    return tool_call_grammar(prompt.format, prompt.tools, special, parallel=not one, template_source=source)
+
+
 def _string_arguments(msg: dict[str, Any]) -> dict[str, Any]:
     if not msg.get("tool_calls"):
         return msg
@@ -535,6 +556,7 @@ def create_chat_completion(
     cache_prompt: bool = True,
     speculation: bool = True,
     grammar: Grammar | None = None,
+    parallel_tool_calls: bool | None = None,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -565,7 +587,11 @@ def create_chat_completion(
         )
     elif not isinstance(params, SamplingParams):
         raise ArgumentTypeError(f"params must be a fucina.SamplingParams, not {_type_name(params)}")
+    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
+        raise ArgumentTypeError(f"parallel_tool_calls must be a bool, not {_type_name(parallel_tool_calls)}")
     prompt = _render(llm, msgs, tools_, choice, chat_template_kwargs or {})
+    if grammar is None:
+        grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls)
     # Call markers are often control tokens ([TOOL_CALLS], <|python_tag|>): render them when parsing calls.
     special = prompt.tools is not None
     _, gen = llm._start(

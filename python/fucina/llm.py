@@ -628,6 +628,7 @@ class LLM:
         cache_prompt: bool = True,
         speculation: bool = True,
         grammar: Grammar | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -649,9 +650,11 @@ class LLM:
         template with no tool syntax gets the tools described in the prompt, Gemma's ``tool_code``
         convention (see :mod:`fucina.chat_completion`). ``tool_choice="none"`` leaves the tools out of
         the prompt and parses no calls; ``"required"`` and a named function (only that tool is offered)
-        are not enforced yet: nothing forces the model to call until grammar-constrained decoding
-        lands. ``functions`` / ``function_call`` are the legacy spellings of ``tools`` /
-        ``tool_choice``.
+        are enforced by a grammar over the template's call syntax (:mod:`fucina.tool_grammar`): the
+        reply is one or more calls of the offered tools with arguments valid against their schemas
+        (exactly one call for a named function or ``parallel_tool_calls=False``; Gemma 4's and
+        Qwen3-Coder's calls fix the tool and the parameter names, their values stay free text).
+        ``functions`` / ``function_call`` are the legacy spellings of ``tools`` / ``tool_choice``.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
@@ -702,6 +705,7 @@ class LLM:
             cache_prompt=cache_prompt,
             speculation=speculation,
             grammar=grammar,
+            parallel_tool_calls=parallel_tool_calls,
         )
 
     def _piece(self, token: int) -> str:

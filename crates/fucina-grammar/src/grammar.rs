@@ -81,22 +81,7 @@ impl Grammar {
     }
 
     fn top_level(&self) -> TopLevelGrammar {
-        let compact = json!({
-            "whitespace_flexible": false,
-            "item_separator": ", ",
-            "key_separator": ": ",
-        });
-        let schema = |mut v: Value| {
-            normalize(&mut v);
-            match &mut v {
-                Value::Object(m) => {
-                    m.entry("x-guidance").or_insert(compact.clone());
-                }
-                Value::Bool(true) => v = json!({ "x-guidance": compact.clone() }),
-                _ => {}
-            }
-            TopLevelGrammar::from_json_schema(v)
-        };
+        let schema = |v: Value| TopLevelGrammar::from_json_schema(compiled_schema(v));
         match self {
             Grammar::JsonSchema(v) => schema(v.clone()),
             Grammar::JsonObject => schema(json!({"type": "object"})),
@@ -104,6 +89,27 @@ impl Grammar {
             Grammar::Lark(l) => TopLevelGrammar::from_lark(l.clone()),
         }
     }
+}
+
+/// A JSON Schema as [`Grammar::JsonSchema`] compiles it: read as llama.cpp reads
+/// schemas (the module doc) and with the compact separators in its `x-guidance` key
+/// (unless the schema sets its own). What a Lark grammar's `%json { ... }` should embed
+/// to constrain a value the same way (a tool call's arguments).
+pub fn compiled_schema(mut v: Value) -> Value {
+    let compact = json!({
+        "whitespace_flexible": false,
+        "item_separator": ", ",
+        "key_separator": ": ",
+    });
+    normalize(&mut v);
+    match &mut v {
+        Value::Object(m) => {
+            m.entry("x-guidance").or_insert(compact);
+        }
+        Value::Bool(true) => v = json!({ "x-guidance": compact }),
+        _ => {}
+    }
+    v
 }
 
 /// The largest magnitude llama.cpp's JSON grammars write for an integer (16 digits).

@@ -20,5 +20,5 @@ mod vocab;
 
 pub use constraint::{Constraint, ConstraintStats, StatsHandle};
 pub use error::{GrammarError, Result};
-pub use grammar::{Grammar, GrammarCompiler};
+pub use grammar::{compiled_schema, Grammar, GrammarCompiler};
 pub use vocab::Vocab;

@@ -75,6 +75,16 @@ impl PyGrammar {
             .map_err(grammar_error)
     }
 
+    /// The JSON Schema text `schema` as `json_schema` compiles it (llama.cpp's reading,
+    /// compact separators), for embedding in a Lark grammar's `%json { ... }`.
+    #[staticmethod]
+    fn compiled_json_schema(schema: &str) -> PyResult<String> {
+        match Grammar::json_schema_str(schema).map_err(grammar_error)? {
+            Grammar::JsonSchema(v) => Ok(fucina_grammar::compiled_schema(v).to_string()),
+            _ => unreachable!("json_schema_str builds a JSON Schema"),
+        }
+    }
+
     /// Any JSON object.
     #[staticmethod]
     fn json_object() -> PyGrammar {

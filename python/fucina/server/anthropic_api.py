@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import chat_completion as cc
+from ..grammar import Grammar
 from ..tool_calls import ParsedReply, ToolCallStream, parse_tool_calls
 from .anthropic_schema import AnthropicToolChoice, CountTokensRequest, MessagesRequest
 from .common import ServerState, completion_budget, gather, sampling_params, stop_list
@@ -110,15 +111,18 @@ def _tool_choice(choice: AnthropicToolChoice | None) -> str | dict[str, Any] | N
     return {"type": "function", "function": {"name": choice.name}}
 
 
-def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> cc._Prompt:
+def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tuple[cc._Prompt, Grammar | None]:
+    """The rendered prompt and the grammar that enforces ``tool_choice`` ``any`` / ``tool`` (none after
+    an assistant prefill, which already fixes how the reply starts)."""
     msgs, prefill = _messages(body)
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
     prompt = cc._render(st.llm, cc._messages(msgs), tools, choice, {})
     if prefill:
         extra = st.llm.tokenize(prefill, add_special=False)
-        prompt = cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format)
-    return prompt
+        return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None
+    single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
+    return prompt, cc._forced_calls(st.llm, prompt, choice, False if single else None)
 
 
 def _stop_reason(choice: Choice, parsed: ParsedReply | None, stops: list[str]) -> tuple[str, str | None]:
@@ -156,7 +160,7 @@ def _usage(prompt_tokens: int, choice: Choice) -> dict[str, Any]:
 async def messages(body: MessagesRequest, request: Request) -> Any:
     st: ServerState = request.app.state.fucina
     st.check_model(body.model)
-    prompt = _prompt(st, body)
+    prompt, grammar = _prompt(st, body)
     budget = completion_budget(st, len(prompt.ids), body.max_tokens, param="messages")
     stops = stop_list(body.stop_sequences, "stop_sequences")
     params = sampling_params(st, temperature=body.temperature, top_p=body.top_p, top_k=body.top_k)
@@ -167,6 +171,7 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
         stop_ids=st.llm.chat_stop_ids,
         special=prompt.tools is not None,
         processors=st.processors(body.model_dump()),
+        grammar=grammar,
     )
     job = st.hub.submit([prompt.ids], [settings])
     msg_id = f"msg_{secrets.token_hex(12)}"
@@ -261,4 +266,4 @@ async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: 
 async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
     st: ServerState = request.app.state.fucina
     st.check_model(body.model)
-    return {"input_tokens": len(_prompt(st, body).ids)}
+    return {"input_tokens": len(_prompt(st, body)[0].ids)}

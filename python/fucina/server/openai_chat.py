@@ -71,6 +71,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     prompt = cc._render(llm, msgs, tools, choice, body.chat_template_kwargs or {})
+    if grammar is None:
+        grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls)
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
     params = sampling_params(

@@ -1,0 +1,207 @@
+"""Grammars that force a tool call: ``tool_choice="required"`` or a named function, enforced.
+
+:func:`tool_call_grammar` writes, for the call syntax a chat template teaches
+(:class:`fucina.tool_calls.ToolCallFormat`), an llguidance Lark grammar whose only sentences are
+calls of the offered tools in that syntax, with each call's arguments valid against the tool's
+``parameters`` JSON Schema (read as :meth:`fucina.Grammar.json_schema` reads schemas: an object
+listing ``properties`` allows no other keys). What :func:`fucina.tool_calls.parse_tool_calls` then
+reads back is a call, every time.
+
+Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
+
+* ``hermes``: ``<tool_call>\\n{"name": N, "arguments": A}\\n</tool_call>``, calls separated by ``\\n``;
+* ``qwen3_coder``: ``<tool_call>\\n<function=N>\\n<parameter=K>\\nV\\n</parameter>\\n...</function>\\n</tool_call>``
+  with the tool's parameter names (values are free text, as the format writes them);
+* ``llama3``: one ``{"name": N, "parameters": A}``;
+* ``mistral``: ``[TOOL_CALLS][{"name": N, "arguments": A}, ...]``, or ``[TOOL_CALLS]N[ARGS]A`` per call
+  for templates that write ``[ARGS]`` (Mistral Small 3.2, Ministral);
+* ``granite``: ``<|tool_call|>[{"name": N, "arguments": A}, ...]``;
+* ``command_r``: ``<|START_ACTION|>[{"tool_name": N, "parameters": A}, ...]<|END_ACTION|>``;
+* ``deepseek_r1``: the calls block of ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>N`` and a fenced JSON ``A``;
+* ``gemma4``: ``<|tool_call>call:N{...}<tool_call|>`` (the name enforced; the arguments free text);
+* ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
+
+Markers that are control tokens (``[TOOL_CALLS]``, ``<|tool_call|>``) are named by token id, the rest
+written as text. Where the template thinks first (it writes ``<think>``), an optional
+``<think>…</think>`` block may precede the calls. ``parallel=False`` allows exactly one call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from . import _core
+from .grammar import Grammar
+from .tool_calls import ToolCallFormat
+
+__all__ = ["tool_call_grammar"]
+
+_DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+_DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
+_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+_DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
+_DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
+
+
+def _lit(text: str) -> str:
+    """A Lark string literal of ``text``."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _schema(value: Any) -> str:
+    """``value`` (a JSON Schema) as :meth:`Grammar.json_schema` compiles it, for ``%json``."""
+    return _core.Grammar.compiled_json_schema(json.dumps(value))
+
+
+def _parameters(tool: Mapping[str, Any]) -> Any:
+    params = tool["function"].get("parameters")
+    return params if isinstance(params, Mapping) and params else {"type": "object"}
+
+
+def _call_schema(tool: Mapping[str, Any], name_key: str, args_key: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name_key: {"const": tool["function"]["name"]}, args_key: _parameters(tool)},
+        "required": [name_key, args_key],
+        "additionalProperties": False,
+    }
+
+
+def _any_call(tools: Sequence[Mapping[str, Any]], name_key: str, args_key: str) -> dict[str, Any]:
+    calls = [_call_schema(t, name_key, args_key) for t in tools]
+    return calls[0] if len(calls) == 1 else {"anyOf": calls}
+
+
+def _json_list(tools: Sequence[Mapping[str, Any]], name_key: str, args_key: str, parallel: bool) -> str:
+    array: dict[str, Any] = {"type": "array", "items": _any_call(tools, name_key, args_key), "minItems": 1}
+    if not parallel:
+        array["maxItems"] = 1
+    return f"%json {_schema(array)}"
+
+
+def _regex_char(c: str) -> str:
+    return re.escape(c).replace("/", "\\/")
+
+
+def _until(name: str, delim: str) -> str:
+    """Rules for ``name``: any text not containing ``delim`` (whose first character occurs nowhere else
+    in it). llguidance's lexer is greedy, so the text is a run of lexemes that can never swallow the
+    delimiter: runs without its first character, and each proper prefix of it, alone or followed by a
+    character that breaks it."""
+    c0 = delim[0]
+    if c0 in delim[1:]:
+        raise ValueError(f"delimiter {delim!r} repeats its first character")
+    term = name.upper()
+    alts = []
+    for j in range(1, len(delim)):
+        prefix = "".join(_regex_char(c) for c in delim[:j])
+        alts += [f"{prefix}[^{_regex_char(delim[j])}{_regex_char(c0)}]", prefix]
+    return "\n".join(
+        [
+            f"{name}: ({term}_RUN | {term}_PART)*",
+            f"{term}_RUN: /[^{_regex_char(c0)}]+/",
+            f"{term}_PART: /{'|'.join(alts)}/",
+        ]
+    )
+
+
+def _repeat(call: str, sep: str, parallel: bool) -> str:
+    if not parallel:
+        return call
+    return f"{call} ({_lit(sep)} {call})*" if sep else f"{call}+"
+
+
+def _qwen3_coder(tools: Sequence[Mapping[str, Any]], parallel: bool) -> str:
+    rules = [
+        f"start: reasoning? {_repeat('call', chr(10), parallel)}",
+        _until("value", "</parameter>"),
+        "call: " + " | ".join(f"call{i}" for i in range(len(tools))),
+    ]
+    for i, tool in enumerate(tools):
+        name = tool["function"]["name"]
+        props = _parameters(tool).get("properties")
+        keys = list(props) if isinstance(props, Mapping) else []
+        head = _lit(f"<tool_call>\n<function={name}>\n")
+        tail = _lit("</function>\n</tool_call>")
+        if keys:
+            rules.append(f"call{i}: {head} param{i}* {tail}")
+            alts = " | ".join(_lit(f"<parameter={k}>") for k in keys)
+            rules.append(f"param{i}: ({alts}) value {_lit('</parameter>' + chr(10))}")
+        else:
+            rules.append(f"call{i}: {head} {tail}")
+    return "\n".join(rules)
+
+
+def tool_call_grammar(
+    fmt: ToolCallFormat,
+    tools: Sequence[Mapping[str, Any]],
+    special: Callable[[str], str | None],
+    *,
+    parallel: bool = True,
+    template_source: str = "",
+) -> Grammar:
+    """A grammar whose sentences are calls of ``tools`` (OpenAI tool dicts, at least one) in ``fmt``'s
+    syntax. ``special(marker)`` gives the Lark reference of a marker that is a control token
+    (``"<[id]>"``) or ``None`` for one written as text. ``template_source`` (the chat template's
+    Jinja source) picks Mistral's call form and, when it writes ``<think>``, allows a leading
+    ``<think>…</think>`` block."""
+    thinks = "<think>" in template_source
+    if not tools:
+        raise ValueError("a tool-call grammar needs at least one tool")
+
+    def mark(marker: str) -> str:
+        return special(marker) or _lit(marker)
+
+    names = " | ".join(_lit(t["function"]["name"]) for t in tools)
+    rules: list[str]
+    if fmt is ToolCallFormat.HERMES:
+        call = f"{_lit('<tool_call>' + chr(10))} %json {_schema(_any_call(tools, 'name', 'arguments'))} "
+        call += _lit("\n</tool_call>")
+        rules = [f"start: reasoning? {_repeat('call', chr(10), parallel)}", f"call: {call}"]
+    elif fmt is ToolCallFormat.QWEN3_CODER:
+        rules = [_qwen3_coder(tools, parallel)]
+    elif fmt is ToolCallFormat.LLAMA3:
+        rules = [f"start: reasoning? %json {_schema(_any_call(tools, 'name', 'parameters'))}"]
+    elif fmt is ToolCallFormat.MISTRAL and "[ARGS]" in template_source:
+        alts = " | ".join(
+            f"{_lit(t['function']['name'])} {mark('[ARGS]')} %json {_schema(_parameters(t))}" for t in tools
+        )
+        rules = [f"start: {_repeat('call', '', parallel)}", f"call: {mark('[TOOL_CALLS]')} ({alts})"]
+    elif fmt is ToolCallFormat.MISTRAL:
+        rules = [f"start: {mark('[TOOL_CALLS]')} {_json_list(tools, 'name', 'arguments', parallel)}"]
+    elif fmt is ToolCallFormat.GRANITE:
+        rules = [f"start: {mark('<|tool_call|>')} {_json_list(tools, 'name', 'arguments', parallel)}"]
+    elif fmt is ToolCallFormat.COMMAND_R:
+        body = _json_list(tools, "tool_name", "parameters", parallel)
+        rules = [f"start: reasoning? {mark('<|START_ACTION|>')} {body} {mark('<|END_ACTION|>')}"]
+    elif fmt is ToolCallFormat.DEEPSEEK_R1:
+        alts = " | ".join(
+            f"{_lit(t['function']['name'] + chr(10) + '```json' + chr(10))} %json {_schema(_parameters(t))}"
+            for t in tools
+        )
+        call = f"{mark(_DS_CALL_BEGIN)} {_lit('function')} {mark(_DS_SEP)} ({alts}) {_lit(chr(10) + '```')} "
+        call += mark(_DS_CALL_END)
+        rules = [
+            f"start: reasoning? {mark(_DS_CALLS_BEGIN)} {_repeat('call', '', parallel)} {mark(_DS_CALLS_END)}",
+            f"call: {call}",
+        ]
+    elif fmt is ToolCallFormat.GEMMA4:
+        quote = mark('<|"|>')
+        rules = [
+            f"start: {_repeat('call', '', parallel)}",
+            f"call: {mark('<|tool_call>')} {_lit('call:')} ({names}) {_lit('{')} chunk* {mark('<tool_call|>')}",
+            f"chunk: TEXT | {quote}",
+            "TEXT: /[^<]+/",
+        ]
+    else:
+        rules = [f"start: %json {_schema(_any_call(tools, 'name', 'arguments'))}"]
+    text = "\n".join(rules)
+    if "start: reasoning? " in text:
+        if thinks:
+            text += '\nreasoning: "<think>" think "</think>" /[ \\t\\n]+/?\n' + _until("think", "</think>")
+        else:
+            text = text.replace("start: reasoning? ", "start: ", 1)
+    return Grammar.lark(text)

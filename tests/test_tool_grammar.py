@@ -1,0 +1,225 @@
+"""Forced tool calls (``tool_choice="required"`` / a named function): the grammar of each call syntax
+accepts exactly the calls :func:`fucina.tool_calls.parse_tool_calls` reads back, and generation under
+it always ends in a call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fucina
+from fucina import _core
+from fucina.tool_calls import ToolCallFormat, parse_tool_calls
+from fucina.tool_grammar import tool_call_grammar
+
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+}
+ADD: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+TOOLS = [WEATHER, ADD]
+
+DS_BEGIN, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
+DS_CALL_END, DS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
+
+# Per format: (template source hint, a reply calling get_weather(city="Paris") then add(a=2, b=3),
+# the same with a schema violation, a single call).
+W = '{"city": "Paris"}'
+A = '{"a": 2, "b": 3}'
+CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
+    "hermes": (
+        ToolCallFormat.HERMES,
+        "",
+        f'<tool_call>\n{{"name": "get_weather", "arguments": {W}}}\n</tool_call>\n'
+        f'<tool_call>\n{{"name": "add", "arguments": {A}}}\n</tool_call>',
+        '<tool_call>\n{"name": "add", "arguments": {"a": 2}}\n</tool_call>',
+    ),
+    "hermes-thinking": (
+        ToolCallFormat.HERMES,
+        "{{ '<think>' }}",
+        f'<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{{"name": "get_weather", "arguments": {W}}}'
+        f'\n</tool_call>\n<tool_call>\n{{"name": "add", "arguments": {A}}}\n</tool_call>',
+        '<think>\nhm\n</think>\n\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>',
+    ),
+    "qwen3_coder": (
+        ToolCallFormat.QWEN3_CODER,
+        "",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
+        "<tool_call>\n<function=add>\n<parameter=a>\n2\n</parameter>\n<parameter=b>\n3\n</parameter>\n</function>\n"
+        "</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=c>\n2\n</parameter>\n</function>\n</tool_call>",
+    ),
+    "llama3": (
+        ToolCallFormat.LLAMA3,
+        "",
+        "",
+        '{"name": "add", "parameters": {"a": 2, "b": "3"}}',
+    ),
+    "mistral": (
+        ToolCallFormat.MISTRAL,
+        "",
+        f'[TOOL_CALLS][{{"name": "get_weather", "arguments": {W}}}, {{"name": "add", "arguments": {A}}}]',
+        '[TOOL_CALLS][{"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}]',
+    ),
+    "mistral-args": (
+        ToolCallFormat.MISTRAL,
+        "{{ '[TOOL_CALLS]' + name + '[ARGS]' }}",
+        f"[TOOL_CALLS]get_weather[ARGS]{W}[TOOL_CALLS]add[ARGS]{A}",
+        '[TOOL_CALLS]add[ARGS]{"a": 2}',
+    ),
+    "granite": (
+        ToolCallFormat.GRANITE,
+        "",
+        f'<|tool_call|>[{{"name": "get_weather", "arguments": {W}}}, {{"name": "add", "arguments": {A}}}]',
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"town": "Paris"}}]',
+    ),
+    "command_r": (
+        ToolCallFormat.COMMAND_R,
+        "",
+        f'<|START_ACTION|>[{{"tool_name": "get_weather", "parameters": {W}}}, '
+        f'{{"tool_name": "add", "parameters": {A}}}]<|END_ACTION|>',
+        '<|START_ACTION|>[{"tool_name": "add", "parameters": {"a": 2.5, "b": 3}}]<|END_ACTION|>',
+    ),
+    "deepseek_r1": (
+        ToolCallFormat.DEEPSEEK_R1,
+        "",
+        f"{DS_BEGIN}{DS_CALL}function{DS_SEP}get_weather\n```json\n{W}\n```{DS_CALL_END}"
+        f"{DS_CALL}function{DS_SEP}add\n```json\n{A}\n```{DS_CALL_END}{DS_END}",
+        f'{DS_BEGIN}{DS_CALL}function{DS_SEP}add\n```json\n{{"b": 3}}\n```{DS_CALL_END}{DS_END}',
+    ),
+    "gemma4": (
+        ToolCallFormat.GEMMA4,
+        "",
+        '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|><|tool_call>call:add{a:2,b:3}<tool_call|>',
+        '<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|>',
+    ),
+    "generic": (
+        ToolCallFormat.GENERIC,
+        "",
+        "",
+        '{"name": "add", "arguments": {"a": 2, "b": 3}, "id": 1}',
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def qwen_tok(qwen_header_path: Path) -> fucina.Tokenizer:
+    return fucina.Tokenizer.from_gguf(qwen_header_path)
+
+
+def _text_only(marker: str) -> str | None:
+    return None
+
+
+def _accepts(tok: fucina.Tokenizer, grammar: fucina.Grammar, text: str) -> bool:
+    matcher = _core.GrammarCompiler(tok).compile(grammar._core)
+    ids = tok.encode(text, add_special=False)
+    if matcher.valid_prefix_len(ids) != len(ids):
+        return False
+    matcher.consume(ids)
+    return matcher.accepting
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_grammar_accepts_exactly_parseable_calls(qwen_tok: fucina.Tokenizer, case: str) -> None:
+    fmt, source, two_calls, bad = CASES[case]
+    grammar = tool_call_grammar(fmt, TOOLS, _text_only, template_source=source)
+    one = tool_call_grammar(fmt, TOOLS, _text_only, parallel=False, template_source=source)
+    if two_calls:
+        assert _accepts(qwen_tok, grammar, two_calls), case
+        assert not _accepts(qwen_tok, one, two_calls), f"{case}: two calls where one is allowed"
+        parsed = parse_tool_calls(two_calls, fmt, tools=TOOLS)
+        assert [c["function"]["name"] for c in parsed.tool_calls] == ["get_weather", "add"], case
+        assert json.loads(parsed.tool_calls[1]["function"]["arguments"]) == {"a": 2, "b": 3}
+    assert not _accepts(qwen_tok, grammar, bad), f"{case}: accepted {bad!r}"
+    assert not _accepts(qwen_tok, grammar, "I cannot call a tool for that."), case
+
+
+def test_named_function_grammar_allows_only_that_tool(qwen_tok: fucina.Tokenizer) -> None:
+    grammar = tool_call_grammar(ToolCallFormat.HERMES, [ADD], _text_only, parallel=False)
+    assert _accepts(qwen_tok, grammar, f'<tool_call>\n{{"name": "add", "arguments": {A}}}\n</tool_call>')
+    assert not _accepts(qwen_tok, grammar, f'<tool_call>\n{{"name": "get_weather", "arguments": {W}}}\n</tool_call>')
+
+
+def test_control_token_markers_are_named_by_id(gemma_path: Path) -> None:
+    # Gemma 3's <start_of_turn> is a control token: text cannot spell it, the grammar names its id.
+    tok = fucina.Tokenizer.from_gguf(gemma_path)
+    (sot,) = tok.encode("<start_of_turn>", add_special=False, parse_special=True)
+    special: Callable[[str], str | None] = lambda m: f"<[{sot}]>" if m == "<|tool_call|>" else None  # noqa: E731
+    grammar = tool_call_grammar(ToolCallFormat.GRANITE, TOOLS, special)
+    matcher = _core.GrammarCompiler(tok).compile(grammar._core)
+    body = tok.encode(f'[{{"name": "add", "arguments": {A}}}]', add_special=False)
+    assert matcher.valid_prefix_len([sot, *body]) == len(body) + 1
+    assert matcher.valid_prefix_len(tok.encode("<|tool_call|>", add_special=False)) == 0
+
+
+def test_a_tool_without_parameters_takes_an_object(qwen_tok: fucina.Tokenizer) -> None:
+    bare = {"type": "function", "function": {"name": "now"}}
+    grammar = tool_call_grammar(ToolCallFormat.HERMES, [bare], _text_only)
+    assert _accepts(qwen_tok, grammar, '<tool_call>\n{"name": "now", "arguments": {}}\n</tool_call>')
+    with pytest.raises(ValueError, match="at least one tool"):
+        tool_call_grammar(ToolCallFormat.HERMES, [], _text_only)
+
+
+@pytest.fixture(scope="module")
+def llm(gemma_path: Path) -> fucina.LLM:
+    return fucina.LLM(gemma_path, n_ctx=2048)
+
+
+def _reply(llm: fucina.LLM, **kw: Any) -> Any:
+    msgs = [{"role": "user", "content": "Tell me a joke about cats."}]
+    return llm.create_chat_completion(msgs, tools=TOOLS, max_tokens=96, **kw)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_required_always_calls_a_tool(llm: fucina.LLM, seed: int) -> None:
+    # Unforced, this prompt gets a joke (the model has no reason to call); forced, a valid call.
+    free = _reply(llm, tool_choice="auto", temperature=0)["choices"][0]
+    assert free["finish_reason"] != "tool_calls"
+    r = _reply(llm, tool_choice="required", temperature=0.8, seed=seed)["choices"][0]
+    assert r["finish_reason"] == "tool_calls", r
+    for call in r["message"]["tool_calls"]:
+        name, args = call["function"]["name"], json.loads(call["function"]["arguments"])
+        schema = next(t for t in TOOLS if t["function"]["name"] == name)["function"]["parameters"]
+        assert set(schema["required"]) <= set(args) <= set(schema["properties"])
+
+
+def test_named_tool_choice_calls_that_tool_once(llm: fucina.LLM) -> None:
+    choice = {"type": "function", "function": {"name": "add"}}
+    r = _reply(llm, tool_choice=choice, temperature=0)["choices"][0]
+    assert r["finish_reason"] == "tool_calls"
+    (call,) = r["message"]["tool_calls"]
+    assert call["function"]["name"] == "add"
+    assert set(json.loads(call["function"]["arguments"])) == {"a", "b"}
+
+
+def test_required_streams_the_call(llm: fucina.LLM) -> None:
+    chunks = list(_reply(llm, tool_choice="required", temperature=0, stream=True, parallel_tool_calls=False))
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    calls = [tc for d in deltas for tc in d.get("tool_calls", [])]
+    assert calls and calls[0]["function"]["name"] in {"get_weather", "add"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    with pytest.raises(fucina.ArgumentTypeError, match="parallel_tool_calls"):
+        _reply(llm, tool_choice="required", parallel_tool_calls="no")
