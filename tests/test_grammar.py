@@ -133,11 +133,39 @@ def test_every_output_validates_against_its_schema(llm: fucina.LLM, part: int) -
 
 @pytest.mark.parametrize("bad", CASES["unsupported"], ids=[u["keyword"] for u in CASES["unsupported"]])
 def test_unsupported_schemas_fail_before_generation_naming_the_keyword(llm: fucina.LLM, bad: dict[str, Any]) -> None:
+    # `_chat` asks for "strict": true: what cannot be enforced is refused.
     live = llm.engine.n_live
     with pytest.raises(fucina.GrammarError, match=bad["keyword"]) as e:
         _chat(llm, "Hi", bad["schema"], 1, cache_prompt=False)
     assert isinstance(e.value, ValueError)
     assert llm.engine.n_live == live
+
+
+@pytest.mark.parametrize("bad", CASES["unsupported"], ids=[u["keyword"] for u in CASES["unsupported"]])
+def test_unsupported_keywords_are_not_enforced_without_strict(llm: fucina.LLM, bad: dict[str, Any]) -> None:
+    # As llama.cpp reads schemas: the rest of the schema is enforced, a warning names what is not.
+    fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": bad["schema"]}}
+    with pytest.warns(fucina.GrammarWarning, match=bad["keyword"]):
+        r = llm.create_chat_completion(
+            [{"role": "user", "content": "Hi"}], response_format=fmt, max_tokens=200, temperature=0, cache_prompt=False
+        )
+    out = json.loads(r["choices"][0]["message"]["content"])
+    assert isinstance(out, list if bad["schema"]["type"] == "array" else dict)
+
+
+def test_overlapping_one_of_is_read_as_any_of(llm: fucina.LLM) -> None:
+    # llguidance refuses a oneOf whose branches it cannot prove disjoint; llama.cpp reads it as anyOf.
+    schema = {
+        "oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "cat"}, "name": {"type": "string"}}},
+            {"type": "object", "properties": {"kind": {"const": "dog"}, "age": {"type": "integer"}}},
+        ],
+        "discriminator": {"propertyName": "kind"},
+    }
+    out = json.loads(llm.generate("A pet as JSON: ", grammar=fucina.Grammar.json_schema(schema), max_tokens=60))
+    assert isinstance(out, dict) and set(out) <= {"kind", "name", "age"}
+    with pytest.raises(fucina.ArgumentTypeError, match="strict"):
+        fucina.Grammar.json_schema(schema, strict="yes")  # type: ignore[arg-type]
 
 
 def test_invalid_grammars_are_named(llm: fucina.LLM) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "Grammar",
     "GrammarCompiler",
     "GrammarError",
+    "GrammarWarning",
     "GrammarMatcher",
     "QueueFullError",
     "Scheduler",
@@ -56,6 +57,9 @@ class ArgumentTypeError(FucinaError, TypeError):
 
 class GrammarError(InvalidArgumentError):
     """A grammar, regex or JSON Schema is invalid or uses an unsupported feature (the message names it)."""
+
+class GrammarWarning(UserWarning):
+    """Part of a JSON Schema (a keyword, format or pattern llguidance does not implement) is not enforced."""
 
 @final
 class Grammar:
@@ -389,8 +393,9 @@ class Engine:
     ) -> Generation:
         """Start continuing ``prompt``; every argument is checked before any compute. With
         ``conversation``, on its sequence, keeping the common prefix of what it holds."""
-    def check_grammar(self, grammar: Grammar) -> None:
-        """Compile ``grammar`` against the vocabulary (raises ``GrammarError``)."""
+    def check_grammar(self, grammar: Grammar) -> str | None:
+        """Compile ``grammar`` against the vocabulary (raises ``GrammarError``); returns what a
+        leniently compiled JSON Schema leaves unenforced, if anything."""
 
 @final
 class Generation:

@@ -259,7 +259,8 @@ def _response_format(fmt: Any) -> Grammar | None:
         if spec.get("schema") is not None and not isinstance(spec["schema"], Mapping):
             raise ArgumentTypeError("response_format['json_schema']['schema'] must be a JSON schema dict")
         schema = spec.get("schema")
-        return Grammar.json_schema(schema) if schema is not None else Grammar.json_object()
+        strict = spec.get("strict") is True
+        return Grammar.json_schema(schema, strict=strict) if schema is not None else Grammar.json_object()
     if kind == "json_object":
         schema = fmt.get("schema")
         return Grammar.json_schema(schema) if schema is not None else Grammar.json_object()

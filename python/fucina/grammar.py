@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _core
-from ._core import ArgumentTypeError, GrammarError
+from ._core import ArgumentTypeError, GrammarError, GrammarWarning
 
-__all__ = ["Grammar", "GrammarError", "gbnf_to_lark"]
+__all__ = ["Grammar", "GrammarError", "GrammarWarning", "gbnf_to_lark"]
 
 
 def _schema_text(schema: Any) -> str:
@@ -45,6 +45,19 @@ def _schema_text(schema: Any) -> str:
     raise ArgumentTypeError(f"schema must be a dict, JSON text or a pydantic model, not {type(schema).__name__}")
 
 
+def _strict(text: str) -> str:
+    """Schema text whose ``x-guidance`` asks llguidance to refuse what it does not implement."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text  # the compiler names the JSON error
+    if not isinstance(value, dict):
+        return text
+    options = value.get("x-guidance")
+    value["x-guidance"] = {**(options if isinstance(options, dict) else {}), "lenient": False}
+    return json.dumps(value)
+
+
 class Grammar:
     """A constraint on generated text. Build one with :meth:`json_schema`,
     :meth:`json_object`, :meth:`regex`, :meth:`lark` or :meth:`from_gbnf`; errors
@@ -59,13 +72,23 @@ class Grammar:
         self._core = core
 
     @classmethod
-    def json_schema(cls, schema: Any) -> Grammar:
+    def json_schema(cls, schema: Any, *, strict: bool = False) -> Grammar:
         """Output must be JSON valid against ``schema``: a dict, JSON text, or a pydantic
         model class (or instance). Written compactly (``", "`` and ``": "`` separators).
         Read as llama.cpp reads schemas: an object listing ``properties`` without
-        ``additionalProperties`` allows no other keys, and numbers have at most 16 integral
-        and 10 fractional digits."""
-        return cls(_core.Grammar.json_schema(_schema_text(schema)))
+        ``additionalProperties`` allows no other keys, numbers have at most 16 integral
+        and 10 fractional digits, ``oneOf`` is read as ``anyOf``, and keywords, formats
+        and patterns llguidance does not implement (``uniqueItems``, ``if``/``then``,
+        ``not``, look-around, an unknown ``format``) are not enforced: compiling such a
+        schema warns with a :class:`fucina.GrammarWarning` naming them. ``strict=True``
+        refuses them instead (:class:`fucina.GrammarError` at generation start), as OpenAI's
+        ``"strict": true`` structured outputs do."""
+        if not isinstance(strict, bool):
+            raise ArgumentTypeError(f"strict must be a bool, not {type(strict).__name__}")
+        text = _schema_text(schema)
+        if strict:
+            text = _strict(text)
+        return cls(_core.Grammar.json_schema(text))
 
     @classmethod
     def json_object(cls) -> Grammar:

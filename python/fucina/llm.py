@@ -659,9 +659,11 @@ class LLM:
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
         with a :class:`fucina.Grammar`: the content is JSON (valid against the schema when one is
-        given; always enforced, ``strict`` or not). A schema llguidance cannot compile raises
-        :class:`fucina.GrammarError` naming the keyword before anything is generated; ``grammar`` (a
-        :class:`fucina.Grammar`) constrains the reply to any grammar instead.
+        given; enforced ``strict`` or not). Keywords llguidance does not implement are left
+        unenforced with a :class:`fucina.GrammarWarning`, or, with ``"strict": true``, raise
+        :class:`fucina.GrammarError` naming them before anything is generated (see
+        :meth:`fucina.Grammar.json_schema`); ``grammar`` (a :class:`fucina.Grammar`) constrains the
+        reply to any grammar instead.
         ``logprobs=True`` adds OpenAI's ``choices[].logprobs.content[{token, logprob, bytes,
         top_logprobs}]`` with ``top_logprobs`` alternatives (0-20). ``logits_processor`` takes fucina
         logit processors (in place, see :data:`LogitProcessor`); ``chat_template_kwargs`` are extra

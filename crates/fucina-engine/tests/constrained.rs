@@ -249,9 +249,16 @@ fn a_grammar_that_cannot_finish_in_max_tokens_ends_with_length() {
 #[test]
 fn bad_grammars_fail_at_compile_time_naming_the_problem() {
     let c = compiler();
-    let e = c
-        .check(&Grammar::json_schema(json!({"type": "object", "not": {"type": "string"}})).unwrap())
-        .unwrap_err();
+    // Unimplemented keywords compile leniently (as llama.cpp reads schemas), named in
+    // the warning; a schema asking to be strict is refused naming them.
+    let not = json!({"type": "object", "not": {"type": "string"}});
+    let warning = c
+        .check(&Grammar::json_schema(not.clone()).unwrap())
+        .unwrap();
+    assert!(warning.is_some_and(|w| w.contains("not")));
+    let mut strict = not;
+    strict["x-guidance"] = json!({"lenient": false});
+    let e = c.check(&Grammar::json_schema(strict).unwrap()).unwrap_err();
     assert_eq!(
         e,
         GrammarError::Unsupported {

@@ -97,6 +97,8 @@ pub struct Constraint {
     forced_known: bool,
     /// The grammar's start state, for [`LogitProcessor::reset`].
     start: Matcher,
+    /// What the grammar leaves unenforced ([`Constraint::warning`]).
+    warning: Option<String>,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -121,6 +123,7 @@ impl Clone for Constraint {
             forced: self.forced.clone(),
             forced_known: self.forced_known,
             start: self.start.clone(),
+            warning: self.warning.clone(),
         }
     }
 }
@@ -137,7 +140,19 @@ impl Constraint {
             ahead: None,
             forced: Vec::new(),
             forced_known: false,
+            warning: None,
         }
+    }
+
+    pub(crate) fn with_warning(mut self, warning: Option<String>) -> Constraint {
+        self.warning = warning;
+        self
+    }
+
+    /// What the grammar leaves unenforced (a JSON Schema compiled leniently: the
+    /// keywords llguidance does not implement), if anything.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {

@@ -100,16 +100,76 @@ pub fn compiled_schema(mut v: Value) -> Value {
         "whitespace_flexible": false,
         "item_separator": ", ",
         "key_separator": ": ",
+        // llama.cpp reads `oneOf` as `anyOf` (exclusivity is not checked).
+        "coerce_one_of": true,
     });
     normalize(&mut v);
     match &mut v {
         Value::Object(m) => {
-            m.entry("x-guidance").or_insert(compact);
+            // The schema's own options win; the rest are the defaults.
+            if let (Value::Object(g), Value::Object(defaults)) =
+                (m.entry("x-guidance").or_insert(json!({})), compact)
+            {
+                for (k, d) in defaults {
+                    g.entry(k).or_insert(d);
+                }
+            }
         }
         Value::Bool(true) => v = json!({ "x-guidance": compact }),
         _ => {}
     }
     v
+}
+
+/// `schema` compiled leniently, for a schema the strict compile refused for a keyword,
+/// format or pattern llguidance does not implement: llguidance ignores what it does not
+/// know, and patterns with look-around (which no regex engine here runs) are dropped.
+/// `None` when the schema asked to be strict (`x-guidance.lenient` set) or is not an
+/// object.
+fn lenient_schema(schema: &Value) -> Option<Value> {
+    let explicit = schema
+        .get("x-guidance")
+        .and_then(|g| g.get("lenient"))
+        .is_some();
+    if explicit || !schema.is_object() {
+        return None;
+    }
+    let mut v = compiled_schema(schema.clone());
+    drop_look_around(&mut v);
+    if let Some(Value::Object(g)) = v.get_mut("x-guidance") {
+        g.insert("lenient".into(), Value::Bool(true));
+    }
+    Some(v)
+}
+
+/// Remove every `pattern` that uses look-around.
+fn drop_look_around(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let bad = m
+                .get("pattern")
+                .and_then(Value::as_str)
+                .is_some_and(|p| ["(?=", "(?!", "(?<=", "(?<!"].iter().any(|l| p.contains(l)));
+            if bad {
+                m.remove("pattern");
+            }
+            m.values_mut().for_each(drop_look_around);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_look_around),
+        _ => {}
+    }
+}
+
+/// Whether a strict compile failed only for something llguidance does not implement
+/// (so a lenient compile may go through), not for a malformed schema.
+fn unimplemented(e: &GrammarError) -> bool {
+    match e {
+        GrammarError::Unsupported { .. } => true,
+        GrammarError::Invalid { message, .. } => {
+            message.contains("Unknown format") || message.contains("look-around")
+        }
+        GrammarError::Failed(_) => false,
+    }
 }
 
 /// The largest magnitude llama.cpp's JSON grammars write for an integer (16 digits).
@@ -254,7 +314,7 @@ fn merge_object_all_of(m: &mut serde_json::Map<String, Value>) {
 /// token trie over the whole vocabulary is built here).
 pub struct GrammarCompiler {
     factory: ParserFactory,
-    cache: Mutex<HashMap<String, TokenParser>>,
+    cache: Mutex<HashMap<String, (TokenParser, Option<String>)>>,
 }
 
 impl std::fmt::Debug for GrammarCompiler {
@@ -286,37 +346,59 @@ impl GrammarCompiler {
     }
 
     /// Check that `grammar` compiles (the error names what is wrong) without making
-    /// a constraint.
-    pub fn check(&self, grammar: &Grammar) -> Result<()> {
-        self.parser(grammar).map(|_| ())
+    /// a constraint. `Ok(Some(warning))`: a JSON Schema compiled only leniently (see
+    /// [`GrammarCompiler::compile`]).
+    pub fn check(&self, grammar: &Grammar) -> Result<Option<String>> {
+        self.parser(grammar).map(|(_, w)| w)
     }
 
     /// A fresh constraint for one generation.
+    ///
+    /// A JSON Schema using keywords, formats or patterns llguidance does not implement
+    /// (`uniqueItems`, `if`/`then`, `not`, look-around, an unknown `format`, ...)
+    /// compiles leniently, as llama.cpp's converter reads schemas: what is not
+    /// implemented is not enforced, and [`Constraint::warning`] names it. A schema
+    /// whose `x-guidance` sets `lenient` (`false`: strict) is compiled as it says.
     pub fn compile(&self, grammar: &Grammar) -> Result<Constraint> {
-        let parser = self.parser(grammar)?;
+        let (parser, warning) = self.parser(grammar)?;
         let matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
             return Err(GrammarError::compile(grammar.kind(), e));
         }
-        Ok(Constraint::new(matcher, self.factory.tok_env().clone()))
+        Ok(Constraint::new(matcher, self.factory.tok_env().clone()).with_warning(warning))
     }
 
-    fn parser(&self, grammar: &Grammar) -> Result<TokenParser> {
+    fn create(&self, grammar: &Grammar, top: TopLevelGrammar) -> Result<TokenParser> {
+        self.factory
+            .create_parser(top)
+            .map_err(|e| GrammarError::compile(grammar.kind(), e.to_string()))
+    }
+
+    fn parser(&self, grammar: &Grammar) -> Result<(TokenParser, Option<String>)> {
         let key = grammar.key();
         if let Some(p) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(p);
         }
-        let parser = self
-            .factory
-            .create_parser(grammar.top_level())
-            .map_err(|e| GrammarError::compile(grammar.kind(), e.to_string()))?;
+        let built = match (self.create(grammar, grammar.top_level()), grammar) {
+            (Ok(p), _) => (p, None),
+            (Err(e), Grammar::JsonSchema(v)) if unimplemented(&e) => {
+                let Some(lenient) = lenient_schema(v) else {
+                    return Err(e);
+                };
+                let p = self
+                    .create(grammar, TopLevelGrammar::from_json_schema(lenient))
+                    .map_err(|_| e.clone())?;
+                (p, Some(e.to_string()))
+            }
+            (Err(e), _) => return Err(e),
+        };
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= PARSER_CACHE {
                 c.clear();
             }
-            c.insert(key, parser.clone());
+            c.insert(key, built.clone());
         }
-        Ok(parser)
+        Ok(built)
     }
 }
 

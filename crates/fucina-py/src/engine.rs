@@ -251,8 +251,13 @@ impl PyEngine {
     }
 
     /// Compile `grammar` against this model's vocabulary without generating (raises
-    /// `GrammarError` naming what is wrong).
-    fn check_grammar(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<()> {
+    /// `GrammarError` naming what is wrong); returns what a leniently compiled JSON
+    /// Schema leaves unenforced, if anything.
+    fn check_grammar(
+        &self,
+        py: Python<'_>,
+        grammar: PyRef<'_, PyGrammar>,
+    ) -> PyResult<Option<String>> {
         let compiler = self.grammars.get(py, self.tokenizer.arc(), self.n_vocab)?;
         let inner = &grammar.inner;
         py.detach(|| compiler.check(inner)).map_err(grammar_error)

@@ -19,6 +19,7 @@ static UNSUPPORTED_MODEL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INVALID_ARGUMENT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ARGUMENT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static GRAMMAR_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static GRAMMAR_WARNING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static QUEUE_FULL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn make_type(
@@ -158,6 +159,22 @@ pub fn grammar_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         .map(|t| t.bind(py))
 }
 
+/// `fucina.GrammarWarning`: a `UserWarning` naming what a JSON Schema compiled
+/// leniently leaves unenforced (keywords llguidance does not implement).
+pub fn grammar_warning(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    GRAMMAR_WARNING
+        .get_or_try_init(py, || {
+            let bases = PyTuple::new(py, [py.get_type::<pyo3::exceptions::PyUserWarning>()])?;
+            make_type(
+                py,
+                "GrammarWarning",
+                &bases,
+                "Part of a JSON Schema (a keyword, format or pattern llguidance does not implement) is not enforced.",
+            )
+        })
+        .map(|t| t.bind(py))
+}
+
 /// A `GrammarError` with `message`.
 pub fn grammar_err(message: impl Into<String>) -> PyErr {
     let message = message.into();
@@ -176,6 +193,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidArgumentError", invalid_argument_error(py)?)?;
     m.add("ArgumentTypeError", argument_type_error(py)?)?;
     m.add("GrammarError", grammar_error(py)?)?;
+    m.add("GrammarWarning", grammar_warning(py)?)?;
     m.add("QueueFullError", queue_full_error(py)?)?;
     Ok(())
 }

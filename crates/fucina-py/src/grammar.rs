@@ -49,8 +49,21 @@ impl LazyCompiler {
     ) -> PyResult<Constraint> {
         let compiler = self.get(py, tokenizer, n_vocab)?;
         let g = &grammar.inner;
-        py.detach(|| compiler.compile(g)).map_err(grammar_error)
+        let c = py.detach(|| compiler.compile(g)).map_err(grammar_error)?;
+        warn_unenforced(py, &c)?;
+        Ok(c)
     }
+}
+
+/// A `fucina.GrammarWarning` (a `UserWarning`) for what a leniently compiled JSON Schema
+/// leaves unenforced.
+pub(crate) fn warn_unenforced(py: Python<'_>, c: &Constraint) -> PyResult<()> {
+    let Some(w) = c.warning() else {
+        return Ok(());
+    };
+    let msg = std::ffi::CString::new(format!("{w}: not enforced (the rest of the schema is)"))
+        .unwrap_or_else(|_| c"a JSON Schema keyword is not enforced".to_owned());
+    PyErr::warn(py, crate::errors::grammar_warning(py)?, &msg, 2)
 }
 
 /// A grammar error as `fucina.GrammarError`.
@@ -176,6 +189,7 @@ impl PyGrammarCompiler {
     fn compile(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<PyGrammarMatcher> {
         let g = &grammar.inner;
         let c = py.detach(|| self.inner.compile(g)).map_err(grammar_error)?;
+        warn_unenforced(py, &c)?;
         Ok(PyGrammarMatcher {
             inner: Mutex::new(c),
             n_vocab: self.inner.vocab_size(),

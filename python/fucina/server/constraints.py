@@ -2,7 +2,9 @@
 
 ``json_object`` (optionally with a ``schema``) and ``json_schema`` compile to a grammar the
 scheduler enforces on the request's rows (masks computed ahead, forced tokens committed without
-sampling); a schema the grammar compiler cannot take is a 400 naming the keyword.
+sampling); a malformed schema is a 400 naming the problem. Keywords llguidance does not implement
+are not enforced (a warning in the server log), unless the request says ``"strict": true``, which
+makes them a 400 naming the keyword.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ def response_format_grammar(fmt: ResponseFormat | None) -> Grammar | None:
             raise ApiError(
                 400, "response_format of type 'json_schema' needs a 'json_schema' object", param="response_format"
             )
-        schema = fmt.json_schema.schema_
+        schema, strict = fmt.json_schema.schema_, fmt.json_schema.strict is True
     else:
-        schema = fmt.schema_
+        schema, strict = fmt.schema_, False
     try:
-        return Grammar.json_schema(schema) if schema is not None else Grammar.json_object()
+        return Grammar.json_schema(schema, strict=strict) if schema is not None else Grammar.json_object()
     except GrammarError as e:
         raise ApiError(400, str(e), param="response_format", code="invalid_response_format") from None
