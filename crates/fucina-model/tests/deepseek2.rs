@@ -63,7 +63,10 @@ fn rel(want: &[f32], got: &[f32]) -> f64 {
 fn argmax(v: &[f32]) -> usize {
     v.iter()
         .enumerate()
-        .fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
         .0
 }
 
@@ -86,7 +89,11 @@ fn logits(model: &Model, toks: &[u32], kv: KvDtype, batch: bool) -> Vec<f32> {
             token: t,
             logits: true,
         };
-        out.extend_from_slice(model.forward(&[row], &mut caches, &mut sc).expect("forward"));
+        out.extend_from_slice(
+            model
+                .forward(&[row], &mut caches, &mut sc)
+                .expect("forward"),
+        );
     }
     out
 }
@@ -124,7 +131,10 @@ fn f32_weights_match_transformers_batch_and_decode() {
             worst[0], worst[1]
         );
         for w in worst {
-            assert!(w <= TRANSFORMERS_REL, "{name}: {w:.3e} > {TRANSFORMERS_REL}");
+            assert!(
+                w <= TRANSFORMERS_REL,
+                "{name}: {w:.3e} > {TRANSFORMERS_REL}"
+            );
         }
     }
 }
@@ -147,7 +157,11 @@ fn q8_0_matches_llama_cpp() {
                 let got = &ours[i * vocab..(i + 1) * vocab];
                 n += 1;
                 agree += usize::from(argmax(&want) == argmax(got));
-                exact += usize::from(want.iter().zip(got).all(|(a, b)| a.to_bits() == b.to_bits()));
+                exact += usize::from(
+                    want.iter()
+                        .zip(got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                );
                 worst = worst.max(rel(&want, got));
             }
             let mut s = Session::new(Arc::clone(&model), 96, KvDtype::F16).expect("session");
@@ -161,6 +175,186 @@ fn q8_0_matches_llama_cpp() {
             "{name}-q8_0 vs llama.cpp: argmax {agree}/{n}, bitwise positions {exact}/{n}, \
              worst rel {worst:.2e}"
         );
-        assert!(agree as f64 >= LLAMA_CPP_ARGMAX * n as f64, "{name}: {agree}/{n}");
+        assert!(
+            agree as f64 >= LLAMA_CPP_ARGMAX * n as f64,
+            "{name}: {agree}/{n}"
+        );
     }
+}
+
+/// Several sequences of different lengths in one batch (pinned numerics): each row's
+/// logits equal its single-row forward bitwise, for both models and every cache type.
+#[test]
+fn multi_sequence_batch_equals_single_rows() {
+    for name in MODELS {
+        let model = load(&format!("{name}-q8_0"));
+        let vocab = model.config().n_vocab;
+        let seqs: [&[u32]; 3] = [&[5, 9, 100, 31, 7, 77, 120], &[1, 2], &[50, 3, 3, 3, 18]];
+        for kv in [KvDtype::F16, KvDtype::Q8_0, KvDtype::F32] {
+            let single: Vec<Vec<f32>> = seqs.iter().map(|t| logits(&model, t, kv, false)).collect();
+            let mut rows: Vec<BatchRow> = seqs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, t)| BatchRow::sequence(i, 0, t, true))
+                .collect();
+            rows.sort_by_key(|r| (r.pos, r.seq));
+            let mut caches: Vec<_> = (0..3)
+                .map(|_| model.new_cache(16, kv).expect("cache"))
+                .collect();
+            let mut sc = Scratch::default();
+            sc.set_pinned(true);
+            let out = model.forward(&rows, &mut caches, &mut sc).expect("forward");
+            for (i, r) in rows.iter().enumerate() {
+                let got = &out[i * vocab..(i + 1) * vocab];
+                let want = &single[r.seq][r.pos * vocab..(r.pos + 1) * vocab];
+                assert!(
+                    got.iter()
+                        .zip(want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{name} {kv:?} row {i}"
+                );
+            }
+        }
+    }
+}
+
+/// The tiny V2 model's layers are MLA over a one-head latent cache.
+#[test]
+fn layers_are_mla_over_a_latent_cache() {
+    let model = load("deepseek2-q8_0");
+    for l in &model.config().layers {
+        let Mixer::Mla(g) = l.mixer else {
+            panic!("{:?}", l.mixer)
+        };
+        assert_eq!(
+            (
+                g.q_lora_rank,
+                g.kv_lora_rank,
+                g.qk_nope,
+                g.qk_rope,
+                g.v_head
+            ),
+            (0, 64, 32, 32, 32)
+        );
+        assert_eq!((l.n_head_kv, l.head_dim_k, l.head_dim_v), (1, 96, 64));
+    }
+    let v3 = load("deepseek2v3-q8_0");
+    assert!(matches!(v3.config().layers[0].mixer, Mixer::Mla(g) if g.q_lora_rank == 32));
+}
+
+/// A tensor to write: type, dims (ggml order), bytes.
+type Tensor = (GgmlType, Vec<u64>, Vec<u8>);
+/// Maps a tensor (name, type, dims, bytes) to the one to write (`None`: drop it).
+type Edit<'a> = &'a dyn Fn(&str, GgmlType, &[u64], &[u8]) -> Option<Tensor>;
+
+/// The tiny V2 q8_0 model rewritten: `meta` edits the metadata, `edit` each tensor.
+fn rewritten(meta: &dyn Fn(&mut GgufWriter<'_>), edit: Edit<'_>) -> Result<Model, ModelError> {
+    let file = GgufFile::open(dir().join("deepseek2-q8_0.gguf")).expect("open");
+    let mut w = GgufWriter::new();
+    *w.metadata_mut() = file.metadata().clone();
+    meta(&mut w);
+    for (name, info) in file.tensors() {
+        let bytes = file.info_bytes(info).expect("bytes");
+        if let Some((ty, dims, data)) = edit(name, info.ggml_type, &info.dims, bytes) {
+            w.add_tensor(name, ty, &dims, data).expect("add");
+        }
+    }
+    let bytes = w.to_bytes().expect("bytes");
+    let file = GgufFile::from_bytes(bytes, OpenOptions::default()).expect("reopen");
+    Model::from_file(Arc::new(file), ModelOptions::with_threads(1))
+}
+
+fn keep(_: &str, ty: GgmlType, dims: &[u64], b: &[u8]) -> Option<Tensor> {
+    Some((ty, dims.to_vec(), b.to_vec()))
+}
+
+#[test]
+fn bad_files_name_the_key_or_tensor() {
+    let none = |_: &mut GgufWriter<'_>| {};
+    assert!(rewritten(&none, &keep).is_ok(), "the unedited file loads");
+    for gone in [
+        "blk.1.attn_kv_a_mqa.weight",
+        "blk.0.attn_k_b.weight",
+        "blk.2.attn_v_b.weight",
+        "blk.1.attn_kv_a_norm.weight",
+        "blk.2.ffn_gate_shexp.weight",
+    ] {
+        let r = rewritten(&none, &|n, t, d, b| {
+            (n != gone).then(|| keep(n, t, d, b)).flatten()
+        });
+        assert!(
+            matches!(&r, Err(ModelError::MissingTensor(n)) if n == gone),
+            "{gone}: {r:?}"
+        );
+    }
+
+    // A kv_lora_rank the cache geometry keys disagree with.
+    let rank = rewritten(
+        &|w| w.set("deepseek2.attention.kv_lora_rank", Value::U32(32)),
+        &keep,
+    );
+    assert!(
+        matches!(&rank, Err(ModelError::InvalidConfig(m)) if m.contains("kv_lora_rank")
+            && m.contains("deepseek2.attention.key_length")),
+        "{rank:?}"
+    );
+    // ... and one they agree with but the tensors do not.
+    let rank = rewritten(
+        &|w| {
+            w.set("deepseek2.attention.kv_lora_rank", Value::U32(32));
+            w.set("deepseek2.attention.key_length", Value::U32(64));
+            w.set("deepseek2.attention.value_length", Value::U32(32));
+        },
+        &keep,
+    );
+    assert!(
+        matches!(&rank, Err(ModelError::WeightShape { name, .. }) if name == "blk.0.attn_kv_a_mqa.weight"),
+        "{rank:?}"
+    );
+    let no_mla = rewritten(
+        &|w| {
+            w.metadata_mut()
+                .remove("deepseek2.attention.key_length_mla");
+        },
+        &keep,
+    );
+    assert!(
+        matches!(&no_mla, Err(ModelError::InvalidConfig(m)) if m.contains("key_length_mla")),
+        "{no_mla:?}"
+    );
+
+    // A wrong expert count is reported on the router of the first MoE layer.
+    let count = rewritten(&|w| w.set("deepseek2.expert_count", Value::U32(6)), &keep);
+    assert!(
+        matches!(&count, Err(ModelError::WeightShape { name, .. }) if name == "blk.1.ffn_gate_inp.weight"),
+        "{count:?}"
+    );
+
+    // One expert short: 7 blocks where the count says 8.
+    let truncated = rewritten(&none, &|n, t, d, b| {
+        if n == "blk.2.ffn_down_exps.weight" {
+            let per = b.len() / 8;
+            Some((t, vec![d[0], d[1], 7], b[..7 * per].to_vec()))
+        } else {
+            keep(n, t, d, b)
+        }
+    });
+    assert!(
+        matches!(&truncated, Err(ModelError::WeightShape { name, found, .. })
+            if name == "blk.2.ffn_down_exps.weight" && found[2] == 7),
+        "{truncated:?}"
+    );
+    // A per-head stack short of heads.
+    let heads = rewritten(&none, &|n, t, d, b| {
+        if n == "blk.0.attn_k_b.weight" {
+            let per = b.len() / 4;
+            Some((t, vec![d[0], d[1], 3], b[..3 * per].to_vec()))
+        } else {
+            keep(n, t, d, b)
+        }
+    });
+    assert!(
+        matches!(&heads, Err(ModelError::WeightShape { name, .. }) if name == "blk.0.attn_k_b.weight"),
+        "{heads:?}"
+    );
 }

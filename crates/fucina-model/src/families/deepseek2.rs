@@ -77,12 +77,15 @@ pub fn geometry(md: &Metadata) -> Result<MlaGeometry> {
     })?;
     let v_head = int_req(md, "attention.value_length_mla")?;
     let qk_rope = int_req(md, "rope.dimension_count")?;
-    let qk_nope = k_mla.checked_sub(qk_rope).filter(|&n| n > 0).ok_or_else(|| {
-        invalid(format!(
-            "{} = {k_mla} leaves no non-RoPE dims beside {qk_rope} RoPE dims",
-            key("attention.key_length_mla")
-        ))
-    })?;
+    let qk_nope = k_mla
+        .checked_sub(qk_rope)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            invalid(format!(
+                "{} = {k_mla} leaves no non-RoPE dims beside {qk_rope} RoPE dims",
+                key("attention.key_length_mla")
+            ))
+        })?;
     if qk_rope % 2 != 0 {
         return Err(invalid(format!(
             "{} = {qk_rope} is odd",
@@ -258,7 +261,13 @@ mod tests {
     fn lite_shape_dense_lead_and_shared_experts() {
         let g = geometry(&md()).unwrap();
         assert_eq!(
-            (g.q_lora_rank, g.kv_lora_rank, g.qk_nope, g.qk_rope, g.v_head),
+            (
+                g.q_lora_rank,
+                g.kv_lora_rank,
+                g.qk_nope,
+                g.qk_rope,
+                g.v_head
+            ),
             (0, 512, 128, 64, 128)
         );
         let c = ffn_configs(&md(), &[10944, 10944, 10944]).unwrap();
@@ -278,7 +287,10 @@ mod tests {
         md.insert(key("expert_weights_scale"), Value::F32(2.5));
         md.insert(key("expert_group_count"), Value::U32(8));
         md.insert(key("expert_group_used_count"), Value::U32(3));
-        let m = ffn_configs(&md, &[0, 0]).unwrap()[1].moe().copied().unwrap();
+        let m = ffn_configs(&md, &[0, 0]).unwrap()[1]
+            .moe()
+            .copied()
+            .unwrap();
         assert_eq!(m.gating, Gating::Sigmoid);
         assert!(m.norm_weights);
         assert_eq!(m.weights_scale, Some(2.5));

@@ -224,9 +224,7 @@ pub fn bind_layer(
             )?,
         }),
         Mixer::DeltaNet(g) => MixerWeights::DeltaNet(DeltaNetWeights::bind(file, il, e, &g)?),
-        Mixer::Mla(g) => MixerWeights::Mla(Box::new(MlaWeights::bind(
-            file, il, e, l.n_head, &g,
-        )?)),
+        Mixer::Mla(g) => MixerWeights::Mla(Box::new(MlaWeights::bind(file, il, e, l.n_head, &g)?)),
     };
     let ffn = match &l.ffn {
         FfnConfig::Dense { n_ff } => {

@@ -90,7 +90,12 @@ impl MlaWeights {
         let n = |s: &str| layer_name(il, s);
         let dk = g.qk_nope + g.qk_rope;
         let q = match g.q_lora_rank {
-            0 => MlaQuery::Plain(Linear::bind(file, &n("attn_q.weight"), n_head * dk, n_embd)?),
+            0 => MlaQuery::Plain(Linear::bind(
+                file,
+                &n("attn_q.weight"),
+                n_head * dk,
+                n_embd,
+            )?),
             r => MlaQuery::LowRank {
                 a: Linear::bind(file, &n("attn_q_a.weight"), r, n_embd)?,
                 norm: load_vector(file, &n("attn_q_a_norm.weight"), r)?,
@@ -142,7 +147,15 @@ thread_local! {
 /// `out[h][r][..] = x[r][h·stride + off..][..width]` for `n_head` heads and `m`
 /// rows: each head's slice of every row, head-major (the rows of one per-head
 /// product).
-fn gather_heads(x: &[f32], m: usize, n_head: usize, stride: usize, off: usize, width: usize, out: &mut [f32]) {
+fn gather_heads(
+    x: &[f32],
+    m: usize,
+    n_head: usize,
+    stride: usize,
+    off: usize,
+    width: usize,
+    out: &mut [f32],
+) {
     for h in 0..n_head {
         for r in 0..m {
             let src = &x[r * n_head * stride + h * stride + off..][..width];
@@ -213,11 +226,25 @@ pub(crate) fn forward_layer(
     let kv = grow(&mut ms.kv, m * dc);
     match &lw.q {
         MlaQuery::Plain(wq) => {
-            matmul_many(pool, &[wq, &lw.kv_a], xn, m, &mut [&mut *q, &mut *kv], &mut s.mm)?;
+            matmul_many(
+                pool,
+                &[wq, &lw.kv_a],
+                xn,
+                m,
+                &mut [&mut *q, &mut *kv],
+                &mut s.mm,
+            )?;
         }
         MlaQuery::LowRank { a, norm, b } => {
             let qa = grow(&mut ms.qa, m * a.rows());
-            matmul_many(pool, &[a, &lw.kv_a], xn, m, &mut [&mut *qa, &mut *kv], &mut s.mm)?;
+            matmul_many(
+                pool,
+                &[a, &lw.kv_a],
+                xn,
+                m,
+                &mut [&mut *qa, &mut *kv],
+                &mut s.mm,
+            )?;
             let w = a.rows();
             par_rows(pool, qa, w, &|_, qa| {
                 qa.chunks_exact_mut(w)
@@ -235,7 +262,13 @@ pub(crate) fn forward_layer(
         for (row, qr) in rr.zip(q.chunks_exact_mut(nh * dk)) {
             let o = (grp * m + row) * n_rot_max;
             for head in qr.chunks_exact_mut(dk) {
-                apply_rope(lc.rope.kind, &mut head[nope..], rope, rope, &cs[o..o + rope]);
+                apply_rope(
+                    lc.rope.kind,
+                    &mut head[nope..],
+                    rope,
+                    rope,
+                    &cs[o..o + rope],
+                );
             }
         }
     });
@@ -260,7 +293,14 @@ pub(crate) fn forward_layer(
     let heads_in = grow(&mut ms.heads_in, nh * m * nope.max(r));
     gather_heads(q, m, nh, dk, 0, nope, heads_in);
     let heads_out = grow(&mut ms.heads_out, nh * m * r.max(dv));
-    per_head_products(model, &lw.k_b, &heads_in[..nh * m * nope], m, heads_out, &mut s.mm)?;
+    per_head_products(
+        model,
+        &lw.k_b,
+        &heads_in[..nh * m * nope],
+        m,
+        heads_out,
+        &mut s.mm,
+    )?;
     let qk = grow(&mut ms.qk, m * nh * dc);
     for row in 0..m {
         for h in 0..nh {
@@ -341,7 +381,14 @@ pub(crate) fn forward_layer(
 
     // Decompress with V_b per head, then the output projection of every row.
     gather_heads(latent, m, nh, r, 0, r, heads_in);
-    per_head_products(model, &lw.v_b, &heads_in[..nh * m * r], m, heads_out, &mut s.mm)?;
+    per_head_products(
+        model,
+        &lw.v_b,
+        &heads_in[..nh * m * r],
+        m,
+        heads_out,
+        &mut s.mm,
+    )?;
     let vo = grow(&mut ms.vo, m * nh * dv);
     for row in 0..m {
         for h in 0..nh {
