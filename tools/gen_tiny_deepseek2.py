@@ -313,9 +313,7 @@ def gen_llamacpp() -> None:
             dst = Path(tmp) / "model.gguf"
             with_dummy_vocab(DIR / f"{name}-q8_0.gguf", dst)
             n_ctx = max(len(p) for p in prompts) + N_GREEDY + 4
-            llm = Llama(
-                model_path=str(dst), n_ctx=n_ctx, n_batch=n_ctx, n_threads=2, logits_all=True, verbose=False
-            )
+            llm = Llama(model_path=str(dst), n_ctx=n_ctx, n_batch=n_ctx, n_threads=2, logits_all=True, verbose=False)
             out = []
             for toks in prompts:
                 llm.reset()
