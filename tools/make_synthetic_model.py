@@ -326,8 +326,9 @@ def write_deepseek2(args, h, rng) -> None:
     """DeepSeek-V2-Lite-shaped `deepseek2` GGUF in llama.cpp's Q4_K_M mix for it: the
     MLA tensors as conversion/deepseek.py splits them (attn_k_b `[n_head, 512, 128]`
     rows of 128 fall back to Q5_0, as llama-quantize does for Q4_K on a row not a
-    multiple of 256), Q6_K ffn_down(_exps/_shexp) on the `use_more_bits` layers and the
-    output head, F32 norms and routers; the "none" vocabulary (token ids only)."""
+    multiple of 256), Q6_K ffn_down(_exps/_shexp) on the `use_more_bits` layers (rows
+    of 10944 and 1408, not multiples of 256, falling back to Q8_0 for Q6_K and Q5_0 for
+    Q4_K), Q6_K output head, F32 norms and routers; the "none" vocabulary."""
     L, E, H, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_vocab"))
     R, NOPE, ROPE, DV = h["kv_lora_rank"], h["qk_nope"], h["qk_rope"], h["v_head"]
     X, FE, NS = h["n_expert"], h["n_ff_exp"], h["n_shared"]
@@ -365,7 +366,11 @@ def write_deepseek2(args, h, rng) -> None:
     w.add_string("tokenizer.ggml.model", "none")
     w.add_uint32(f"{arch}.vocab_size", V)
 
+    fallback = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0}
+
     def quant(name: str, qtype: Q, rows: int, cols: int, n: int = 0) -> None:
+        if cols % 256 != 0:
+            qtype = fallback[qtype]
         blocks = random_blocks(rng, qtype, max(n, 1) * rows, cols)
         w.add_tensor(name, blocks.reshape(n, rows, -1) if n else blocks, raw_dtype=qtype)
 
@@ -381,7 +386,7 @@ def write_deepseek2(args, h, rng) -> None:
         quant(f"blk.{i}.attn_q.weight", Q.Q4_K, H * (NOPE + ROPE), E)
         quant(f"blk.{i}.attn_kv_a_mqa.weight", Q.Q4_K, R + ROPE, E)
         vec(f"blk.{i}.attn_kv_a_norm.weight", R)
-        quant(f"blk.{i}.attn_k_b.weight", Q.Q5_0, R, NOPE, H)
+        quant(f"blk.{i}.attn_k_b.weight", Q.Q4_K, R, NOPE, H)
         quant(f"blk.{i}.attn_v_b.weight", Q.Q4_K, DV, R, H)
         quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * DV)
         vec(f"blk.{i}.ffn_norm.weight", E)
