@@ -287,7 +287,7 @@ mod tests {
         md.insert(key("expert_weights_scale"), Value::F32(2.5));
         md.insert(key("expert_group_count"), Value::U32(8));
         md.insert(key("expert_group_used_count"), Value::U32(3));
-        let m = ffn_configs(&md, &[0, 0]).unwrap()[1]
+        let m = ffn_configs(&md, &[96, 96]).unwrap()[1]
             .moe()
             .copied()
             .unwrap();
@@ -302,7 +302,8 @@ mod tests {
             })
         );
         md.insert(key("expert_gating_func"), Value::U32(3));
-        assert!(ffn_configs(&md, &[0, 0]).is_err());
+        let e = ffn_configs(&md, &[96, 96]).unwrap_err().to_string();
+        assert!(e.contains("expert_gating_func"), "{e}");
     }
 
     #[test]
