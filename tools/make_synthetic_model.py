@@ -20,6 +20,13 @@ Q4_K_M mix for it (attn_qkv Q5_K; attn_v counted over the attention layers; the
 DeltaNet's conv kernel, A, dt bias and norms F32). Its vocabulary is llama.cpp's
 "none" (token ids only), so both engines are fed ids.
 
+`--arch deepseek-v2-lite` writes a DeepSeek-V2-Lite-shaped `deepseek2` model (27 layers,
+2048 wide, 16 heads with Multi-head Latent Attention: plain q of 128 + 64 RoPE dims per
+head, a 512-dim latent plus a 64-dim shared RoPE key, 128-dim values; the first layer
+a dense FFN of 10944, then 64 routed experts of 1408 (6 used, softmax) and 2 shared;
+YaRN factor 40 over 4096 positions, mscale_all_dim 0.707; 102,400 tokens, untied head)
+with the "none" vocabulary; see `write_deepseek2` for its type mix.
+
 `--arch gemma4-e2b` writes a Gemma-4-E2B-shaped model (35 layers, 1536 wide,
 4 sliding layers (8 query / 1 KV heads of 256, window 512) to one global layer
 (heads of 512, 64 of 256 rotary pairs in the "proportional" RoPE), the last 20
@@ -72,6 +79,39 @@ ARCHS = {
         window=512,
         every=5,
     ),
+    # DeepSeek-V2-Lite, from its config.json (transformers DeepseekV2Config of
+    # deepseek-ai/DeepSeek-V2-Lite(-Chat): hidden_size 2048, num_hidden_layers 27,
+    # num_attention_heads 16, q_lora_rank null, kv_lora_rank 512, qk_nope_head_dim 128,
+    # qk_rope_head_dim 64, v_head_dim 128, intermediate_size 10944,
+    # first_k_dense_replace 1, n_routed_experts 64, moe_intermediate_size 1408,
+    # n_shared_experts 2, num_experts_per_tok 6, topk_method greedy, n_group 1,
+    # norm_topk_prob false, routed_scaling_factor 1.0, scoring_func softmax,
+    # vocab_size 102400, rms_norm_eps 1e-6, max_position_embeddings 163840,
+    # rope_parameters yarn: rope_theta 10000, factor 40,
+    # original_max_position_embeddings 4096, mscale 0.707, mscale_all_dim 0.707,
+    # beta_fast 32, beta_slow 1; tie_word_embeddings false).
+    "deepseek-v2-lite": dict(
+        n_layer=27,
+        n_embd=2048,
+        n_head=16,
+        n_head_kv=1,
+        head_dim=192,
+        n_ff=10944,
+        n_vocab=102400,
+        kv_lora_rank=512,
+        qk_nope=128,
+        qk_rope=64,
+        v_head=128,
+        n_dense=1,
+        n_expert=64,
+        n_expert_used=6,
+        n_ff_exp=1408,
+        n_shared=2,
+        n_ctx=163840,
+        yarn_factor=40.0,
+        yarn_orig_ctx=4096,
+        mscale_all_dim=0.707,
+    ),
     "qwen35-0.8b": dict(
         n_layer=24,
         n_embd=1024,
@@ -91,7 +131,7 @@ ARCHS = {
 }
 
 # Byte offsets of the fp16 scale fields inside each block type.
-F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.Q8_0: (0,)}
+F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,), Q.Q8_0: (0,), Q.Q5_0: (0,)}
 
 
 def use_more_bits(i: int, n: int) -> bool:
@@ -282,6 +322,94 @@ def write_qwen35(args, h, rng) -> None:
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
 
 
+def write_deepseek2(args, h, rng) -> None:
+    """DeepSeek-V2-Lite-shaped `deepseek2` GGUF in llama.cpp's Q4_K_M mix for it: the
+    MLA tensors as conversion/deepseek.py splits them (attn_k_b `[n_head, 512, 128]`
+    rows of 128 fall back to Q5_0, as llama-quantize does for Q4_K on a row not a
+    multiple of 256), Q6_K ffn_down(_exps/_shexp) on the `use_more_bits` layers (rows
+    of 10944 and 1408, not multiples of 256, falling back to Q8_0 for Q6_K and Q5_0 for
+    Q4_K), Q6_K output head, F32 norms and routers; the "none" vocabulary."""
+    L, E, H, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_vocab"))
+    R, NOPE, ROPE, DV = h["kv_lora_rank"], h["qk_nope"], h["qk_rope"], h["v_head"]
+    X, FE, NS = h["n_expert"], h["n_ff_exp"], h["n_shared"]
+    n_kept = args.layers or L
+    arch = "deepseek2"
+    w = gguf.GGUFWriter(args.out, arch)
+    cut = f", first {n_kept} of {L} layers" if n_kept < L else ""
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix{cut})")
+    w.add_context_length(h["n_ctx"])
+    w.add_embedding_length(E)
+    w.add_block_count(n_kept)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(1)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_leading_dense_block_count(h["n_dense"])
+    w.add_q_lora_rank(0)
+    w.add_kv_lora_rank(R)
+    w.add_key_length(R + ROPE)
+    w.add_value_length(R)
+    w.add_key_length_mla(NOPE + ROPE)
+    w.add_value_length_mla(DV)
+    w.add_expert_feed_forward_length(FE)
+    w.add_expert_count(X)
+    w.add_expert_used_count(h["n_expert_used"])
+    w.add_expert_shared_count(NS)
+    w.add_expert_weights_scale(1.0)
+    w.add_rope_dimension_count(ROPE)
+    w.add_rope_freq_base(10_000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(h["yarn_factor"])
+    w.add_rope_scaling_orig_ctx_len(h["yarn_orig_ctx"])
+    w.add_rope_scaling_yarn_log_mul(0.1 * h["mscale_all_dim"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(f"{arch}.vocab_size", V)
+
+    fallback = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0}
+
+    def quant(name: str, qtype: Q, rows: int, cols: int, n: int = 0) -> None:
+        if cols % 256 != 0:
+            qtype = fallback[qtype]
+        blocks = random_blocks(rng, qtype, max(n, 1) * rows, cols)
+        w.add_tensor(name, blocks.reshape(n, rows, -1) if n else blocks, raw_dtype=qtype)
+
+    def vec(name: str, n: int) -> None:
+        w.add_tensor(name, (1.0 + 0.01 * rng.standard_normal(n)).astype(np.float32))
+
+    quant("token_embd.weight", Q.Q4_K, V, E)
+    quant("output.weight", Q.Q6_K, V, E)
+    vec("output_norm.weight", E)
+    for i in range(n_kept):
+        down = Q.Q6_K if use_more_bits(i, L) else Q.Q4_K
+        vec(f"blk.{i}.attn_norm.weight", E)
+        quant(f"blk.{i}.attn_q.weight", Q.Q4_K, H * (NOPE + ROPE), E)
+        quant(f"blk.{i}.attn_kv_a_mqa.weight", Q.Q4_K, R + ROPE, E)
+        vec(f"blk.{i}.attn_kv_a_norm.weight", R)
+        quant(f"blk.{i}.attn_k_b.weight", Q.Q4_K, R, NOPE, H)
+        quant(f"blk.{i}.attn_v_b.weight", Q.Q4_K, DV, R, H)
+        quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * DV)
+        vec(f"blk.{i}.ffn_norm.weight", E)
+        if i < h["n_dense"]:
+            quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, F, E)
+            quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, F, E)
+            quant(f"blk.{i}.ffn_down.weight", down, E, F)
+            continue
+        router = (rng.standard_normal((X, E)) / np.sqrt(E)).astype(np.float32)
+        w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", router)
+        quant(f"blk.{i}.ffn_gate_exps.weight", Q.Q4_K, FE, E, X)
+        quant(f"blk.{i}.ffn_up_exps.weight", Q.Q4_K, FE, E, X)
+        quant(f"blk.{i}.ffn_down_exps.weight", down, E, FE, X)
+        quant(f"blk.{i}.ffn_gate_shexp.weight", Q.Q4_K, NS * FE, E)
+        quant(f"blk.{i}.ffn_up_shexp.weight", Q.Q4_K, NS * FE, E)
+        quant(f"blk.{i}.ffn_down_shexp.weight", down, E, NS * FE)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=True)
+    w.close()
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
@@ -296,6 +424,9 @@ def main() -> None:
         return
     if args.arch.startswith("gemma4"):
         write_gemma4(args, h, rng)
+        return
+    if args.arch.startswith("deepseek"):
+        write_deepseek2(args, h, rng)
         return
     L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
     moe = "n_expert" in h

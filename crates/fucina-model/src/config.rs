@@ -42,11 +42,15 @@ pub enum Family {
     /// RoPE bases and rotary spans, shared-KV layers, per-layer embeddings, V norms,
     /// layer output scales, final logit soft cap.
     Gemma4,
+    /// DeepSeek-V2 / V3 (and GLM-4.7-Flash, Moonlight, which share the arch):
+    /// Multi-head Latent Attention over a compressed KV cache, leading dense layers,
+    /// routed experts plus shared experts (softmax or sigmoid routing).
+    Deepseek2,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
@@ -57,6 +61,7 @@ impl Family {
         Family::Qwen35Moe,
         Family::Qwen3Next,
         Family::Gemma4,
+        Family::Deepseek2,
     ];
 
     /// The `general.architecture` string of the family.
@@ -72,6 +77,7 @@ impl Family {
             Family::Qwen35Moe => "qwen35moe",
             Family::Qwen3Next => "qwen3next",
             Family::Gemma4 => "gemma4",
+            Family::Deepseek2 => "deepseek2",
         }
     }
 
@@ -149,6 +155,28 @@ pub enum Mixer {
     },
     /// Gated DeltaNet linear attention with its recurrent state.
     DeltaNet(RecurrentGeometry),
+    /// Multi-head Latent Attention (DeepSeek-V2/V3) over a latent cache of one
+    /// `kv_lora_rank + qk_rope` row per position; the head fields of the layer then
+    /// describe that cache (one kv head, keys `kv_lora_rank + qk_rope` wide, values
+    /// the first `kv_lora_rank`).
+    Mla(MlaGeometry),
+}
+
+/// Shape of a Multi-head Latent Attention layer (llama.cpp's `n_lora_q`,
+/// `n_lora_kv`, `n_embd_head_k_mla`, `n_embd_head_v_mla`, `n_rot`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MlaGeometry {
+    /// Rank of the query compression (`attn_q_a` → norm → `attn_q_b`); 0: a plain
+    /// `attn_q` projection.
+    pub q_lora_rank: usize,
+    /// Width of the compressed KV (the latent cached per position).
+    pub kv_lora_rank: usize,
+    /// Per-head query/key dims without RoPE.
+    pub qk_nope: usize,
+    /// Per-head query dims with RoPE, and the width of the shared RoPE key.
+    pub qk_rope: usize,
+    /// Per-head value dims (after decompression by `attn_v_b`).
+    pub v_head: usize,
 }
 
 /// Attention geometry and masking of one layer.
@@ -197,6 +225,11 @@ impl LayerConfig {
     pub fn cache_spec(&self) -> LayerSpec {
         match self.mixer {
             Mixer::DeltaNet(g) => LayerSpec::Recurrent(g),
+            Mixer::Mla(g) => LayerSpec::Attention(KvGeometry {
+                n_head_kv: 1,
+                head_dim_k: g.kv_lora_rank + g.qk_rope,
+                head_dim_v: g.kv_lora_rank,
+            }),
             Mixer::Attention { .. } if self.kv_source.is_some() => {
                 LayerSpec::Attention(KvGeometry {
                     n_head_kv: 0,
@@ -321,7 +354,11 @@ impl Config {
         let no_dense = vec![0; n_layer];
         let moe = matches!(
             family,
-            Family::Qwen3Moe | Family::Qwen2Moe | Family::Qwen35Moe | Family::Qwen3Next
+            Family::Qwen3Moe
+                | Family::Qwen2Moe
+                | Family::Qwen35Moe
+                | Family::Qwen3Next
+                | Family::Deepseek2
         );
         let ff_default = moe.then_some(no_dense.as_slice());
         let n_ff = per_layer("feed_forward_length", ff_default)?;
@@ -382,6 +419,9 @@ impl Config {
         if family == Family::Gemma4 {
             crate::families::gemma4::layer_geometry(md, &mut layers)?;
         }
+        if family == Family::Deepseek2 {
+            crate::families::deepseek2::check_geometry(&layers)?;
+        }
         for (il, l) in layers.iter().enumerate() {
             if l.n_head == 0 || l.n_head_kv == 0 || l.n_head % l.n_head_kv != 0 {
                 return Err(invalid(format!(
@@ -439,6 +479,12 @@ impl Config {
             | Family::Qwen35
             | Family::Qwen35Moe
             | Family::Qwen3Next => (None, 1.0, kq_default, Activation::Silu),
+            Family::Deepseek2 => (
+                None,
+                1.0,
+                crate::families::deepseek2::kq_scale(md, &layers)?,
+                Activation::Silu,
+            ),
         };
         let final_softcap = md
             .meta_float_opt(arch, "final_logit_softcapping")
@@ -523,7 +569,7 @@ fn rope_from_metadata(
     n_ctx_train: usize,
 ) -> Result<RopeConfig> {
     let kind = match family {
-        Family::Llama => RopeKind::Normal,
+        Family::Llama | Family::Deepseek2 => RopeKind::Normal,
         // Qwen3.5's interleaved MRoPE gives every section the same position for
         // text, which is NeoX RoPE over the rotated dims.
         Family::Gemma3
@@ -586,7 +632,14 @@ fn rope_from_metadata(
     if ext_factor != 0.0 {
         let factor = 1.0 / freq_scale;
         // get_mscale(factor, 1) = 1 + 0.1·ln(factor) for factor > 1, else 1.
-        let mscale = if factor <= 1.0 {
+        // DeepSeek-V2 files with `yarn_log_multiplier` take
+        // get_mscale(factor, m) / get_mscale(factor, m) with the same m (llama.cpp
+        // assumes mscale == mscale_all_dim): exactly 1.
+        let deepseek_log_mul = family == Family::Deepseek2
+            && md
+                .meta_float_opt(arch, "rope.scaling.yarn_log_multiplier")
+                .is_some_and(|v| v != 0.0);
+        let mscale = if factor <= 1.0 || deepseek_log_mul {
             1.0
         } else {
             0.1 * factor.ln() + 1.0

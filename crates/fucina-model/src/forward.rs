@@ -15,7 +15,7 @@ use crate::ffn::FfnScratch;
 use crate::kv_cache::KvCache;
 use crate::matmul::{matmul, MatmulScratch};
 use crate::mixer::attention::{self, AttnTask};
-use crate::mixer::{DeltaNetScratch, MixerWeights};
+use crate::mixer::{mla, DeltaNetScratch, MixerWeights, MlaScratch};
 use crate::model::Model;
 use crate::ops::attention::QueryRow;
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
@@ -80,6 +80,7 @@ pub struct Scratch {
     pub(crate) qg: Vec<f32>,
     pub(crate) gate: Vec<f32>,
     pub(crate) delta: DeltaNetScratch,
+    pub(crate) mla: MlaScratch,
     pub(crate) ple_in: Vec<f32>,
     pub(crate) ple_tok: Vec<f32>,
     pub(crate) ple_g: Vec<f32>,
@@ -277,6 +278,9 @@ impl Model {
             let n_act = match (&lw.mixer, lc.mixer) {
                 (MixerWeights::Attention(aw), Mixer::Attention { .. }) => {
                     attention::forward_layer(self, il, lc, aw, rows, caches, s, last, n_rot_max)?
+                }
+                (MixerWeights::Mla(mw), Mixer::Mla(g)) => {
+                    mla::forward_layer(self, il, lc, &g, mw, rows, caches, s, last, n_rot_max)?
                 }
                 (MixerWeights::DeltaNet(dw), Mixer::DeltaNet(g)) => {
                     let o = grow(&mut s.o, m * e);

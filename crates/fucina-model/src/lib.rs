@@ -29,7 +29,9 @@ pub mod parallel;
 pub mod ple;
 pub mod weights;
 
-pub use config::{Activation, Config, Family, LayerConfig, Mixer, RopeConfig, RopeKind};
+pub use config::{
+    Activation, Config, Family, LayerConfig, Mixer, MlaGeometry, RopeConfig, RopeKind,
+};
 pub use error::{ModelError, Result};
 pub use ffn::{FfnConfig, FfnWeights, Gating, GroupLimit, MoeConfig};
 pub use forward::{BatchRow, Scratch};

@@ -230,7 +230,8 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
                     "qwen35",
                     "qwen35moe",
                     "qwen3next",
-                    "gemma4"
+                    "gemma4",
+                    "deepseek2"
                 ]
             );
         }

@@ -4,6 +4,7 @@
 //! hyperparameters); the binder here turns that into [`LayerWeights`] with shapes
 //! checked against the [`Config`]. The forward itself is family-agnostic.
 
+pub mod deepseek2;
 pub mod gemma3;
 pub mod gemma4;
 pub mod llama;
@@ -21,7 +22,7 @@ use fucina_gguf::{GgufFile, Metadata};
 
 use crate::config::{Config, Family, Mixer};
 use crate::ffn::{DenseFfn, FfnConfig, FfnWeights, Gemma4MoeFfn, MoeFfn};
-use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights};
+use crate::mixer::{AttnWeights, DeltaNetWeights, MixerWeights, MlaWeights};
 use crate::ple::PleLayer;
 use crate::weights::{has_tensor, layer_name, load_vector, load_vector_opt, Linear};
 use crate::Result;
@@ -72,6 +73,7 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Gemma4 => gemma4::SPEC,
         Family::Qwen35Moe => qwen35moe::SPEC,
         Family::Qwen3Next => qwen3next::SPEC,
+        Family::Deepseek2 => deepseek2::SPEC,
     }
 }
 
@@ -88,6 +90,7 @@ pub fn mixers(
             qwen35::mixers(md, family.arch(), n_layer, n_layer_all)
         }
         Family::Qwen3Next => qwen3next::mixers(md, family.arch(), n_layer, n_layer_all),
+        Family::Deepseek2 => deepseek2::mixers(md, n_layer),
         Family::Gemma3
         | Family::Gemma4
         | Family::Qwen3
@@ -106,6 +109,7 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
         Family::Qwen2Moe => qwen2moe::ffn_configs(md, n_ff),
         Family::Qwen35Moe | Family::Qwen3Next => qwen35moe::ffn_configs(md, family.arch(), n_ff),
         Family::Gemma4 => gemma4::ffn_configs(md, n_ff),
+        Family::Deepseek2 => deepseek2::ffn_configs(md, n_ff),
         Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
             Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
         }
@@ -220,6 +224,7 @@ pub fn bind_layer(
             )?,
         }),
         Mixer::DeltaNet(g) => MixerWeights::DeltaNet(DeltaNetWeights::bind(file, il, e, &g)?),
+        Mixer::Mla(g) => MixerWeights::Mla(Box::new(MlaWeights::bind(file, il, e, l.n_head, &g)?)),
     };
     let ffn = match &l.ffn {
         FfnConfig::Dense { n_ff } => {
@@ -235,7 +240,11 @@ pub fn bind_layer(
             il,
             moe,
             e,
-            spec.probs_bias == Presence::Required,
+            match spec.probs_bias {
+                Presence::Required => true,
+                Presence::Optional => has_tensor(file, &n("exp_probs_b.bias")),
+                Presence::Absent => false,
+            },
         )?),
     };
     Ok(LayerWeights {

@@ -25,10 +25,10 @@ use crate::{ModelError, Result};
 /// `kvh`, for the rows `rows` of `Scratch::attn_rows` (all of one sequence).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AttnTask {
-    kvh: usize,
-    h0: usize,
-    h1: usize,
-    rows: (usize, usize),
+    pub(crate) kvh: usize,
+    pub(crate) h0: usize,
+    pub(crate) h1: usize,
+    pub(crate) rows: (usize, usize),
 }
 
 /// Budget of one task's score (and probability) buffer, in floats: the number of
@@ -46,7 +46,7 @@ thread_local! {
 /// head; when that gives fewer tasks than threads (decode), also split each GQA
 /// group's query heads. Heaviest blocks (latest positions) come first.
 #[allow(clippy::too_many_arguments)]
-fn plan_attention(
+pub(crate) fn plan_attention(
     rows: &[BatchRow],
     act_rows: &[usize],
     n_head_kv: usize,

@@ -1,13 +1,16 @@
 //! Token mixers, the part of a block that looks across positions: softmax
 //! attention over the sequence's K/V rows ([`attention`]) or Gated DeltaNet linear
-//! attention over a recurrent state ([`deltanet`]). Each kind owns its weights and
+//! attention over a recurrent state ([`deltanet`]), or Multi-head Latent Attention
+//! over a compressed cache ([`mla`]). Each kind owns its weights and
 //! its part of the forward; the block around them (norms, residuals, FFN) is the
 //! family-agnostic loop in [`crate::forward`].
 
 pub mod attention;
 pub mod deltanet;
+pub mod mla;
 
 pub use deltanet::{DeltaNetScratch, DeltaNetWeights};
+pub use mla::{MlaQuery, MlaScratch, MlaWeights};
 
 use crate::weights::Linear;
 
@@ -43,6 +46,8 @@ pub enum MixerWeights {
     Attention(AttnWeights),
     /// Gated DeltaNet.
     DeltaNet(DeltaNetWeights),
+    /// Multi-head Latent Attention (boxed: per-head matrices).
+    Mla(Box<MlaWeights>),
 }
 
 impl MixerWeights {
@@ -54,6 +59,7 @@ impl MixerWeights {
                 .flatten()
                 .collect(),
             MixerWeights::DeltaNet(d) => d.matrices(),
+            MixerWeights::Mla(w) => w.matrices(),
         }
     }
 
@@ -61,7 +67,7 @@ impl MixerWeights {
     pub fn attention(&self) -> Option<&AttnWeights> {
         match self {
             MixerWeights::Attention(a) => Some(a),
-            MixerWeights::DeltaNet(_) => None,
+            MixerWeights::DeltaNet(_) | MixerWeights::Mla(_) => None,
         }
     }
 }
