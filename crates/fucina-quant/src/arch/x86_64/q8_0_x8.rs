@@ -66,12 +66,7 @@ fn gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 fn gemv_groups(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     let dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    let pair_d: [__m512i; 4] = [
-        _mm512_set_epi32(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0),
-        _mm512_set_epi32(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2),
-        _mm512_set_epi32(5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4),
-        _mm512_set_epi32(7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6),
-    ];
+    let pair_d = pair_scales();
     let offset = _mm512_set1_epi8(-128); // 0x80: the unsigned 128 of `q + 128`
     for (grp, out) in groups
         .chunks_exact(nb * GROUP_BLOCK)
@@ -126,6 +121,17 @@ fn gemv_groups(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             out[2 * k + 1] = two[1];
         }
     }
+}
+
+/// `vpermps` indices putting the scales of rows `2k`, `2k + 1` (of 8) on the dwords of
+/// row pair `k`'s interleaved lanes.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn pair_scales() -> [__m512i; 4] {
+    core::array::from_fn(|k| {
+        let (a, b) = (2 * k as i32, 2 * k as i32 + 1);
+        _mm512_set_epi32(b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a)
+    })
 }
 
 /// Activation rows per register tile of [`gemm_tile`] (4 accumulators each).
@@ -203,12 +209,7 @@ fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, ou
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
 fn gemm_tile<const N: usize>(groups: &[u8], nb: usize, prep: &[ActBlock], out: &mut [f32]) {
-    let pair_d: [__m512i; 4] = [
-        _mm512_set_epi32(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0),
-        _mm512_set_epi32(3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2),
-        _mm512_set_epi32(5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4),
-        _mm512_set_epi32(7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6),
-    ];
+    let pair_d = pair_scales();
     let n = out.len() / N;
     for (g, grp) in groups.chunks_exact(nb * GROUP_BLOCK).enumerate() {
         let (quants, scales) = grp.split_at(256 * nb);
