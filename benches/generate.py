@@ -3,9 +3,26 @@
 
     python benches/generate.py [--threads 2] [--models default,synthetic] [--repeat 3]
 
-Models: the embedded Gemma 3 270M, and `benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`
-(Qwen3-4B shapes, random weights in the Q4_K_M type mix; make it with
-`python tools/make_synthetic_model.py benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`).
+Models (`--models`, comma-separated keys): `default`, the embedded Gemma 3 270M;
+`synthetic`, `benches/.models/qwen3-4b-synthetic-q4_k_m.gguf` (Qwen3-4B shapes,
+random weights in the Q4_K_M type mix; make it with
+`python tools/make_synthetic_model.py benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`);
+and the hybrids, made the same way with `--arch A --vocab qwen2` (random weights
+in llama.cpp's Q4_K_M mix for them, the real Qwen2 BPE vocabulary padded to the
+model's width so both engines load a tokenizer):
+
+- `qwen35`: `benches/.models/qwen35-0.8b-synthetic-q4_k_m.gguf`
+  (`--arch qwen35-0.8b`: Qwen3.5-0.8B, Gated DeltaNet + gated attention);
+- `gemma4`: `benches/.models/gemma4-e2b-synthetic-q4_k_m.gguf`
+  (`--arch gemma4-e2b`: Gemma 4 E2B, sliding/global layers, shared KV, per-layer
+  embeddings);
+- `gemma4-e4b`: `benches/.models/gemma4-e4b-synthetic-q4_k_m.gguf` (`--arch gemma4-e4b`).
+
+For a hybrid, "weight bytes per token" counts every matrix a decode step reads
+(DeltaNet projections, the routed experts actually used, per-layer-embedding
+projections and one table row, the head), not the recurrent state, which a step
+reads and writes too (Qwen3.5-0.8B: 18 DeltaNet layers x 16 heads x 128 x 128 f32,
+19 MB each way).
 The peer runs from benches/.peers (benches/setup_peers.sh). Each engine runs in
 its own process, one after the other, on identical token ids; both use an f16
 KV cache and greedy argmax. Reported per model:
@@ -44,7 +61,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
-SYNTHETIC = ROOT / "benches" / ".models" / "qwen3-4b-synthetic-q4_k_m.gguf"
+MODELS_DIR = ROOT / "benches" / ".models"
+SYNTHETIC = MODELS_DIR / "qwen3-4b-synthetic-q4_k_m.gguf"
+HYBRIDS = {
+    "qwen35": MODELS_DIR / "qwen35-0.8b-synthetic-q4_k_m.gguf",
+    "gemma4": MODELS_DIR / "gemma4-e2b-synthetic-q4_k_m.gguf",
+    "gemma4-e4b": MODELS_DIR / "gemma4-e4b-synthetic-q4_k_m.gguf",
+}
 DECODE_STEPS = 32
 GEN_STEPS = 96
 
@@ -187,7 +210,7 @@ def main() -> None:
         raise SystemExit("peer virtualenv missing: run benches/setup_peers.sh")
     import fucina
 
-    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC}
+    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC, **HYBRIDS}
     bw = memory_bandwidth(args.threads)
     print(
         f"# {args.threads} threads; memory read bandwidth (numpy, {args.threads} threads) {bw / 1e9:.1f} GB/s; "
