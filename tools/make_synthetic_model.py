@@ -168,11 +168,11 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int) -> np.ndarray:
+def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int, d: float = 0.002) -> np.ndarray:
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     n_blocks = rows * cols // block
     data = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
-    scale = np.frombuffer(np.float16(0.002).tobytes(), dtype=np.uint8)
+    scale = np.frombuffer(np.float16(d).tobytes(), dtype=np.uint8)
     for off in F16_FIELDS[qtype]:
         data[:, off : off + 2] = scale
     return data.reshape(rows, cols // block * size)
@@ -256,15 +256,18 @@ def write_gemma4(args, h, rng) -> None:
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
     add_vocab(w, args, arch, V)
 
-    def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
-        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+    def quant(name: str, qtype: Q, rows: int, cols: int, d: float = 0.002) -> None:
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, d), raw_dtype=qtype)
 
     def vec(name: str, values: np.ndarray) -> None:
         w.add_tensor(name, np.asarray(values, dtype=np.float32))
 
     n_rot = DG // 4 // 2
     vec("rope_freqs.weight", [1.0] * n_rot + [1e30] * (DG // 2 - n_rot))
-    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head
+    # Tied: also the output head. Random Q6_K bytes at the usual scale give weights of
+    # std 2.7 and logits far beyond the soft cap (half the vocabulary tied at 30.0,
+    # which would make every argmax a tie); 1e-4 gives logits of std ~5-7.
+    quant("token_embd.weight", Q.Q6_K, V, E, d=1e-4)
     # llama.cpp files the per-layer table under TOKEN_EMBD, which with tied embeddings
     # takes the output head's type; per_layer_model_proj is never quantized (BF16, as
     # convert_hf_to_gguf's "auto" writes a bf16 checkpoint).
