@@ -74,7 +74,7 @@ GEN_STEPS = 96
 CHILD = r"""
 import json, sys, time
 import numpy as np
-engine, path, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+engine, path, threads, loop_rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
 ids = [int(x) for x in rng.integers(1000, 20000, size=2048 + 64)]
 n_ctx = 2048 + 64
@@ -147,7 +147,7 @@ GEN = {
     "gen_nucleus_tps": dict(temperature=0.8, top_k=0, top_p=0.95, min_p=0.0, seed=1),
 }
 noop = lambda ids, logits: None
-for _ in range(3):  # interleaved rounds, best kept: the loop costs are a few percent
+for _ in range(loop_rounds):  # interleaved rounds, best kept: the loop costs are a few percent
     for k, v in [("raw_tps", raw_tps)] + [(k, (lambda p=p: gen_tps(P(**p)))) for k, p in GEN.items()] + (
         [("gen_procs_tps", lambda: gen_tps(P(**GEN["gen_sampled_tps"]), [noop]))] if engine == "fucina" else []
     ):
@@ -164,9 +164,10 @@ print(json.dumps(out))
 """.replace("GEN_STEPS", str(GEN_STEPS)).replace("STEPS", str(DECODE_STEPS))
 
 
-def run(engine: str, path: Path, threads: int) -> dict[str, float]:
+def run(engine: str, path: Path, threads: int, loop_rounds: int) -> dict[str, float]:
     py = sys.executable if engine == "fucina" else str(PEER_PY)
-    r = subprocess.run([py, "-c", CHILD, engine, str(path), str(threads)], capture_output=True, text=True)
+    args = [py, "-c", CHILD, engine, str(path), str(threads), str(loop_rounds)]
+    r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{engine} failed on {path}:\n{r.stderr[-3000:]}")
     result: dict[str, float] = json.loads(r.stdout.strip().splitlines()[-1])
@@ -205,6 +206,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="default,synthetic")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per engine (best run kept)")
+    ap.add_argument(
+        "--loop-rounds",
+        type=int,
+        default=3,
+        help="generation-loop measurements per engine run (best kept); 1 saves time on slow peers",
+    )
     args = ap.parse_args()
     if not PEER_PY.exists():
         raise SystemExit("peer virtualenv missing: run benches/setup_peers.sh")
@@ -221,7 +228,8 @@ def main() -> None:
         if not path.exists():
             print(f"# {key}: {path} missing (see tools/make_synthetic_model.py)")
             continue
-        rounds = [(run("fucina", path, args.threads), run("llama.cpp", path, args.threads)) for _ in range(args.repeat)]
+        once = (args.threads, args.loop_rounds)
+        rounds = [(run("fucina", path, *once), run("llama.cpp", path, *once)) for _ in range(args.repeat)]
         keys = [k for k in rounds[0][0] if k in rounds[0][1]]
         ours = {k: best([o for o, _ in rounds], k) for k in rounds[0][0]}
         ours["weight_bytes_per_token"] = rounds[0][0]["weight_bytes_per_token"]
