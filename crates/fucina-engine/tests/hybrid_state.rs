@@ -336,18 +336,17 @@ fn emitted(steps: &[Step]) -> Vec<u32> {
 }
 
 /// Turns reuse what the sequence holds and equal a stateless run of the same
-/// history (pinned numerics: prefill rows are then bitwise decode steps), an edited
-/// history rewinds to a checkpoint, and the sidecar resumes the recurrent state bit
-/// for bit and refuses one that does not match its records.
-#[test]
-fn conversation_turns_and_the_sidecar_on_a_hybrid_model() {
+/// history (pinned numerics: prefill rows are then bitwise decode steps), and the
+/// sidecar resumes the state (K/V rows, and recurrent state where the model has
+/// DeltaNet layers) bit for bit; returns the sidecar's path.
+fn conversation_reuse_and_resume(model: Arc<Model>, name: &str) -> std::path::PathBuf {
     let tok = tokenizer();
-    let mut pool = SeqPool::new(model(), 512, KvDtype::F16).unwrap();
+    let mut pool = SeqPool::new(Arc::clone(&model), 512, KvDtype::F16).unwrap();
     pool.set_pinned(true);
     let mut conv = Conversation::new(&mut pool).unwrap();
     let dir = std::env::temp_dir().join(format!("fucina-hybrid-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("chat.fuxkv");
+    let path = dir.join(format!("chat-{name}.fuxkv"));
     let _ = std::fs::remove_file(&path);
     assert_eq!(
         conv.enable_persistence(&mut pool, &path).unwrap().positions,
@@ -381,7 +380,7 @@ fn conversation_turns_and_the_sidecar_on_a_hybrid_model() {
     fresh.release(&mut pool);
 
     // Resume the synced first turn elsewhere: the same bytes, the same second turn.
-    let mut pool2 = SeqPool::new(model(), 512, KvDtype::F16).unwrap();
+    let mut pool2 = SeqPool::new(model, 512, KvDtype::F16).unwrap();
     pool2.set_pinned(true);
     let mut c2 = Conversation::new(&mut pool2).unwrap();
     let r = c2.enable_persistence(&mut pool2, &path).unwrap();
@@ -394,6 +393,24 @@ fn conversation_turns_and_the_sidecar_on_a_hybrid_model() {
     assert_eq!(emitted(&drain(&mut pool2, &mut g)), second);
     g.release(&mut pool2);
     c2.release(&mut pool2);
+    path
+}
+
+/// Gemma 4 (per-layer K/V geometry, shared-KV layers): prefix reuse and the sidecar.
+#[test]
+fn conversation_turns_and_the_sidecar_on_gemma4() {
+    conversation_reuse_and_resume(gemma4(), "gemma4");
+}
+
+/// Qwen3.5: prefix reuse and the sidecar as above; the sidecar refuses a recurrent
+/// state that does not match its records, and an edited history rewinds to a
+/// checkpoint.
+#[test]
+fn conversation_turns_and_the_sidecar_on_a_hybrid_model() {
+    let tok = tokenizer();
+    let path = conversation_reuse_and_resume(model(), "qwen35");
+    let mut pool2 = SeqPool::new(model(), 512, KvDtype::F16).unwrap();
+    pool2.set_pinned(true);
 
     // A recurrent state that is not at the published count: ignored, file reset.
     {

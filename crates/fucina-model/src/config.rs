@@ -113,10 +113,11 @@ pub enum Activation {
     /// SwiGLU: silu(gate) · up.
     Silu,
     /// GeGLU with the tanh approximation of GELU: gelu_tanh(gate) · up, through
-    /// ggml's f16 lookup table (llama.cpp's numerics; Gemma 3).
+    /// ggml's f16 lookup table: llama.cpp's CPU numerics (its `ggml_geglu_split` and
+    /// `ggml_gelu`), the default of Gemma 3 and Gemma 4.
     GeluTanh,
-    /// GeGLU with the tanh GELU computed in f32 (transformers' `gelu_pytorch_tanh`;
-    /// Gemma 4, whose tiny and real models amplify the table's f16 steps).
+    /// GeGLU with the tanh GELU computed in f32 (transformers' `gelu_pytorch_tanh`).
+    /// Never chosen from a file: [`crate::ModelOptions::f32_gelu`] asks for it.
     GeluTanhF32,
 }
 
@@ -425,7 +426,8 @@ impl Config {
         for (il, l) in layers.iter().enumerate() {
             if l.n_head == 0 || l.n_head_kv == 0 || l.n_head % l.n_head_kv != 0 {
                 return Err(invalid(format!(
-                    "layer {il}: {} query heads are not a multiple of {} kv heads",
+                    "layer {il}: {} query heads ({arch}.attention.head_count) are not a \
+                     multiple of {} kv heads ({arch}.attention.head_count_kv)",
                     l.n_head, l.n_head_kv
                 )));
             }
@@ -465,12 +467,7 @@ impl Config {
                 )
             }
             // Gemma 4 scales neither queries nor scores (its q/k norms set the scale).
-            Family::Gemma4 => (
-                Some((n_embd as f32).sqrt()),
-                1.0,
-                1.0,
-                Activation::GeluTanhF32,
-            ),
+            Family::Gemma4 => (Some((n_embd as f32).sqrt()), 1.0, 1.0, Activation::GeluTanh),
             Family::Qwen3
             | Family::Qwen2
             | Family::Llama

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use fucina_gguf::GgufFile;
 
-use crate::config::{Config, Family};
+use crate::config::{Activation, Config, Family};
 use crate::families::{self, LayerWeights, Presence};
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::parallel::ThreadPool;
@@ -34,6 +34,11 @@ pub struct ModelOptions {
     /// threads ([`ThreadPool::shared`]), so every model of the process (a draft model,
     /// a server's models) takes turns on the same cores instead of oversubscribing them.
     pub pool: Option<Arc<ThreadPool>>,
+    /// Compute the tanh GELU of GeGLU families (Gemma 3, Gemma 4: FFN and per-layer
+    /// embedding gate) in f32, as transformers' `gelu_pytorch_tanh` does, instead of
+    /// through ggml's f16 lookup table. Off by default: the default numerics are
+    /// llama.cpp's; the transformers-parity tests turn it on.
+    pub f32_gelu: bool,
 }
 
 impl ModelOptions {
@@ -42,6 +47,7 @@ impl ModelOptions {
         ModelOptions {
             n_threads,
             pool: None,
+            f32_gelu: false,
         }
     }
 }
@@ -105,7 +111,10 @@ impl Model {
                 })
             }
         };
-        let config = Config::from_metadata(md, family, n_vocab)?;
+        let mut config = Config::from_metadata(md, family, n_vocab)?;
+        if options.f32_gelu && config.activation == Activation::GeluTanh {
+            config.activation = Activation::GeluTanhF32;
+        }
         let e = config.n_embd;
         let tok_embd = Linear::bind(&file, "token_embd.weight", n_vocab, e)?;
         let output = if has_tensor(&file, "output.weight") {

@@ -169,8 +169,8 @@ impl PleLayer {
             let inp = &inputs[src * stride + offset..src * stride + offset + n_pl];
             // The family's GELU (its FFN's), without the `· up` of a GLU.
             match act {
-                Activation::GeluTanh => geglu_inplace(gr, inp),
-                _ => geglu_f32_inplace(gr, inp),
+                Activation::GeluTanhF32 => geglu_f32_inplace(gr, inp),
+                _ => geglu_inplace(gr, inp),
             }
         }
         let p = grow(p, mc * e);
