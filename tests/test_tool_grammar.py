@@ -44,8 +44,8 @@ TOOLS = [WEATHER, ADD]
 DS_BEGIN, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
 DS_CALL_END, DS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
 
-# Per format: (template source hint, a reply calling get_weather(city="Paris") then add(a=2, b=3),
-# the same with a schema violation, a single call).
+# Per format: (template source hint, a reply calling get_weather(city="Paris") then add(a=2, b=3)
+# (only add(a=2, b=3) where the format writes one call), a reply breaking the schema or the syntax).
 W = '{"city": "Paris"}'
 A = '{"a": 2, "b": 3}'
 CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
@@ -74,7 +74,7 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
     "llama3": (
         ToolCallFormat.LLAMA3,
         "",
-        "",
+        f'{{"name": "add", "parameters": {A}}}',
         '{"name": "add", "parameters": {"a": 2, "b": "3"}}',
     ),
     "mistral": (
@@ -118,7 +118,7 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
     "generic": (
         ToolCallFormat.GENERIC,
         "",
-        "",
+        f'{{"name": "add", "arguments": {A}}}',
         '{"name": "add", "arguments": {"a": 2, "b": 3}, "id": 1}',
     ),
 }
@@ -147,12 +147,16 @@ def test_grammar_accepts_exactly_parseable_calls(qwen_tok: fucina.Tokenizer, cas
     fmt, source, two_calls, bad = CASES[case]
     grammar = tool_call_grammar(fmt, TOOLS, _text_only, template_source=source)
     one = tool_call_grammar(fmt, TOOLS, _text_only, parallel=False, template_source=source)
-    if two_calls:
-        assert _accepts(qwen_tok, grammar, two_calls), case
+    assert _accepts(qwen_tok, grammar, two_calls), case
+    parsed = parse_tool_calls(two_calls, fmt, tools=TOOLS)
+    names = [c["function"]["name"] for c in parsed.tool_calls]
+    if fmt in (ToolCallFormat.LLAMA3, ToolCallFormat.GENERIC):
+        assert names == ["add"], case
+        assert _accepts(qwen_tok, one, two_calls), case
+    else:
+        assert names == ["get_weather", "add"], case
         assert not _accepts(qwen_tok, one, two_calls), f"{case}: two calls where one is allowed"
-        parsed = parse_tool_calls(two_calls, fmt, tools=TOOLS)
-        assert [c["function"]["name"] for c in parsed.tool_calls] == ["get_weather", "add"], case
-        assert json.loads(parsed.tool_calls[1]["function"]["arguments"]) == {"a": 2, "b": 3}
+    assert json.loads(parsed.tool_calls[-1]["function"]["arguments"]) == {"a": 2, "b": 3}
     assert not _accepts(qwen_tok, grammar, bad), f"{case}: accepted {bad!r}"
     assert not _accepts(qwen_tok, grammar, "I cannot call a tool for that."), case
 

@@ -35,15 +35,9 @@ from typing import Any
 
 from . import _core
 from .grammar import Grammar
-from .tool_calls import ToolCallFormat
+from .tool_calls import _DS_CALL_BEGIN, _DS_CALL_END, _DS_CALLS_BEGIN, _DS_CALLS_END, _DS_SEP, ToolCallFormat
 
 __all__ = ["tool_call_grammar"]
-
-_DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
-_DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
-_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
-_DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
-_DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 
 
 def _lit(text: str) -> str:
@@ -155,7 +149,6 @@ def tool_call_grammar(
     def mark(marker: str) -> str:
         return special(marker) or _lit(marker)
 
-    names = " | ".join(_lit(t["function"]["name"]) for t in tools)
     rules: list[str]
     if fmt is ToolCallFormat.HERMES:
         call = f"{_lit('<tool_call>' + chr(10))} %json {_schema(_any_call(tools, 'name', 'arguments'))} "
@@ -190,6 +183,7 @@ def tool_call_grammar(
         ]
     elif fmt is ToolCallFormat.GEMMA4:
         quote = mark('<|"|>')
+        names = " | ".join(_lit(t["function"]["name"]) for t in tools)
         rules = [
             f"start: {_repeat('call', '', parallel)}",
             f"call: {mark('<|tool_call>')} {_lit('call:')} ({names}) {_lit('{')} chunk* {mark('<tool_call|>')}",

@@ -394,13 +394,11 @@ impl Packed {
     }
 
     /// Weight rows worth passing per [`Packed::dots`] call with several activation
-    /// rows: 64 (or more) for layouts with a multi-row kernel ([`Packed::has_gemm`]: it
-    /// prepares the activation blocks once per call), 16 for Q4_K on AVX-512 (two groups per 512-bit register), else 8.
+    /// rows: 16 for Q4_K on AVX-512 (two groups per 512-bit register), else 8. (Layouts
+    /// with a multi-row kernel, [`Packed::has_gemm`], take as many as the caller's
+    /// buffer holds: the kernel prepares the activation blocks once per call.)
     pub fn weights_per_call(&self) -> usize {
-        if self.has_gemm() {
-            // The multi-row kernel prepares the activation blocks once per call.
-            64
-        } else if self.wide && self.ty == GgmlType::Q4_K {
+        if self.wide && self.ty == GgmlType::Q4_K {
             16
         } else {
             8
