@@ -218,6 +218,9 @@ pub struct DeltaScratch {
     u: Vec<f32>,
     vnew: Vec<f32>,
     qk: Vec<f32>,
+    ed: Vec<f32>,
+    qe: Vec<f32>,
+    kc: Vec<f32>,
 }
 
 fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
@@ -268,7 +271,7 @@ pub fn delta_step(
 /// The chunked form of [`delta_step`] over `n` prepared rows (`rows`, row-major):
 /// blocks of [`CHUNK`] rows from the first; outputs into `o` (`n × dv`).
 #[inline(always)]
-pub fn delta_chunked(
+pub(crate) fn delta_chunked<P: Products>(
     s: &DeltaShape,
     h: usize,
     rows: &[f32],
@@ -281,7 +284,7 @@ pub fn delta_chunked(
     let mut t0 = 0;
     while t0 < n {
         let l = (n - t0).min(CHUNK);
-        delta_block(
+        delta_block::<P>(
             s,
             h,
             &rows[t0 * w..(t0 + l) * w],
@@ -299,8 +302,11 @@ pub fn delta_chunked(
 /// by forward substitution, `v' = U_v − U_k S`, `o_t = e^{gc_t} q_t S +
 /// Σ_{s≤t} (q_t·k_s) e^{gc_t − gc_s} v'_s`, and
 /// `S ← e^{gc_L} S + Σ_t e^{gc_L − gc_t} k_t v'_tᵀ`.
+///
+/// The four matrix products run through `P` ([`Products`]): the plain loops, or
+/// register-tiled SIMD that gives every element the same terms in the same order.
 #[inline(always)]
-fn delta_block(
+fn delta_block<P: Products>(
     s: &DeltaShape,
     h: usize,
     rows: &[f32],
@@ -322,13 +328,22 @@ fn delta_block(
     let gc: &[f32] = gc;
     let beta = |t: usize| rows[t * w + bo];
 
+    // e^{gc_t − gc_s} (s ≤ t), shared by A and the intra-block output.
+    let ed = grow(&mut sc.ed, l * l);
+    for t in 0..l {
+        for s_ in 0..=t {
+            ed[t * l + s_] = (gc[t] - gc[s_]).exp();
+        }
+    }
+    let ed: &[f32] = ed;
+
     // Strictly lower A and the right-hand sides [βv | βk e^{gc}], solved in place.
     let a = grow(&mut sc.a, l * l);
     for t in 0..l {
         let kb = beta(t);
         for s_ in 0..t {
-            let d = dot8(key(t), key(s_));
-            a[t * l + s_] = d * kb * (gc[t] - gc[s_]).exp();
+            let d = P::dot8(key(t), key(s_));
+            a[t * l + s_] = d * kb * ed[t * l + s_];
         }
     }
     let uw = dv + dk;
@@ -343,64 +358,161 @@ fn delta_block(
             *x = kv * b * eg;
         }
     }
-    for t in 1..l {
-        let (done, rest) = u.split_at_mut(t * uw);
-        let ut = &mut rest[..uw];
-        for s_ in 0..t {
-            let c = a[t * l + s_];
-            for (x, &y) in ut.iter_mut().zip(&done[s_ * uw..(s_ + 1) * uw]) {
-                *x -= c * y;
-            }
-        }
-    }
+    P::solve_lower(a, l, u, uw);
 
     // v' = U_v − U_k S; the inter-block output e^{gc} q S.
-    let vnew = grow(&mut sc.vnew, l * dv);
+    let qe = grow(&mut sc.qe, l * dk);
     for t in 0..l {
-        let vt = &mut vnew[t * dv..(t + 1) * dv];
-        vt.copy_from_slice(&u[t * uw..t * uw + dv]);
-        let ot = &mut o[t * dv..(t + 1) * dv];
-        ot.fill(0.0);
         let eg = gc[t].exp();
-        let uk = &u[t * uw + dv..(t + 1) * uw];
-        let q = query(t);
-        for (i, srow) in state.chunks_exact(dv).enumerate() {
-            let (c, qi) = (uk[i], q[i] * eg);
-            for ((x, oj), &sv) in vt.iter_mut().zip(ot.iter_mut()).zip(srow) {
-                *x -= c * sv;
-                *oj += qi * sv;
-            }
+        for (x, &qv) in qe[t * dk..(t + 1) * dk].iter_mut().zip(query(t)) {
+            *x = qv * eg;
         }
     }
+    let vnew = grow(&mut sc.vnew, l * dv);
+    P::inter(state, dk, dv, u, qe, l, vnew, o);
 
     // Intra-block output.
-    let qk = grow(&mut sc.qk, l);
+    let qk = grow(&mut sc.qk, l * l);
     for t in 0..l {
-        for (s_, c) in qk.iter_mut().enumerate().take(t + 1) {
-            let d = dot8(query(t), key(s_));
-            *c = d * (gc[t] - gc[s_]).exp();
-        }
-        let ot = &mut o[t * dv..(t + 1) * dv];
-        for (s_, &c) in qk.iter().enumerate().take(t + 1) {
-            for (oj, &x) in ot.iter_mut().zip(&vnew[s_ * dv..(s_ + 1) * dv]) {
-                *oj += c * x;
-            }
+        for s_ in 0..=t {
+            qk[t * l + s_] = P::dot8(query(t), key(s_)) * ed[t * l + s_];
         }
     }
+    P::intra(qk, l, vnew, dv, o);
 
-    // State update.
+    // State update, with the key columns scaled by their decay to the block's end:
+    // kc[i][t] = k_t[i]·e^{gc_L − gc_t}.
     let gl = gc[l - 1];
     let decay = gl.exp();
     let kd = grow(&mut sc.row, l);
     for (t, x) in kd.iter_mut().enumerate() {
         *x = (gl - gc[t]).exp();
     }
-    for (i, srow) in state.chunks_exact_mut(dv).enumerate() {
-        srow.iter_mut().for_each(|x| *x *= decay);
+    let kc = grow(&mut sc.kc, dk * l);
+    for t in 0..l {
+        for (i, &kv) in key(t).iter().enumerate() {
+            kc[i * l + t] = kv * kd[t];
+        }
+    }
+    P::update(state, dk, dv, decay, kc, l, vnew);
+}
+
+/// The four matrix products of a chunked block. Every implementation gives every
+/// output element the same multiplies and adds in the same order ([`Plain`]'s loops
+/// are the definition), so they agree bitwise.
+pub(crate) trait Products {
+    /// [`dot8`]: `Σ a·b` in eight fixed lanes.
+    #[inline(always)]
+    fn dot8(a: &[f32], b: &[f32]) -> f32 {
+        dot8(a, b)
+    }
+    /// `U ← (I + A)⁻¹ U` for strictly lower `A` (`l × l`) by forward substitution
+    /// over `U`'s `l` rows of `uw`: row `t −= A[t][s]·row s` for `s = 0..t` in order.
+    fn solve_lower(a: &[f32], l: usize, u: &mut [f32], uw: usize);
+    /// For every row `t < l`, with `U` rows of `dv + dk` (`U_v | U_k`):
+    /// `v'_t = U_v[t] − Σ_i U_k[t][i]·S[i]` and `o_t = Σ_i qe[t][i]·S[i]` (`i` in order).
+    #[allow(clippy::too_many_arguments)]
+    fn inter(
+        state: &[f32],
+        dk: usize,
+        dv: usize,
+        u: &[f32],
+        qe: &[f32],
+        l: usize,
+        vnew: &mut [f32],
+        o: &mut [f32],
+    );
+    /// `o_t += Σ_{s≤t} qk[t][s]·v'_s` (`s` in order; `qk` is `l × l`).
+    fn intra(qk: &[f32], l: usize, vnew: &[f32], dv: usize, o: &mut [f32]);
+    /// `S[i] ← decay·S[i] + Σ_t kc[i][t]·v'_t` (`t` in order; `kc` is `dk × l`).
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        state: &mut [f32],
+        dk: usize,
+        dv: usize,
+        decay: f32,
+        kc: &[f32],
+        l: usize,
+        vnew: &[f32],
+    );
+}
+
+/// The plain loops of [`Products`] (vectorised by the compiler within a row).
+pub(crate) struct Plain;
+
+impl Products for Plain {
+    #[inline(always)]
+    fn solve_lower(a: &[f32], l: usize, u: &mut [f32], uw: usize) {
+        for t in 1..l {
+            let (done, rest) = u.split_at_mut(t * uw);
+            let ut = &mut rest[..uw];
+            for s_ in 0..t {
+                let c = a[t * l + s_];
+                for (x, &y) in ut.iter_mut().zip(&done[s_ * uw..(s_ + 1) * uw]) {
+                    *x -= c * y;
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn inter(
+        state: &[f32],
+        dk: usize,
+        dv: usize,
+        u: &[f32],
+        qe: &[f32],
+        l: usize,
+        vnew: &mut [f32],
+        o: &mut [f32],
+    ) {
+        let uw = dv + dk;
         for t in 0..l {
-            let c = key(t)[i] * kd[t];
-            for (x, &v) in srow.iter_mut().zip(&vnew[t * dv..(t + 1) * dv]) {
-                *x += c * v;
+            let vt = &mut vnew[t * dv..(t + 1) * dv];
+            vt.copy_from_slice(&u[t * uw..t * uw + dv]);
+            let ot = &mut o[t * dv..(t + 1) * dv];
+            ot.fill(0.0);
+            let uk = &u[t * uw + dv..(t + 1) * uw];
+            let q = &qe[t * dk..(t + 1) * dk];
+            for (i, srow) in state.chunks_exact(dv).take(dk).enumerate() {
+                let (c, qi) = (uk[i], q[i]);
+                for ((x, oj), &sv) in vt.iter_mut().zip(ot.iter_mut()).zip(srow) {
+                    *x -= c * sv;
+                    *oj += qi * sv;
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn intra(qk: &[f32], l: usize, vnew: &[f32], dv: usize, o: &mut [f32]) {
+        for t in 0..l {
+            let ot = &mut o[t * dv..(t + 1) * dv];
+            for (s_, &c) in qk[t * l..t * l + t + 1].iter().enumerate() {
+                for (oj, &x) in ot.iter_mut().zip(&vnew[s_ * dv..(s_ + 1) * dv]) {
+                    *oj += c * x;
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn update(
+        state: &mut [f32],
+        dk: usize,
+        dv: usize,
+        decay: f32,
+        kc: &[f32],
+        l: usize,
+        vnew: &[f32],
+    ) {
+        for (i, srow) in state.chunks_exact_mut(dv).take(dk).enumerate() {
+            srow.iter_mut().for_each(|x| *x *= decay);
+            for t in 0..l {
+                let c = kc[i * l + t];
+                for (x, &v) in srow.iter_mut().zip(&vnew[t * dv..(t + 1) * dv]) {
+                    *x += c * v;
+                }
             }
         }
     }
@@ -431,13 +543,13 @@ pub fn delta_rows(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 (checked by `body_choice`).
         Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, state, o, sc) },
-        Body::Portable => delta_rows_body(s, h, rows, n, chunked, state, o, sc),
+        Body::Portable => delta_rows_body::<Plain>(s, h, rows, n, chunked, state, o, sc),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn delta_rows_body(
+fn delta_rows_body<P: Products>(
     s: &DeltaShape,
     h: usize,
     rows: &[f32],
@@ -448,7 +560,7 @@ fn delta_rows_body(
     sc: &mut DeltaScratch,
 ) {
     if chunked && n > 1 {
-        delta_chunked(s, h, rows, n, state, o, sc);
+        delta_chunked::<P>(s, h, rows, n, state, o, sc);
     } else {
         let w = s.row_width();
         for t in 0..n {
@@ -477,7 +589,7 @@ fn delta_rows_avx2(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body(s, h, rows, n, chunked, state, o, sc)
+    delta_rows_body::<Plain>(s, h, rows, n, chunked, state, o, sc)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -493,7 +605,7 @@ fn delta_rows_avx512(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body(s, h, rows, n, chunked, state, o, sc)
+    delta_rows_body::<super::deltanet_avx512::Avx512Tiles>(s, h, rows, n, chunked, state, o, sc)
 }
 
 /// Which compiled body [`delta_rows`] runs.
@@ -685,29 +797,55 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// Every compiled body the machine runs gives the portable body's bits.
+    /// Every compiled body the machine runs gives the portable body's bits: heads
+    /// narrower than a SIMD tile, tiles with row tails (70 rows: a block of 64 and
+    /// one of 6), and Qwen3.5's 128 × 128 heads.
     #[test]
     fn every_body_equals_the_portable_one_bitwise() {
-        let s = shape(VHeadOrder::Tiled);
-        let n = 70;
-        let r = rows(&s, n, 11);
-        for chunked in [false, true] {
-            let mut want_s = vec![0.02f32; s.head_state()];
-            let mut want_o = vec![0f32; n * s.dv];
-            let mut sc = DeltaScratch::default();
-            delta_rows_body(&s, 2, &r, n, chunked, &mut want_s, &mut want_o, &mut sc);
-            let mut got_s = vec![0.02f32; s.head_state()];
-            let mut got_o = vec![0f32; n * s.dv];
-            delta_rows(&s, 2, &r, n, chunked, &mut got_s, &mut got_o, &mut sc);
-            assert_eq!(got_s, want_s, "{:?}", body_choice());
-            assert_eq!(got_o, want_o);
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                let mut s2 = vec![0.02f32; s.head_state()];
-                let mut o2 = vec![0f32; n * s.dv];
-                // SAFETY: AVX2 checked just above.
-                unsafe { delta_rows_avx2(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc) };
-                assert_eq!((s2, o2), (want_s.clone(), want_o.clone()));
+        for (dk, dv) in [(16, 16), (32, 64), (128, 128)] {
+            let s = DeltaShape {
+                dk,
+                dv,
+                ..shape(VHeadOrder::Tiled)
+            };
+            let n = 70;
+            let r = rows(&s, n, 11);
+            let init: Vec<f32> = (0..s.head_state())
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 1e-3)
+                .collect();
+            for chunked in [false, true] {
+                let mut want_s = init.clone();
+                let mut want_o = vec![0f32; n * s.dv];
+                let mut sc = DeltaScratch::default();
+                delta_rows_body::<Plain>(&s, 2, &r, n, chunked, &mut want_s, &mut want_o, &mut sc);
+                let mut got_s = init.clone();
+                let mut got_o = vec![0f32; n * s.dv];
+                delta_rows(&s, 2, &r, n, chunked, &mut got_s, &mut got_o, &mut sc);
+                assert_eq!(got_s, want_s, "{:?} {dk}x{dv}", body_choice());
+                assert_eq!(got_o, want_o);
+                #[cfg(target_arch = "x86_64")]
+                for isa in ["avx2", "avx512f"] {
+                    if !std::arch::is_x86_feature_detected!("avx2")
+                        || (isa == "avx512f" && !std::arch::is_x86_feature_detected!("avx512f"))
+                    {
+                        continue;
+                    }
+                    let mut s2 = init.clone();
+                    let mut o2 = vec![0f32; n * s.dv];
+                    // SAFETY: the body's feature was detected just above.
+                    unsafe {
+                        if isa == "avx2" {
+                            delta_rows_avx2(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc);
+                        } else {
+                            delta_rows_avx512(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc);
+                        }
+                    }
+                    assert_eq!(
+                        (s2, o2),
+                        (want_s.clone(), want_o.clone()),
+                        "{isa} {dk}x{dv}"
+                    );
+                }
             }
         }
     }

@@ -4,6 +4,8 @@
 pub mod act;
 pub mod attention;
 pub mod deltanet;
+#[cfg(target_arch = "x86_64")]
+mod deltanet_avx512;
 pub mod f16dot;
 pub mod f16dot_vec;
 pub mod norm;
