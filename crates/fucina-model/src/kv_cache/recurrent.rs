@@ -24,7 +24,9 @@
 //! cache reports the length it reached (`len()`), and callers evaluate the rest.
 
 use super::{KvCache, KvLayer};
-use crate::ops::deltanet::{conv_state_after, delta_rows, uses_chunks, DeltaScratch, DeltaShape};
+use crate::ops::deltanet::{
+    conv_state_after, delta_rows_from, uses_chunks, DeltaScratch, DeltaShape,
+};
 use crate::{ModelError, Result};
 
 /// Most rows of one sequence a forward logs for replay: a speculative verify (17 rows
@@ -473,18 +475,23 @@ fn replay(l: &mut RecurrentLayer, from: usize, to: usize, r: usize, pinned: bool
     let [s0, s1] = &mut l.ssm;
     let (src, dst) = if from == 0 { (&*s0, s1) } else { (&*s1, s0) };
     debug_assert_ne!(from, to);
-    dst.copy_from_slice(src);
     let hs = g.shape.head_state();
     let mut o = vec![0f32; r * g.shape.dv];
     let mut sc = DeltaScratch::default();
     let chunked = uses_chunks(r, pinned);
-    for (h, st) in dst.chunks_exact_mut(hs).enumerate() {
-        delta_rows(
+    for (h, (st, from)) in dst
+        .chunks_exact_mut(hs)
+        .zip(src.chunks_exact(hs))
+        .enumerate()
+    {
+        let rows = &l.log_in[..r * w];
+        delta_rows_from(
             &g.shape,
             h,
-            &l.log_in[..r * w],
+            rows,
             r,
             chunked,
+            Some(from),
             st,
             &mut o,
             &mut sc,

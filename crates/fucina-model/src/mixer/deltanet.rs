@@ -20,7 +20,7 @@ use crate::forward::{grow, par_rows, BatchRow};
 use crate::kv_cache::{KvCache, RecurrentGeometry};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
 use crate::ops::deltanet::{
-    conv_silu, conv_state_after, delta_rows, prepare_row, silu, uses_chunks, DeltaScratch,
+    conv_silu, conv_state_after, delta_rows_from, prepare_row, silu, uses_chunks, DeltaScratch,
 };
 use crate::ops::norm::rms_norm_inplace;
 use crate::parallel::{SharedMut, ThreadPool};
@@ -364,11 +364,12 @@ impl DeltaNetWeights {
             pool.run(hv, &|h| {
                 // SAFETY: task h alone owns value head h of the destination state.
                 let st = unsafe { dst_sh.slice(h * hs, hs) };
-                st.copy_from_slice(&src[h * hs..(h + 1) * hs]);
+                let from = Some(&src[h * hs..(h + 1) * hs]);
                 DELTA_SCRATCH.with(|cell| {
                     let (sc, o) = &mut *cell.borrow_mut();
                     o.resize(n * dv, 0.0);
-                    delta_rows(&sh, h, prep_ro, n, uses_chunks(n, pinned), st, o, sc);
+                    let chunked = uses_chunks(n, pinned);
+                    delta_rows_from(&sh, h, prep_ro, n, chunked, from, st, o, sc);
                     for (j, row) in o.chunks_exact(dv).enumerate() {
                         // SAFETY: row j, head h of this sequence: this task's alone.
                         let dst = unsafe { core_sh.slice(j * vw + h * dv, dv) };

@@ -241,17 +241,50 @@ pub fn delta_step(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
+    delta_step_from(s, h, row, None, state, o, sc)
+}
+
+/// [`delta_step`] whose input state is `src` when given (`state` is then only
+/// written before it is read): the decode step reads the cache's previous state
+/// buffer and writes the other one in the same pass, with no copy between them.
+#[inline(always)]
+fn delta_step_from(
+    s: &DeltaShape,
+    h: usize,
+    row: &[f32],
+    src: Option<&[f32]>,
+    state: &mut [f32],
+    o: &mut [f32],
+    sc: &mut DeltaScratch,
+) {
     let (dk, dv) = (s.dk, s.dv);
     let (qo, ko, vo, go, bo) = s.offsets(h);
     let (q, k, v) = (&row[qo..qo + dk], &row[ko..ko + dk], &row[vo..vo + dv]);
     let (decay, beta) = (row[go].exp(), row[bo]);
     let kv = grow(&mut sc.kv, dv);
     kv.fill(0.0);
-    for (i, srow) in state.chunks_exact_mut(dv).enumerate() {
-        let ki = k[i];
-        for (x, acc) in srow.iter_mut().zip(kv.iter_mut()) {
-            *x *= decay;
-            *acc += *x * ki;
+    match src {
+        Some(src) => {
+            for ((i, srow), from) in state
+                .chunks_exact_mut(dv)
+                .enumerate()
+                .zip(src.chunks_exact(dv))
+            {
+                let ki = k[i];
+                for ((x, &y), acc) in srow.iter_mut().zip(from).zip(kv.iter_mut()) {
+                    *x = y * decay;
+                    *acc += *x * ki;
+                }
+            }
+        }
+        None => {
+            for (i, srow) in state.chunks_exact_mut(dv).enumerate() {
+                let ki = k[i];
+                for (x, acc) in srow.iter_mut().zip(kv.iter_mut()) {
+                    *x *= decay;
+                    *acc += *x * ki;
+                }
+            }
         }
     }
     // kv becomes δ = β(v − Sᵀk).
@@ -536,14 +569,32 @@ pub fn delta_rows(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
+    delta_rows_from(s, h, rows, n, chunked, None, state, o, sc)
+}
+
+/// [`delta_rows`] starting from the state `src` when given (`state`'s contents are
+/// then ignored and overwritten): bitwise `state.copy_from_slice(src)` followed by
+/// [`delta_rows`], without the copy's extra pass over the state on the recurrent path.
+#[allow(clippy::too_many_arguments)]
+pub fn delta_rows_from(
+    s: &DeltaShape,
+    h: usize,
+    rows: &[f32],
+    n: usize,
+    chunked: bool,
+    src: Option<&[f32]>,
+    state: &mut [f32],
+    o: &mut [f32],
+    sc: &mut DeltaScratch,
+) {
     match body_choice() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F (checked by `body_choice`).
-        Body::Avx512 => unsafe { delta_rows_avx512(s, h, rows, n, chunked, state, o, sc) },
+        Body::Avx512 => unsafe { delta_rows_avx512(s, h, rows, n, chunked, src, state, o, sc) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 (checked by `body_choice`).
-        Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, state, o, sc) },
-        Body::Portable => delta_rows_body::<Plain>(s, h, rows, n, chunked, state, o, sc),
+        Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, src, state, o, sc) },
+        Body::Portable => delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc),
     }
 }
 
@@ -555,23 +606,33 @@ fn delta_rows_body<P: Products>(
     rows: &[f32],
     n: usize,
     chunked: bool,
+    src: Option<&[f32]>,
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
     if chunked && n > 1 {
+        if let Some(src) = src {
+            state.copy_from_slice(src);
+        }
         delta_chunked::<P>(s, h, rows, n, state, o, sc);
     } else {
         let w = s.row_width();
         for t in 0..n {
-            delta_step(
+            delta_step_from(
                 s,
                 h,
                 &rows[t * w..(t + 1) * w],
+                if t == 0 { src } else { None },
                 state,
                 &mut o[t * s.dv..(t + 1) * s.dv],
                 sc,
             );
+        }
+        if n == 0 {
+            if let Some(src) = src {
+                state.copy_from_slice(src);
+            }
         }
     }
 }
@@ -585,11 +646,12 @@ fn delta_rows_avx2(
     rows: &[f32],
     n: usize,
     chunked: bool,
+    src: Option<&[f32]>,
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body::<Plain>(s, h, rows, n, chunked, state, o, sc)
+    delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -601,11 +663,14 @@ fn delta_rows_avx512(
     rows: &[f32],
     n: usize,
     chunked: bool,
+    src: Option<&[f32]>,
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body::<super::deltanet_avx512::Avx512Tiles>(s, h, rows, n, chunked, state, o, sc)
+    delta_rows_body::<super::deltanet_avx512::Avx512Tiles>(
+        s, h, rows, n, chunked, src, state, o, sc,
+    )
 }
 
 /// Which compiled body [`delta_rows`] runs.
@@ -770,6 +835,36 @@ mod tests {
         }
     }
 
+    /// Starting from a separate source state is bitwise a copy followed by the rows.
+    #[test]
+    fn rows_from_a_source_equal_copy_then_rows() {
+        let s = shape(VHeadOrder::Tiled);
+        let r = rows(&s, 5, 9);
+        let src: Vec<f32> = (0..s.head_state())
+            .map(|i| (i as f32 * 0.01).sin())
+            .collect();
+        for (n, chunked) in [(0, false), (1, false), (1, true), (3, false), (5, true)] {
+            let mut sc = DeltaScratch::default();
+            let mut want = src.clone();
+            let mut want_o = vec![0f32; n * s.dv];
+            delta_rows(&s, 3, &r, n, chunked, &mut want, &mut want_o, &mut sc);
+            let mut got = vec![f32::NAN; s.head_state()];
+            let mut got_o = vec![0f32; n * s.dv];
+            delta_rows_from(
+                &s,
+                3,
+                &r,
+                n,
+                chunked,
+                Some(&src),
+                &mut got,
+                &mut got_o,
+                &mut sc,
+            );
+            assert_eq!((got, got_o), (want, want_o), "n {n} chunked {chunked}");
+        }
+    }
+
     #[test]
     fn recurrent_rows_equal_single_steps_bitwise() {
         let s = shape(VHeadOrder::Tiled);
@@ -817,7 +912,17 @@ mod tests {
                 let mut want_s = init.clone();
                 let mut want_o = vec![0f32; n * s.dv];
                 let mut sc = DeltaScratch::default();
-                delta_rows_body::<Plain>(&s, 2, &r, n, chunked, &mut want_s, &mut want_o, &mut sc);
+                delta_rows_body::<Plain>(
+                    &s,
+                    2,
+                    &r,
+                    n,
+                    chunked,
+                    None,
+                    &mut want_s,
+                    &mut want_o,
+                    &mut sc,
+                );
                 let mut got_s = init.clone();
                 let mut got_o = vec![0f32; n * s.dv];
                 delta_rows(&s, 2, &r, n, chunked, &mut got_s, &mut got_o, &mut sc);
@@ -835,9 +940,11 @@ mod tests {
                     // SAFETY: the body's feature was detected just above.
                     unsafe {
                         if isa == "avx2" {
-                            delta_rows_avx2(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc);
+                            delta_rows_avx2(&s, 2, &r, n, chunked, None, &mut s2, &mut o2, &mut sc);
                         } else {
-                            delta_rows_avx512(&s, 2, &r, n, chunked, &mut s2, &mut o2, &mut sc);
+                            delta_rows_avx512(
+                                &s, 2, &r, n, chunked, None, &mut s2, &mut o2, &mut sc,
+                            );
                         }
                     }
                     assert_eq!(
