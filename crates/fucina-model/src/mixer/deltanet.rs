@@ -20,7 +20,8 @@ use crate::forward::{grow, par_rows, BatchRow};
 use crate::kv_cache::{KvCache, RecurrentGeometry};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
 use crate::ops::deltanet::{
-    conv_silu, conv_state_after, delta_rows_from, prepare_row, silu, uses_chunks, DeltaScratch,
+    conv_silu, conv_state_after, conv_taps, delta_rows_from, prepare_row, silu, uses_chunks,
+    DeltaScratch,
 };
 use crate::ops::norm::rms_norm_inplace;
 use crate::parallel::{SharedMut, ThreadPool};
@@ -63,7 +64,8 @@ pub struct DeltaNetWeights {
     pub qkvz: QkvzProj,
     /// β and α.
     pub ba: BaProj,
-    /// `ssm_conv1d`: `conv_channels × conv_kernel`, f32.
+    /// `ssm_conv1d`, f32, tap-major (`conv_kernel × conv_channels`: [`conv_taps`] of
+    /// the file's channel-major layout).
     pub conv: Vec<f32>,
     /// `ssm_dt.bias`: added to α before the softplus.
     pub dt_bias: Vec<f32>,
@@ -114,7 +116,11 @@ impl DeltaNetWeights {
         Ok(DeltaNetWeights {
             qkvz,
             ba,
-            conv: load_small_matrix(file, &n("ssm_conv1d.weight"), c, g.conv_kernel)?,
+            conv: conv_taps(
+                &load_small_matrix(file, &n("ssm_conv1d.weight"), c, g.conv_kernel)?,
+                g.conv_kernel,
+                c,
+            ),
             dt_bias: load_vector(file, &n("ssm_dt.bias"), sh.n_v_heads)?,
             a: load_vector(file, &n("ssm_a"), sh.n_v_heads)?,
             norm: load_vector(file, &n("ssm_norm.weight"), sh.dv)?,

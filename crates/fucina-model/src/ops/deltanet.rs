@@ -109,10 +109,11 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// `out[t − rows.start][c] = silu(Σ_j w[c][j] · xe[t + j][c])` for the rows `t` in
+/// `out[t − rows.start][c] = silu(Σ_j w[j][c] · xe[t + j][c])` for the rows `t` in
 /// `rows`, where `xe` is the `k − 1` rows of `state` (oldest first) followed by the
-/// rows of `x` (`c_all` channels per row; `w` is `c_all × k`, ggml's `ssm_conv1d`
-/// layout). Taps are summed in order, as ggml's `ssm_conv` does.
+/// rows of `x` (`c_all` channels per row; `w` is tap-major, `k × c_all`: ggml's
+/// `ssm_conv1d` transposed by [`conv_taps`], so each tap is one contiguous row). Taps
+/// are summed in order, as ggml's `ssm_conv` does.
 pub fn conv_silu(
     w: &[f32],
     k: usize,
@@ -132,14 +133,25 @@ pub fn conv_silu(
     };
     for (t, o) in rows.zip(out.chunks_exact_mut(c_all)) {
         o.fill(0.0);
-        for j in 0..k {
-            let src = at(t + j);
-            for ((acc, &xv), wc) in o.iter_mut().zip(src).zip(w.chunks_exact(k)) {
-                *acc += wc[j] * xv;
+        for (j, wj) in w.chunks_exact(c_all).take(k).enumerate() {
+            for ((acc, &xv), &wv) in o.iter_mut().zip(at(t + j)).zip(wj) {
+                *acc += wv * xv;
             }
         }
         o.iter_mut().for_each(|v| *v = silu(*v));
     }
+}
+
+/// ggml's `ssm_conv1d` layout (`c_all × k`, channel-major) turned tap-major
+/// (`k × c_all`), the layout [`conv_silu`] reads.
+pub fn conv_taps(w: &[f32], k: usize, c_all: usize) -> Vec<f32> {
+    let mut t = vec![0f32; k * c_all];
+    for (c, wc) in w.chunks_exact(k).take(c_all).enumerate() {
+        for (j, &v) in wc.iter().enumerate() {
+            t[j * c_all + c] = v;
+        }
+    }
+    t
 }
 
 /// The convolution state after `n` more rows: the last `k − 1` rows of `state`
@@ -960,7 +972,8 @@ mod tests {
     #[test]
     fn conv_and_its_state_continue_across_calls() {
         let (k, c) = (4, 5);
-        let w: Vec<f32> = (0..c * k).map(|i| (i as f32 * 0.3).sin()).collect();
+        let wc: Vec<f32> = (0..c * k).map(|i| (i as f32 * 0.3).sin()).collect();
+        let w = conv_taps(&wc, k, c);
         let x: Vec<f32> = (0..7 * c).map(|i| (i as f32 * 0.17).cos()).collect();
         let zero = vec![0f32; (k - 1) * c];
         let mut all = vec![0f32; 7 * c];
@@ -974,7 +987,7 @@ mod tests {
         conv_silu(&w, k, c, &zero, &x, 3..6, &mut part);
         assert_eq!(part, all[3 * c..6 * c]);
         // The first output sees only zeros before it.
-        let want = silu(w[k - 1] * x[0]);
+        let want = silu(wc[k - 1] * x[0]);
         assert_eq!(all[0], want);
     }
 }
