@@ -139,7 +139,7 @@ impl ExpertStoreBuilder {
                 options.io_threads
             )));
         }
-        if !(options.min_pin_advantage >= 0.0) {
+        if options.min_pin_advantage.is_nan() || options.min_pin_advantage < 0.0 {
             return Err(ExpertError::BadOptions("negative pin advantage".into()));
         }
         let sources = paths

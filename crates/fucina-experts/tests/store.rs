@@ -154,7 +154,7 @@ fn a_shrunk_file_is_an_error_then_and_at_registration() {
     assert!(s
         .with_experts::<ExpertError>(2, &[(7, 1)], |_| Ok(()))
         .is_err());
-    let mut b = ExpertStoreBuilder::new(&[path.clone()], 3, StoreOptions::default()).expect("b");
+    let mut b = ExpertStoreBuilder::new(std::slice::from_ref(&path), 3, StoreOptions::default()).expect("b");
     let err = b.register(2, stacks(1)).expect_err("past the end");
     assert!(err.to_string().contains("blk.1.stack2"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
