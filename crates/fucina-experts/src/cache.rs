@@ -26,8 +26,10 @@ use crate::{ExpertError, Result};
 
 /// The heat decay per layer call used when none is given: a layer's heat halves
 /// in about 7 of its calls (decode tokens), long enough to remember the experts a
-/// topic keeps using, short enough to follow a change of topic. Chosen on replayed
-/// traces (see the crate README table in the report of issue 16).
+/// topic keeps using, short enough to follow a change of topic. On a recorded
+/// 364-token trace of a Qwen3-30B-A3B-shaped random-weight model (4 layers), decays
+/// from 0.8 to 0.99 gave hit rates within 0.6 points of each other at 16 and 32
+/// slots per layer, all above LRU.
 pub const DEFAULT_HEAT_DECAY: f64 = 0.9;
 
 /// How a miss picks the slot it evicts.

@@ -306,6 +306,7 @@ impl ExpertStoreBuilder {
             trace,
             usage: Histogram::zeros(&n_expert),
             prefetch_late: 0,
+            notes,
         };
         Ok(ExpertStore {
             io: IoPool::new(o.io_threads)?,
@@ -319,7 +320,6 @@ impl ExpertStoreBuilder {
             all_bytes,
             choice,
             loaded,
-            notes,
         })
     }
 }
@@ -334,6 +334,8 @@ struct State {
     trace: Option<Trace>,
     usage: Histogram,
     prefetch_late: u64,
+    /// For the report (a declined auto-pin, an ignored or unwritable histogram).
+    notes: Vec<String>,
 }
 
 impl State {
@@ -432,7 +434,6 @@ pub struct ExpertStore {
     all_bytes: u64,
     choice: PinChoice,
     loaded: Option<Histogram>,
-    notes: Vec<String>,
 }
 
 /// One chunk of a layer call handed to [`ExpertStore::with_experts`]'s callback.
@@ -605,7 +606,7 @@ impl ExpertStore {
             eviction: st.core.eviction(),
             uncached: self.options.uncached,
             io_threads: self.options.io_threads,
-            notes: self.notes.clone(),
+            notes: st.notes.clone(),
         }
     }
 
@@ -620,7 +621,9 @@ impl ExpertStore {
     }
 
     /// Write the trace and the histogram (earlier sessions' counts plus this
-    /// one's) now; teardown does it again with whatever came after.
+    /// one's) now; teardown does it again with whatever came after. The histogram
+    /// is a cache: failing to write it (a read-only model directory) is a note in
+    /// the report, not an error; failing to write the trace is an error.
     pub fn finish(&self) -> Result<()> {
         let (trace, usage) = {
             let st = self.lock();
@@ -634,7 +637,13 @@ impl ExpertStore {
                 Some(old) => old.plus(&usage),
                 None => usage,
             };
-            h.save(p)?;
+            if let Err(e) = h.save(p) {
+                let note = format!("usage histogram not saved: {e}");
+                let mut st = self.lock();
+                if !st.notes.contains(&note) {
+                    st.notes.push(note);
+                }
+            }
         }
         Ok(())
     }

@@ -154,7 +154,8 @@ fn a_shrunk_file_is_an_error_then_and_at_registration() {
     assert!(s
         .with_experts::<ExpertError>(2, &[(7, 1)], |_| Ok(()))
         .is_err());
-    let mut b = ExpertStoreBuilder::new(std::slice::from_ref(&path), 3, StoreOptions::default()).expect("b");
+    let mut b = ExpertStoreBuilder::new(std::slice::from_ref(&path), 3, StoreOptions::default())
+        .expect("b");
     let err = b.register(2, stacks(1)).expect_err("past the end");
     assert!(err.to_string().contains("blk.1.stack2"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
@@ -191,6 +192,16 @@ fn auto_pin_declines_on_a_flat_histogram_and_pins_a_skewed_one() {
     drop(s);
     let after = Histogram::load(&hist).expect("load").expect("written");
     assert_eq!(after.counts[0][0], 903);
+    // An unwritable histogram is a note in the report, not an error.
+    let s = store(
+        &path,
+        StoreOptions {
+            histogram: Some(dir.join("no-such-dir/model.gguf.experts")),
+            ..StoreOptions::default()
+        },
+    );
+    s.finish().expect("the histogram is only a cache");
+    assert!(s.stats().report().contains("usage histogram not saved"));
     std::fs::remove_dir_all(&dir).ok();
 }
 
