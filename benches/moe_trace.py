@@ -26,7 +26,9 @@ from typing import Any
 from fucina import _core, experts
 
 
-def run(model_path: Path, args: argparse.Namespace, cache_mb: float | None, eviction: str, trace: Path | None) -> dict[str, Any]:
+def run(
+    model_path: Path, args: argparse.Namespace, cache_mb: float | None, eviction: str, trace: Path | None
+) -> dict[str, Any]:
     model = _core.Model(
         model_path,
         n_threads=args.threads,
@@ -68,7 +70,8 @@ def main() -> None:
     probe = _core.Model(args.model, n_threads=args.threads, moe_stream=True, moe_pins=False).moe_stats()
     assert probe is not None, "the model has no experts"
     total = probe["expert_bytes"]
-    print(f"{args.model.name}: {total / 2**20:.0f} MiB of experts; {args.prompt} prompt + {args.tokens} {args.mode} tokens")
+    what = f"{args.prompt} prompt + {args.tokens} {args.mode} tokens"
+    print(f"{args.model.name}: {total / 2**20:.0f} MiB of experts; {what}")
     for pct in args.cache_pct:
         mb = total * pct / 100 / 2**20
         trace = args.out / f"{args.model.stem}-{args.mode}-{pct:g}.trace"
@@ -78,9 +81,10 @@ def main() -> None:
         live = result["live"]
         agree = live["hits"] == heat["hits"] and live["misses"] == heat["misses"]
         print(
-            f"\nbudget {pct:g}% ({heat['slots_per_layer']} slots per layer): live heat {100 * heat['hit_rate']:.1f}% "
-            f"({heat['bytes_read'] / 2**20:.0f} MiB read, {heat['seconds']:.1f} s), live LRU {100 * lru['hit_rate']:.1f}% "
-            f"({lru['bytes_read'] / 2**20:.0f} MiB read, {lru['seconds']:.1f} s); replay reproduces live heat: {agree}"
+            f"\nbudget {pct:g}% ({heat['slots_per_layer']} slots per layer): "
+            f"live heat {100 * heat['hit_rate']:.1f}% ({heat['bytes_read'] / 2**20:.0f} MiB read, {heat['seconds']:.1f} s), "
+            f"live LRU {100 * lru['hit_rate']:.1f}% ({lru['bytes_read'] / 2**20:.0f} MiB read, {lru['seconds']:.1f} s); "
+            f"replay reproduces live heat: {agree}"
         )
         if args.prefetch:
             print(
