@@ -80,12 +80,11 @@ def main() -> None:
         result = experts.replay(trace)
         live = result["live"]
         agree = live["hits"] == heat["hits"] and live["misses"] == heat["misses"]
-        print(
-            f"\nbudget {pct:g}% ({heat['slots_per_layer']} slots per layer): "
-            f"live heat {100 * heat['hit_rate']:.1f}% ({heat['bytes_read'] / 2**20:.0f} MiB read, {heat['seconds']:.1f} s), "
-            f"live LRU {100 * lru['hit_rate']:.1f}% ({lru['bytes_read'] / 2**20:.0f} MiB read, {lru['seconds']:.1f} s); "
-            f"replay reproduces live heat: {agree}"
-        )
+        print(f"\nbudget {pct:g}% ({heat['slots_per_layer']} slots per layer): ", end="")
+        for name, s in (("heat", heat), ("LRU", lru)):
+            mib, sec = s["bytes_read"] / 2**20, s["seconds"]
+            print(f"live {name} {100 * s['hit_rate']:.1f}% ({mib:.0f} MiB read, {sec:.1f} s), ", end="")
+        print(f"replay reproduces live heat: {agree}")
         if args.prefetch:
             print(
                 f"prefetch (heat run): {heat['prefetch_loads']} loads, {heat['prefetch_hits']} used "
