@@ -38,6 +38,7 @@ __all__ = [
     "QueueFullError",
     "Scheduler",
     "ScheduledRequest",
+    "experts_replay",
 ]
 
 class FucinaError(Exception):
@@ -105,6 +106,15 @@ class GrammarMatcher:
 
 class QueueFullError(FucinaError, RuntimeError):
     """A scheduler's queue is full: the request was not queued (retry later)."""
+
+def experts_replay(
+    trace: str | PathLike[str],
+    slots: Sequence[int] | None = None,
+    pins_from: str | PathLike[str] | None = None,
+    heat_decay: float | None = None,
+) -> dict[str, Any]:
+    """Replay a recorded expert trace: the live counts and a capacity sweep of LRU, heat,
+    segmented LRU, Belady and pinned+LRU (``rows``: one dict per policy and capacity)."""
 
 def build_info() -> dict[str, Any]:
     """Version, build and CPU facts, for bug reports."""
@@ -270,7 +280,21 @@ class Tokenizer:
 class Model:
     """A model's weights bound from a GGUF file (memory-mapped, GGUF precision); shared by sessions."""
 
-    def __new__(cls, path: str | PathLike[str], n_threads: int | None = None) -> Model: ...
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        n_threads: int | None = None,
+        *,
+        moe_stream: bool = False,
+        moe_cache_mb: float | None = None,
+        moe_uncached: bool = False,
+        moe_io_threads: int | None = None,
+        moe_trace: str | PathLike[str] | None = None,
+        moe_prefetch: bool = False,
+        moe_eviction: str | None = None,
+        moe_heat_decay: float | None = None,
+        moe_pins: bool = True,
+    ) -> Model: ...
     @property
     def architecture(self) -> str: ...
     @property
@@ -297,6 +321,10 @@ class Model:
         """The model's tokenizer, built from the already-open file's metadata."""
     @property
     def path(self) -> Path: ...
+    def moe_stats(self) -> dict[str, Any] | None:
+        """The expert store's numbers (``None`` unless the experts stream)."""
+    def moe_flush(self) -> None:
+        """Write the expert trace (when recording) and the usage histogram now."""
 
 @final
 class Session:

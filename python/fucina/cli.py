@@ -11,6 +11,12 @@
                                                          prefill / decode tok/s, llama-bench's pp/tg shape
     fucina serve [MODEL] [--host 127.0.0.1] [--port 8000] [--parallel N] [--ctx-size C]
                  [--api-key KEY] [--cors ORIGINS]        OpenAI / Anthropic-compatible HTTP server
+    fucina experts replay TRACE [--slots N ...] [--pins-from FILE] [--heat-decay X] [--plot PATH]
+                                                         replay an expert trace (--moe-trace) through
+                                                         the cache policies across capacities
+
+run and chat take the expert-store flags --moe-stream --moe-cache-mb=N --moe-uncached
+--moe-io-threads=N --moe-trace=PATH (and --moe-prefetch, --moe-lru) for MoE models.
 
 PATH / --model / MODEL default to the embedded model (Gemma 3 270M).
 """
@@ -159,7 +165,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .llm import LLM
 
     t0 = time.perf_counter()
-    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_cache_type=args.kv_cache_type)
+    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads, kv_cache_type=args.kv_cache_type, **_moe_kwargs(args))
     t_load = time.perf_counter() - t0
     show_progress = sys.stderr.isatty()
 
@@ -206,6 +212,57 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
     if args.stats:
         sys.stderr.write(_spec_report(gen.spec_stats) + "\n")
+    _moe_finish(llm, args.stats)
+    return 0
+
+
+def _add_moe(p: argparse.ArgumentParser) -> None:
+    """The expert-store flags (MoE models; the spec's --moe-mirror flags are not implemented)."""
+    g = p.add_argument_group("MoE expert streaming")
+    g.add_argument(
+        "--moe-stream", action="store_true", help="read experts on demand into a RAM cache (models larger than RAM)"
+    )
+    g.add_argument("--moe-cache-mb", type=float, default=None, metavar="N", help="RAM for experts (default: all)")
+    g.add_argument("--moe-uncached", action="store_true", help="drop streamed experts from the OS page cache")
+    g.add_argument("--moe-io-threads", type=int, default=None, metavar="N", help="expert reader threads (default 4)")
+    g.add_argument(
+        "--moe-trace", default=None, metavar="PATH", help="record (layer, expert) requests to PATH (implies streaming)"
+    )
+    g.add_argument("--moe-prefetch", action="store_true", help="prefetch the next layer's likely experts")
+    g.add_argument("--moe-lru", action="store_true", help="evict least recently used (default: decayed heat)")
+
+
+def _moe_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "moe_stream": args.moe_stream,
+        "moe_cache_mb": args.moe_cache_mb,
+        "moe_uncached": args.moe_uncached,
+        "moe_io_threads": args.moe_io_threads,
+        "moe_trace": args.moe_trace,
+        "moe_prefetch": args.moe_prefetch,
+        "moe_eviction": "lru" if args.moe_lru else None,
+    }
+
+
+def _moe_finish(llm: Any, report: bool) -> None:
+    """Write the expert trace and histogram; with ``report`` print the stream stats."""
+    stats = llm.moe_stats()
+    if stats is None:
+        return
+    llm.moe_flush()
+    if report:
+        sys.stderr.write(stats["report"] + "\n")
+
+
+def _cmd_experts_replay(args: argparse.Namespace) -> int:
+    from . import experts
+
+    result = experts.replay(args.trace, slots=args.slots, pins_from=args.pins_from, heat_decay=args.heat_decay)
+    print(experts.table(result))
+    if not args.no_plot:
+        target = Path(args.plot) if args.plot else Path(str(args.trace) + ".png")
+        written = experts.plot(result, target)
+        print(f"plot: {written}")
     return 0
 
 
@@ -264,7 +321,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         import readline  # noqa: F401 - line editing and history for input()
     except ImportError:
         pass
-    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads)
+    # A streaming model's trace and histogram are written when it is freed, on return.
+    llm = LLM(args.model, n_ctx=args.ctx, n_threads=args.threads, **_moe_kwargs(args))
     chat = llm.chat(system=args.system, max_tokens=args.max_tokens, params=_sampling(args))
     err = sys.stderr
     if args.resume is not None:
@@ -445,7 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-speculation", action="store_true", help="plain decoding (speculation never changes the output)"
     )
     run.add_argument("--reference", metavar="FILE", default=None, help="a document speculation may draft from")
-    run.add_argument("--stats", action="store_true", help="print speculative decoding's numbers to stderr")
+    run.add_argument(
+        "--stats", action="store_true", help="print speculative decoding's (and the expert store's) numbers to stderr"
+    )
+    _add_moe(run)
     run.set_defaults(func=_cmd_run)
     chat = sub.add_parser(
         "chat",
@@ -467,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("-t", "--threads", type=int, default=None, help="threads (default: all cores)")
     chat.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
     _add_sampling(chat)
+    _add_moe(chat)
     chat.set_defaults(func=_cmd_chat)
     info = sub.add_parser("info", help="describe a GGUF model", description="Describe a GGUF model file.")
     info.add_argument("path", nargs="?", type=Path, help="GGUF file (default: the embedded default model)")
@@ -519,6 +581,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=_cmd_serve)
+    experts = sub.add_parser("experts", help="MoE expert-store tools", description="MoE expert-store tools.")
+    esub = experts.add_subparsers(dest="experts_command", required=True, metavar="TOOL")
+    rp = esub.add_parser(
+        "replay",
+        help="replay an expert trace through the cache policies",
+        description="Replay a trace recorded with --moe-trace through LRU, heat, segmented LRU, Belady-optimal and "
+        "pinned+LRU across a capacity sweep: hit rates and streamed bytes as a table and a plot. LRU flat where "
+        "Belady climbs means the policy, not the capacity, is the bottleneck.",
+    )
+    rp.add_argument("trace", type=Path, help="the trace file")
+    rp.add_argument("--slots", type=int, nargs="+", default=None, metavar="N", help="capacities (experts per layer)")
+    rp.add_argument(
+        "--pins-from", type=Path, default=None, metavar="FILE", help="pinned+LRU's pins from a <gguf>.experts histogram"
+    )
+    rp.add_argument("--heat-decay", type=float, default=None, metavar="X", help="heat decay per layer call (0, 1]")
+    rp.add_argument("--plot", default=None, metavar="PATH", help="plot file (default TRACE.png, or .svg)")
+    rp.add_argument("--no-plot", action="store_true", help="print the table only")
+    rp.set_defaults(func=_cmd_experts_replay)
     return parser
 
 

@@ -109,6 +109,22 @@ class LLM:
             alone, so outputs never depend on how a prompt was chunked, cached or batched (a
             conversation's turns equal a stateless replay bit for bit). Prefill is slower; off by
             default (llama.cpp's prompt-batch arithmetic).
+        moe_stream: read a mixture-of-experts model's experts on demand from the file into a RAM
+            cache (the expert store) instead of mapping them whole: for models larger than memory.
+            Outputs are bitwise the same. Ignored for models without experts.
+        moe_cache_mb: the store's RAM budget for experts in MiB (default: room for all of them).
+        moe_uncached: drop each streamed expert's pages from the OS page cache after reading it, so
+            streaming does not evict the pages of the mapped dense weights.
+        moe_io_threads: threads reading experts (default 4; 0 reads on the forward's thread).
+        moe_trace: record the (layer, expert) requests and write them to this file when the model is
+            closed (or at :meth:`moe_flush`); replay with ``fucina experts replay``. Implies
+            ``moe_stream``.
+        moe_prefetch: prefetch the next MoE layer's likely experts (its router run on the current
+            layer's input) while a layer computes.
+        moe_eviction: ``"heat"`` (default: lowest decayed routed count) or ``"lru"``
+            (``FUCINA_MOE_LRU=1`` also selects LRU).
+        moe_pins: seed a pinned tier from the usage histogram ``<gguf>.experts`` (written when a
+            streaming model is closed) unless that histogram is flat (default on).
 
     Every generation runs on its own sequence, from an empty context, so results do
     not depend on what ran before; several generations may be interleaved.
@@ -124,6 +140,14 @@ class LLM:
         chat_format: str | None = None,
         chat_template: str | None = None,
         batch_invariant: bool = False,
+        moe_stream: bool = False,
+        moe_cache_mb: float | None = None,
+        moe_uncached: bool = False,
+        moe_io_threads: int | None = None,
+        moe_trace: str | os.PathLike[str] | None = None,
+        moe_prefetch: bool = False,
+        moe_eviction: str | None = None,
+        moe_pins: bool = True,
     ) -> None:
         if kv_cache_type not in KV_CACHE_TYPES:
             raise InvalidArgumentError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {kv_cache_type!r}")
@@ -132,7 +156,18 @@ class LLM:
         if n_ctx <= 0:
             raise InvalidArgumentError(f"n_ctx must be positive, not {n_ctx}")
         self.path = Path(path) if path is not None else assets.default_model_path()
-        self.model = _core.Model(self.path, n_threads=n_threads)
+        self.model = _core.Model(
+            self.path,
+            n_threads=n_threads,
+            moe_stream=moe_stream,
+            moe_cache_mb=moe_cache_mb,
+            moe_uncached=moe_uncached,
+            moe_io_threads=moe_io_threads,
+            moe_trace=moe_trace,
+            moe_prefetch=moe_prefetch,
+            moe_eviction=moe_eviction,
+            moe_pins=moe_pins,
+        )
         self.tokenizer = self.model.tokenizer()
         self.engine = _core.Engine(
             self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type, pinned=bool(batch_invariant)
@@ -152,6 +187,16 @@ class LLM:
     def n_ctx(self) -> int:
         """Context capacity in tokens."""
         return self.engine.n_ctx
+
+    def moe_stats(self) -> dict[str, Any] | None:
+        """The expert store's numbers: hits, misses, ``hit_rate``, ``bytes_read``, prefetch
+        counts, the cache shape and a one-paragraph ``report`` (``None`` unless streaming)."""
+        return self.model.moe_stats()
+
+    def moe_flush(self) -> None:
+        """Write the expert trace (``moe_trace``) and the usage histogram now (closing the model
+        writes them again with what came after)."""
+        self.model.moe_flush()
 
     @property
     def n_vocab(self) -> int:

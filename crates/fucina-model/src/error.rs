@@ -10,6 +10,9 @@ pub enum ModelError {
     /// The GGUF file could not be read or its metadata is malformed.
     #[error(transparent)]
     Gguf(#[from] fucina_gguf::GgufError),
+    /// The expert store failed (a short read of a truncated file, bad options).
+    #[error(transparent)]
+    Experts(#[from] fucina_experts::ExpertError),
     /// A block-format operation failed (unknown type, wrong byte count).
     #[error(transparent)]
     Quant(#[from] fucina_quant::QuantError),

@@ -14,8 +14,11 @@ use std::sync::{Arc, Mutex};
 
 use fucina_gguf::GgufFile;
 
+use fucina_experts::{ExpertStore, ExpertStoreBuilder};
+
 use crate::config::{Activation, Config, Family};
 use crate::families::{self, LayerWeights, Presence};
+use crate::ffn::{Lookahead, MoeStream};
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::parallel::ThreadPool;
 use crate::weights::{has_tensor, load_vector, load_vector_opt, Linear, RepackJob};
@@ -39,6 +42,10 @@ pub struct ModelOptions {
     /// through ggml's f16 lookup table. Off by default: the default numerics are
     /// llama.cpp's; the transformers-parity tests turn it on.
     pub f32_gelu: bool,
+    /// Stream the MoE experts through an expert store with these options instead
+    /// of borrowing them from the mapping (`None`: resident; see
+    /// [`fucina_experts`]). The model's file must be on disk.
+    pub moe_stream: Option<fucina_experts::StoreOptions>,
 }
 
 impl ModelOptions {
@@ -48,6 +55,7 @@ impl ModelOptions {
             n_threads,
             pool: None,
             f32_gelu: false,
+            moe_stream: None,
         }
     }
 }
@@ -66,6 +74,8 @@ pub struct Model {
     pub(crate) pool: Arc<ThreadPool>,
     /// The background repacking thread, until [`Model::wait_repacked`] joins it.
     repack: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The expert store the MoE layers stream from, when streaming.
+    experts: Option<Arc<ExpertStore>>,
 }
 
 impl std::fmt::Debug for Model {
@@ -128,9 +138,13 @@ impl Model {
             _ => load_vector_opt(&file, "output.bias", n_vocab)?,
         };
         let rope_freqs = families::bind_rope_freqs(&file, &config, &spec)?;
-        let layers = (0..config.n_layer)
+        let mut layers = (0..config.n_layer)
             .map(|il| families::bind_layer(&file, &config, &spec, il, rope_freqs.as_ref()))
             .collect::<Result<Vec<_>>>()?;
+        let experts = match &options.moe_stream {
+            Some(o) => attach_store(&file, &mut layers, o.clone())?,
+            None => None,
+        };
         let ple = match config.n_embd_per_layer {
             0 => None,
             n_pl => Some(crate::ple::PleWeights::bind(
@@ -182,7 +196,13 @@ impl Model {
             ple,
             pool,
             repack: Mutex::new(repack),
+            experts,
         })
+    }
+
+    /// The expert store the MoE experts stream from (`None`: resident).
+    pub fn expert_store(&self) -> Option<&Arc<ExpertStore>> {
+        self.experts.as_ref()
     }
 
     /// Block until the load-time repacking (see the module doc) has finished. The
@@ -276,6 +296,54 @@ fn matmul_weights<'a>(
         })
         .chain(ple.map(|p| &p.proj))
         .chain([output])
+}
+
+/// Open an expert store over the model's files, register every MoE layer's expert
+/// stacks and point the layers at it (each with the next MoE layer's router for the
+/// lookahead). `None` for a model without experts.
+fn attach_store(
+    file: &GgufFile,
+    layers: &mut [LayerWeights],
+    options: fucina_experts::StoreOptions,
+) -> Result<Option<Arc<ExpertStore>>> {
+    let paths = file
+        .parts()
+        .iter()
+        .map(|p| p.path().map(Path::to_path_buf))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            ModelError::InvalidConfig("streaming experts needs the model in a file".into())
+        })?;
+    let mut builder = ExpertStoreBuilder::new(&paths, layers.len(), options)?;
+    let mut moe_layers = Vec::new();
+    for (il, l) in layers.iter_mut().enumerate() {
+        if let Some(moe) = l.ffn.moe_mut() {
+            crate::ffn::moe_stream::register(&mut builder, il, moe)?;
+            moe_layers.push(il);
+        }
+    }
+    if moe_layers.is_empty() {
+        return Ok(None);
+    }
+    let store = Arc::new(builder.build()?);
+    for (i, &il) in moe_layers.iter().enumerate() {
+        let lookahead = match moe_layers.get(i + 1) {
+            Some(&next) => layers[next].ffn.moe_mut().map(|m| Lookahead {
+                layer: next,
+                router: m.gate_inp.clone(),
+                k: m.config.n_expert_used,
+            }),
+            None => None,
+        };
+        if let Some(moe) = layers[il].ffn.moe_mut() {
+            moe.stream = Some(MoeStream {
+                store: Arc::clone(&store),
+                layer: il,
+                lookahead,
+            });
+        }
+    }
+    Ok(Some(store))
 }
 
 /// Run repacking jobs on the pool's threads (each job one task).

@@ -8,7 +8,8 @@
 //! Q8_0 and Q6_K matrices the kernels have an interleaved form for are copied, still
 //! in their type's bits, into interleaved 8-row groups (the model does it at load; bitwise the same results),
 //! and the file's pages of the original rows leave the resident set. Norm weights and
-//! biases are small and are read into `Vec<f32>`.
+//! biases are small and are read into `Vec<f32>`. A streamed expert is the same
+//! `Linear` over bytes the expert store read ([`Linear::with_bytes`]).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -32,7 +33,13 @@ pub struct Linear {
     dot: DotEntry,
     /// The interleaved form once made (shared by clones; set at most once).
     packed: Arc<OnceLock<Packed>>,
+    /// Bytes read elsewhere (a streamed expert): `range` indexes these instead of
+    /// the file. Such a matrix is never repacked.
+    owned: Option<OwnedBytes>,
 }
+
+/// Bytes a [`Linear`] can multiply with instead of its mapping.
+pub type OwnedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 impl std::fmt::Debug for Linear {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +150,7 @@ impl Linear {
             range: range.start + i * block..range.start + (i + 1) * block,
             dot,
             packed: Arc::new(OnceLock::new()),
+            owned: None,
         };
         Ok((0..n).map(linear).collect())
     }
@@ -170,7 +178,7 @@ impl Linear {
     /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with
     /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]).
     pub fn repackable(&self) -> bool {
-        Packed::supported(&self.dot, self.rows)
+        self.owned.is_none() && Packed::supported(&self.dot, self.rows)
     }
 
     /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K, Q8_0
@@ -204,7 +212,38 @@ impl Linear {
 
     /// The repacked form, once [`Linear::repack`] (or its job) has made it.
     pub fn packed(&self) -> Option<&Packed> {
-        self.packed.get()
+        match self.owned {
+            None => self.packed.get(),
+            Some(_) => None,
+        }
+    }
+
+    /// This matrix (same name, type and shape) over `bytes[range]` instead of
+    /// the mapping: an expert the expert store read. `range` must hold exactly
+    /// the matrix's bytes.
+    pub fn with_bytes(&self, bytes: OwnedBytes, range: Range<usize>) -> Result<Linear> {
+        let want = self.rows * self.row_bytes;
+        if range.len() != want || range.end > (*bytes).as_ref().len() {
+            return Err(ModelError::InvalidBatch(format!(
+                "'{}': {} streamed bytes for a {want}-byte matrix",
+                self.name,
+                range.len()
+            )));
+        }
+        Ok(Linear {
+            range,
+            owned: Some(bytes),
+            ..self.clone()
+        })
+    }
+
+    /// Where the matrix's bytes lie in the model: the file part and the byte range
+    /// in that file (`None` once it is over other bytes).
+    pub fn file_range(&self) -> Option<(usize, Range<usize>)> {
+        match self.owned {
+            None => Some((self.part, self.range.clone())),
+            Some(_) => None,
+        }
     }
 
     /// The dot kernel (and activation format) this weight multiplies with.
@@ -236,9 +275,12 @@ impl Linear {
     /// All rows' bytes, row-major.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        // The range was validated against this part's bytes at bind time and the
-        // file is immutable, so the slice is in bounds.
-        &self.file.parts()[self.part].bytes()[self.range.clone()]
+        // The range was validated against this part's bytes (or the owned bytes) at
+        // bind time and both are immutable, so the slice is in bounds.
+        match &self.owned {
+            None => &self.file.parts()[self.part].bytes()[self.range.clone()],
+            Some(b) => &(**b).as_ref()[self.range.clone()],
+        }
     }
 
     /// Dequantize row `i` into `out` (`out.len() == cols`): the embedding lookup.

@@ -5,6 +5,7 @@ mod args;
 mod conversation;
 mod engine;
 mod errors;
+mod experts;
 mod gguf;
 mod grammar;
 mod llm;
@@ -42,6 +43,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     grammar::register(m)?;
     quant::register(m)?;
     llm::register(m)?;
+    experts::register(m)?;
     engine::register(m)?;
     tokenizer::register(m)?;
     scheduler::register(m)?;

@@ -20,6 +20,7 @@ use crate::tokenizer::PyTokenizer;
 pub(crate) fn model_err(e: ModelError) -> PyErr {
     Python::attach(|py| match e {
         ModelError::Gguf(g) => crate::errors::gguf_err(g),
+        ModelError::Experts(x) => crate::experts::experts_err(x),
         ModelError::Quant(q) => crate::quant::quant_err(q),
         e @ (ModelError::UnsupportedArchitecture { .. }
         | ModelError::UnsupportedWeightType { .. }) => match unsupported_model_error(py) {
@@ -47,13 +48,41 @@ pub struct PyModel {
 #[pymethods]
 impl PyModel {
     #[new]
-    #[pyo3(signature = (path, n_threads = None))]
+    #[pyo3(signature = (
+        path, n_threads = None, *, moe_stream = false, moe_cache_mb = None, moe_uncached = false,
+        moe_io_threads = None, moe_trace = None, moe_prefetch = false, moe_eviction = None,
+        moe_heat_decay = None, moe_pins = true,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         #[pyo3(from_py_with = crate::args::path)] path: PathBuf,
         #[pyo3(from_py_with = crate::args::opt_count)] n_threads: Option<usize>,
+        moe_stream: bool,
+        moe_cache_mb: Option<f64>,
+        moe_uncached: bool,
+        #[pyo3(from_py_with = crate::args::opt_count)] moe_io_threads: Option<usize>,
+        moe_trace: Option<PathBuf>,
+        moe_prefetch: bool,
+        moe_eviction: Option<String>,
+        moe_heat_decay: Option<f64>,
+        moe_pins: bool,
     ) -> PyResult<Self> {
-        let options = ModelOptions::with_threads(n_threads.unwrap_or(0));
+        let stream = crate::experts::StreamArgs {
+            stream: moe_stream,
+            cache_mb: moe_cache_mb,
+            uncached: moe_uncached,
+            io_threads: moe_io_threads,
+            trace: moe_trace,
+            prefetch: moe_prefetch,
+            eviction: moe_eviction,
+            heat_decay: moe_heat_decay,
+            pins: moe_pins,
+        };
+        let options = ModelOptions {
+            moe_stream: stream.options(&path)?,
+            ..ModelOptions::with_threads(n_threads.unwrap_or(0))
+        };
         let model = py
             .detach(|| Model::load(&path, options))
             .map_err(model_err)?;
@@ -115,6 +144,25 @@ impl PyModel {
     #[getter]
     fn repacked_bytes(&self) -> usize {
         self.inner.repacked_bytes()
+    }
+
+    /// The expert store's numbers (`None` unless the experts stream).
+    fn moe_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        match self.inner.expert_store() {
+            Some(s) => Ok(Some(crate::experts::stats_dict(py, &s.stats())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Write the expert trace (when recording) and the usage histogram now; the
+    /// model's teardown writes them again with what came after.
+    fn moe_flush(&self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.expert_store() {
+            Some(s) => py
+                .detach(|| s.finish())
+                .map_err(crate::experts::experts_err),
+            None => Ok(()),
+        }
     }
 
     /// The model's tokenizer, built from the already-open file's metadata.

@@ -7,11 +7,13 @@
 pub mod dense;
 pub mod gemma4_moe;
 pub mod moe;
+pub mod moe_stream;
 pub mod router;
 
 pub use dense::DenseFfn;
 pub use gemma4_moe::Gemma4MoeFfn;
 pub use moe::{MoeFfn, MoeScratch, SharedFfn};
+pub use moe_stream::{Lookahead, MoeStream};
 
 use crate::config::Activation;
 use crate::matmul::MatmulScratch;
@@ -202,6 +204,24 @@ impl FfnWeights {
                 v
             }
             FfnWeights::Gemma4Moe(g) => g.resident_matrices(),
+        }
+    }
+
+    /// The routed experts of a MoE layer (Gemma 4's included), `None` for dense ones.
+    pub fn moe(&self) -> Option<&MoeFfn> {
+        match self {
+            FfnWeights::Dense(_) => None,
+            FfnWeights::Moe(e) => Some(e),
+            FfnWeights::Gemma4Moe(g) => Some(&g.moe),
+        }
+    }
+
+    /// [`FfnWeights::moe`], mutable (attaching an expert store).
+    pub fn moe_mut(&mut self) -> Option<&mut MoeFfn> {
+        match self {
+            FfnWeights::Dense(_) => None,
+            FfnWeights::Moe(e) => Some(e),
+            FfnWeights::Gemma4Moe(g) => Some(&mut g.moe),
         }
     }
 

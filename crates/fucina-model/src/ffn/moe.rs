@@ -11,15 +11,22 @@
 //! The gate/up products of all used experts run in one parallel section, the down
 //! products in another ([`matmul_grouped`]).
 //!
+//! With an expert store ([`MoeFfn::stream`]) the experts a call uses are read on
+//! demand instead ([`super::moe_stream`]) and multiplied a chunk at a time (what the
+//! store's slots hold at once) by the same grouped kernels on the same bytes:
+//! bitwise the resident results.
+//!
 //! Sum order is ggml's: each expert output times its weight (one f32 rounding), then
 //! added slot by slot, best expert first; a shared expert's output (times its
 //! sigmoid gate, where it has one) is added last.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use fucina_gguf::GgufFile;
 
 use super::dense::{apply_glu, DenseFfn};
+use super::moe_stream::MoeStream;
 use super::router::{route, RouteScratch};
 use super::MoeConfig;
 use crate::config::Activation;
@@ -46,6 +53,8 @@ pub struct MoeFfn {
     pub down: Vec<Linear>,
     /// The shared expert, where the family has one (boxed: a whole dense FFN).
     pub shared: Option<Box<SharedFfn>>,
+    /// The expert store the experts stream from (`None`: borrowed from the mapping).
+    pub stream: Option<MoeStream>,
 }
 
 /// A shared expert's weights (`ffn_{gate,up,down}_shexp`).
@@ -72,6 +81,7 @@ pub struct MoeScratch {
     down: Vec<f32>,
     shared: Vec<f32>,
     shared_gate: Vec<f32>,
+    lookahead: Vec<f32>,
     route: RouteScratch,
 }
 
@@ -140,6 +150,7 @@ impl MoeFfn {
             gate,
             up,
             down: Linear::bind_stack(file, &n("ffn_down_exps.weight"), ne, n_embd, ff)?,
+            stream: None,
         };
         Ok(ffn)
     }
@@ -237,35 +248,47 @@ impl MoeFfn {
             s.gather[pos] = a / k;
             s.slot_pos[a] = pos;
         }
-        let used: Vec<(usize, std::ops::Range<usize>)> = (0..n)
+        let used: Vec<(usize, Range<usize>)> = (0..n)
             .filter(|&x| s.offsets[x + 1] > s.offsets[x])
             .map(|x| (x, s.offsets[x]..s.offsets[x + 1]))
             .collect();
 
-        // Gate and up for every used expert, over its rows.
-        let (g, u) = (
-            grow(&mut s.gate, n_assign * ff),
-            grow(&mut s.up, n_assign * ff),
-        );
-        let same_act = self.gate[0].dot().act == self.up[0].dot().act;
-        let mut gp = products(&self.gate, &used, g, ff);
-        let mut up = products(&self.up, &used, u, ff);
-        if same_act {
-            gp.append(&mut up);
-            matmul_grouped(pool, xn, Some(&s.gather), &mut gp, mm)?;
-        } else {
-            matmul_grouped(pool, xn, Some(&s.gather), &mut gp, mm)?;
-            matmul_grouped(pool, xn, Some(&s.gather), &mut up, mm)?;
+        grow(&mut s.gate, n_assign * ff);
+        grow(&mut s.up, n_assign * ff);
+        grow(&mut s.down, n_assign * e);
+        match &self.stream {
+            None => {
+                let w: Vec<[&Linear; 3]> = used
+                    .iter()
+                    .map(|&(x, _)| [&self.gate[x], &self.up[x], &self.down[x]])
+                    .collect();
+                let rows: Vec<Range<usize>> = used.iter().map(|u| u.1.clone()).collect();
+                self.experts(pool, act, xn, &w, &rows, s, mm)?;
+            }
+            Some(st) => {
+                st.lookahead(pool, router_x, m, &mut s.lookahead, mm)?;
+                let req: Vec<(u32, u32)> = used
+                    .iter()
+                    .map(|(x, r)| (*x as u32, r.len() as u32))
+                    .collect();
+                st.store.with_experts(st.layer, &req, |chunk| {
+                    let mats = chunk
+                        .experts
+                        .iter()
+                        .zip(chunk.bytes)
+                        .map(|(&(x, _), b)| st.matrices(self, x as usize, b))
+                        .collect::<Result<Vec<_>>>()?;
+                    let w: Vec<[&Linear; 3]> = mats.iter().map(|[g, u, d]| [g, u, d]).collect();
+                    let rows: Vec<Range<usize>> = chunk
+                        .experts
+                        .iter()
+                        .map(|&(x, _)| s.offsets[x as usize]..s.offsets[x as usize + 1])
+                        .collect();
+                    self.experts(pool, act, xn, &w, &rows, s, mm)
+                })?;
+            }
         }
-        drop(gp);
-        let (g, u) = (&mut s.gate[..n_assign * ff], &s.up[..n_assign * ff]);
-        apply_glu(pool, act, g, u, ff);
 
-        // Down, then the weighted sum per token.
-        let d = grow(&mut s.down, n_assign * e);
-        let mut dp = products(&self.down, &used, d, e);
-        matmul_grouped(pool, &s.gate[..n_assign * ff], None, &mut dp, mm)?;
-        drop(dp);
         let out = out
             .get_mut(..m * e)
             .ok_or_else(|| ModelError::InvalidBatch(format!("moe output for {m} rows")))?;
@@ -287,6 +310,58 @@ impl MoeFfn {
             self.add_shared(sh, pool, act, xn, m, out, s, mm)?;
         }
         Ok(())
+    }
+
+    /// Gate, up, activation and down of some used experts (`w[i]`: gate, up, down of
+    /// the expert whose grouped rows are `rows[i]`, ascending): every used expert at
+    /// once when resident, a chunk at a time when streamed. Each product depends only
+    /// on its own weights and rows, so chunking never changes a bit.
+    #[allow(clippy::too_many_arguments)]
+    fn experts(
+        &self,
+        pool: &ThreadPool,
+        act: Activation,
+        xn: &[f32],
+        w: &[[&Linear; 3]],
+        rows: &[Range<usize>],
+        s: &mut MoeScratch,
+        mm: &mut MatmulScratch,
+    ) -> Result<()> {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Ok(());
+        };
+        let (ff, e) = (self.config.n_ff_exp, self.gate_inp.cols());
+        let span = first.start..last.end;
+        let gather = &s.gather[span.clone()];
+        let g = &mut s.gate[span.start * ff..span.end * ff];
+        let u = &mut s.up[span.start * ff..span.end * ff];
+        let same_act = w[0][0].dot().act == w[0][1].dot().act;
+        let mut gp = products(w.iter().map(|x| x[0]), rows, span.start, g, ff);
+        let mut up = products(w.iter().map(|x| x[1]), rows, span.start, u, ff);
+        if same_act {
+            gp.append(&mut up);
+            matmul_grouped(pool, xn, Some(gather), &mut gp, mm)?;
+        } else {
+            matmul_grouped(pool, xn, Some(gather), &mut gp, mm)?;
+            matmul_grouped(pool, xn, Some(gather), &mut up, mm)?;
+        }
+        drop(gp);
+        drop(up);
+        // The activation over each run of consecutive rows (one run when resident).
+        let mut i = 0;
+        while i < rows.len() {
+            let mut j = i + 1;
+            while j < rows.len() && rows[j].start == rows[j - 1].end {
+                j += 1;
+            }
+            let run = rows[i].start * ff..rows[j - 1].end * ff;
+            apply_glu(pool, act, &mut s.gate[run.clone()], &s.up[run], ff);
+            i = j;
+        }
+        let x = &s.gate[span.start * ff..span.end * ff];
+        let d = &mut s.down[span.start * e..span.end * e];
+        let mut dp = products(w.iter().map(|x| x[2]), rows, span.start, d, e);
+        matmul_grouped(pool, x, None, &mut dp, mm)
     }
 
     /// `out += shared(xn)` (times `sigmoid(gate · xn)` per row where gated; ggml
@@ -332,23 +407,30 @@ impl MoeFfn {
     }
 }
 
-/// One grouped product per used expert: its matrix of `stack`, its rows, and its
-/// block of `buf` (rows of `width` outputs; the used experts' row ranges are
-/// consecutive, so the blocks tile `buf` in order).
+/// One grouped product per expert: its matrix, its rows (relative to `base`, the
+/// first row of the call), and its block of `buf` (rows of `width` outputs; the
+/// experts' row ranges ascend and do not overlap, so the blocks are carved from
+/// `buf` in order, skipping the rows of experts not in the call).
 fn products<'a>(
-    stack: &'a [Linear],
-    used: &[(usize, std::ops::Range<usize>)],
+    ws: impl Iterator<Item = &'a Linear>,
+    rows: &[Range<usize>],
+    base: usize,
     buf: &'a mut [f32],
     width: usize,
 ) -> Vec<GroupedProduct<'a>> {
     let mut rest = buf;
-    used.iter()
-        .map(|(x, rows)| {
-            let (y, tail) = std::mem::take(&mut rest).split_at_mut(rows.len() * width);
+    let mut at = base;
+    ws.zip(rows)
+        .map(|(w, rows)| {
+            let skip = std::mem::take(&mut rest)
+                .split_at_mut((rows.start - at) * width)
+                .1;
+            let (y, tail) = skip.split_at_mut(rows.len() * width);
             rest = tail;
+            at = rows.end;
             GroupedProduct {
-                w: &stack[*x],
-                rows: rows.clone(),
+                w,
+                rows: rows.start - base..rows.end - base,
                 y,
             }
         })
