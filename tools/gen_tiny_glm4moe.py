@@ -11,9 +11,14 @@ group-limited top-k over 2 groups, renormalised weights scaled by
 `head_dim` 32 beside a 64-wide residual (so q is wider than the residual) and NeoX
 RoPE over half of each head (`partial_rotary_factor` 0.5). transformers does not
 build the multi-token-prediction block, so the file's fourth block (`blk.3`,
-`nextn_predict_layers = 1`) gets random weights written under llama.cpp's names
+`nextn_predict_layers = 1`) is a transformers decoder layer plus the nextn tensors
 (`blk.3.nextn.{eh_proj,enorm,hnorm,shared_head_head,shared_head_norm}`; no
-`nextn.embed_tokens`, so the head embeds with `token_embd`).
+`nextn.embed_tokens`, so the head embeds with `token_embd`), written under llama.cpp's
+names. Random MTP weights would draft nothing useful, so the head is then trained
+(Adam, a few hundred steps, the trunk frozen) to predict the trunk's own greedy
+continuations of random prompts two tokens ahead, exactly as llama.cpp's `graph_mtp`
+computes it: what a real checkpoint's head does, so the speculative tests and
+`mtp_speed` see drafts that get accepted.
 
 Tensors follow llama.cpp's converter (conversion/glm.py `Glm4MoeModel`): experts
 stacked per layer, the pre-FFN norm named `post_attention_norm`, rope dims
@@ -58,6 +63,8 @@ PROMPTS = [
 ]
 N_GREEDY = 12
 N_CHAIN = 4
+# The MTP head's training: greedy continuations of random prompts.
+TRAIN_SEQS, TRAIN_PROMPT, TRAIN_GEN, TRAIN_STEPS = 384, 6, 42, 400
 
 
 def config():
@@ -150,7 +157,88 @@ def layer_tensors(sd: dict, pre: str, blk: str) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def gguf_tensors(model, mtp_layer, cfg, gen) -> list[tuple[str, np.ndarray]]:
+class Mtp:
+    """llama.cpp's graph_mtp in torch, trainable: [enorm(embed(x_p)), hnorm(h_{p-1})] →
+    eh_proj → a decoder layer → shared_head_norm → shared_head_head."""
+
+    def __init__(self, model, cfg, gen):
+        import torch
+        from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeDecoderLayer, Glm4MoeRMSNorm
+
+        e = cfg.hidden_size
+        self.layer = Glm4MoeDecoderLayer(cfg, cfg.num_hidden_layers).float()
+        randomize(self.layer, gen)
+        self.norms = {k: Glm4MoeRMSNorm(e, eps=cfg.rms_norm_eps) for k in ("enorm", "hnorm", "shared_head_norm")}
+        with torch.no_grad():
+            for n in self.norms.values():
+                n.weight.copy_(1.0 + 0.1 * randn(gen, (e,)))
+        self.eh_proj = torch.nn.Parameter(randn(gen, (e, 2 * e)) / math.sqrt(2 * e))
+        self.head = torch.nn.Parameter(randn(gen, (VOCAB, e)) / math.sqrt(e))
+        self.embed = model.model.embed_tokens
+        self.rotary = model.model.rotary_emb
+
+    def parameters(self):
+        yield from self.layer.parameters()
+        for n in self.norms.values():
+            yield from n.parameters()
+        yield self.eh_proj
+        yield self.head
+
+    def __call__(self, toks, h_prev):
+        import torch
+
+        emb = self.norms["enorm"](self.embed(toks))
+        x = torch.cat([emb, self.norms["hnorm"](h_prev)], dim=-1) @ self.eh_proj.T
+        t = toks.shape[1]
+        pos = torch.arange(t)[None].expand(toks.shape[0], -1)
+        mask = torch.full((t, t), float("-inf")).triu(1)[None, None]
+        x = self.layer(x, attention_mask=mask, position_ids=pos, position_embeddings=self.rotary(x, pos))
+        if isinstance(x, tuple):
+            x = x[0]
+        return self.norms["shared_head_norm"](x) @ self.head.T
+
+    def state(self) -> dict[str, np.ndarray]:
+        sd = {k: v.detach().float().numpy() for k, v in self.layer.state_dict().items()}
+        for k, n in self.norms.items():
+            sd[f"nextn.{k}"] = n.weight.detach().float().numpy()
+        sd["nextn.eh_proj"] = self.eh_proj.detach().float().numpy()
+        sd["nextn.shared_head_head"] = self.head.detach().float().numpy()
+        return sd
+
+
+def train_mtp(model, mtp: Mtp, gen) -> float:
+    """Fit the head to the frozen trunk's greedy continuations; returns the held-out
+    top-1 accuracy of the head's prediction two tokens ahead."""
+    import torch
+
+    seqs = torch.randint(3, VOCAB, (TRAIN_SEQS, TRAIN_PROMPT), generator=gen)
+    with torch.no_grad():
+        for _ in range(TRAIN_GEN):
+            nxt = model(seqs).logits[:, -1].argmax(-1, keepdim=True)
+            seqs = torch.cat([seqs, nxt], dim=1)
+        h = model.model(seqs).last_hidden_state
+    h_prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
+    # Row p (token p, hidden p-1) predicts token p+1; the targets are greedy tokens.
+    inp, hp, tgt = seqs[:, :-1], h_prev[:, :-1], seqs[:, 1:]
+    weight = torch.zeros_like(tgt, dtype=torch.float32)
+    weight[:, TRAIN_PROMPT - 1 :] = 1.0
+    n_train = TRAIN_SEQS * 7 // 8
+    opt = torch.optim.Adam(list(mtp.parameters()), lr=3e-3)
+    for step in range(TRAIN_STEPS):
+        idx = torch.randint(0, n_train, (32,), generator=gen)
+        logits = mtp(inp[idx], hp[idx])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt[idx].reshape(-1), reduction="none")
+        loss = (loss * weight[idx].reshape(-1)).sum() / weight[idx].sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        logits = mtp(inp[n_train:], hp[n_train:])
+        hit = (logits.argmax(-1) == tgt[n_train:]).float() * weight[n_train:]
+    return float(hit.sum() / weight[n_train:].sum())
+
+
+def gguf_tensors(model, mtp_sd, cfg) -> list[tuple[str, np.ndarray]]:
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     out = [
         ("token_embd.weight", sd["model.embed_tokens.weight"]),
@@ -161,17 +249,9 @@ def gguf_tensors(model, mtp_layer, cfg, gen) -> list[tuple[str, np.ndarray]]:
         out += layer_tensors(sd, f"model.layers.{il}.", f"blk.{il}.")
     # The MTP block: a decoder layer of the MoE kind plus the nextn tensors.
     il = cfg.num_hidden_layers
-    msd = {k: v.detach().float().numpy() for k, v in mtp_layer.state_dict().items()}
-    out += layer_tensors(msd, "", f"blk.{il}.")
-    e = cfg.hidden_size
-    nrm = lambda: (1.0 + 0.1 * randn(gen, (e,))).numpy()  # noqa: E731
-    out += [
-        (f"blk.{il}.nextn.eh_proj.weight", (randn(gen, (e, 2 * e)) / math.sqrt(2 * e)).numpy()),
-        (f"blk.{il}.nextn.enorm.weight", nrm()),
-        (f"blk.{il}.nextn.hnorm.weight", nrm()),
-        (f"blk.{il}.nextn.shared_head_norm.weight", nrm()),
-        (f"blk.{il}.nextn.shared_head_head.weight", (randn(gen, (VOCAB, e)) / math.sqrt(e)).numpy()),
-    ]
+    layer = {k: v for k, v in mtp_sd.items() if not k.startswith("nextn.")}
+    out += layer_tensors(layer, "", f"blk.{il}.")
+    out += [(f"blk.{il}.{k}.weight", v) for k, v in mtp_sd.items() if k.startswith("nextn.")]
     return out
 
 
@@ -355,7 +435,6 @@ def gen_transformers() -> None:
     import torch
     import transformers
     from transformers import Glm4MoeForCausalLM
-    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeDecoderLayer
 
     torch.set_num_threads(2)
     cfg = config()
@@ -364,9 +443,10 @@ def gen_transformers() -> None:
     gen = torch.Generator().manual_seed(SEED)
     model = Glm4MoeForCausalLM(cfg).float().eval()
     randomize(model, gen)
-    mtp_layer = Glm4MoeDecoderLayer(cfg, cfg.num_hidden_layers).float().eval()
-    randomize(mtp_layer, gen)
-    tensors = gguf_tensors(model, mtp_layer, cfg, gen)
+    mtp = Mtp(model, cfg, gen)
+    accuracy = train_mtp(model, mtp, gen)
+    print(f"MTP head: held-out accuracy two tokens ahead {accuracy:.3f}")
+    tensors = gguf_tensors(model, mtp.state(), cfg)
     for variant in ("f32", "q8_0"):
         write_gguf(DIR / f"{NAME}-{variant}.gguf", cfg, tensors, variant)
     ref = Ref(DIR / f"{NAME}-f32.gguf")
@@ -390,6 +470,8 @@ def gen_transformers() -> None:
         f"MTP: float64 numpy of llama.cpp's graph_mtp over the f32 GGUF (gguf-py {version('gguf')})",
         "family": NAME,
         "seed": SEED,
+        "mtp_training": {"seqs": TRAIN_SEQS, "prompt": TRAIN_PROMPT, "generated": TRAIN_GEN,
+                         "steps": TRAIN_STEPS, "held_out_accuracy": round(accuracy, 4)},
         "config": {k: v for k, v in cfg.to_dict().items() if not isinstance(v, dict) or k == "rope_parameters"},
         "prompts": prompts,
     }
