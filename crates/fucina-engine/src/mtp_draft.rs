@@ -197,8 +197,13 @@ impl MtpDraft {
         self.h_in = h_in;
         // Keep the carried token's row (committed inputs); drop the chained ones.
         self.cache[0].truncate(n + 1);
-        // Hidden states before the head's last row are no longer needed.
-        let drop = n.saturating_sub(self.h_start).min(self.hidden.len() / e);
+        // Hidden states before the carried token's row's input are no longer needed
+        // (the trunk re-evaluating from the carried token drops that row: its input,
+        // position n - 1, stays).
+        let drop = n
+            .saturating_sub(1)
+            .saturating_sub(self.h_start)
+            .min(self.hidden.len() / e);
         self.hidden.drain(..drop * e);
         self.h_start += drop;
         Ok(())
@@ -223,4 +228,79 @@ impl DraftSource for MtpDraft {
 
     /// The head learns the committed tokens from the context of each draft.
     fn observe(&mut self, _committed: &[u32]) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fucina_model::ModelOptions;
+
+    fn model() -> Arc<Model> {
+        let path = fucina_testdata::repo_root().join("tests/goldens/model/tiny/glm4moe-q8_0.gguf");
+        Arc::new(Model::load(path, ModelOptions::with_threads(1)).expect("tiny model"))
+    }
+
+    /// Hidden states for `n` positions, distinct per position.
+    fn fake_hidden(e: usize, start: usize, n: usize) -> Vec<f32> {
+        (0..n * e)
+            .map(|i| (((start * e + i) as f32) * 0.37).sin())
+            .collect()
+    }
+
+    #[test]
+    fn rewound_state_drafts_like_a_fresh_one() {
+        let m = model();
+        let e = m.config().n_embd;
+        let ctx: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % 128).collect();
+        let mut a = MtpDraft::new(&m, 64, KvDtype::F16).expect("head");
+        a.record(0, &fake_hidden(e, 0, 12));
+        let mut d = Vec::new();
+        a.suggest(&ctx[..13], 3, &mut d);
+        assert_eq!(d.len(), 3);
+        assert_eq!(a.cache_len(), 13, "the carried token's row is kept");
+        // A verify evaluated the carried token and 3 drafts (12..16) and kept 2 rows.
+        a.record(12, &fake_hidden(e, 12, 4));
+        a.rewind(14);
+        assert_eq!((a.cache_len(), a.trunk_len), (12, 14));
+        let mut da = Vec::new();
+        a.suggest(&ctx[..15], 4, &mut da);
+        let mut b = MtpDraft::new(&m, 64, KvDtype::F16).expect("head");
+        b.record(0, &fake_hidden(e, 0, 14));
+        let mut db = Vec::new();
+        b.suggest(&ctx[..15], 4, &mut db);
+        assert_eq!(da, db, "drafts after a verify's rewind = a fresh head's");
+        assert_eq!(a.cache_len(), 15);
+        // A deeper rewind (a truncated conversation) drops the head's rows with the
+        // trunk's; positions whose hidden state is gone read zeros.
+        a.rewind(5);
+        assert_eq!((a.cache_len(), a.trunk_len), (5, 5));
+        a.record(5, &fake_hidden(e, 5, 3));
+        let mut dc = Vec::new();
+        a.suggest(&ctx[..9], 2, &mut dc);
+        assert_eq!((dc.len(), a.cache_len()), (2, 9));
+        // A context that is not "trunk + carried token" drafts nothing.
+        let mut none = Vec::new();
+        b.suggest(&ctx[..18], 4, &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn uncaptured_positions_get_zero_hidden_states() {
+        let m = model();
+        let e = m.config().n_embd;
+        let mut a = MtpDraft::new(&m, 64, KvDtype::F16).expect("head");
+        a.record(0, &fake_hidden(e, 0, 3));
+        // Positions 3..5 evaluated elsewhere, then 5..7 captured.
+        a.record(5, &fake_hidden(e, 5, 2));
+        assert_eq!(a.trunk_len, 7);
+        let mut row = Vec::new();
+        a.h_at(Some(4), &mut row);
+        assert!(row.iter().all(|&v| v == 0.0));
+        row.clear();
+        a.h_at(Some(6), &mut row);
+        assert_eq!(row, fake_hidden(e, 5, 2)[e..]);
+        row.clear();
+        a.h_at(None, &mut row);
+        assert_eq!(row, vec![0.0; e]);
+    }
 }
