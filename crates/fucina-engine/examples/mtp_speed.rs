@@ -121,8 +121,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         economics,
         ..SpecOptions::default()
     };
-    // A warm-up run, so page-cache and allocation costs do not land on the first.
+    // Warm-up runs (trunk and head), so page-in and allocation costs of the mapping
+    // do not land on the first timed run.
     run(&mut pool, &tok, &prompt, 4, None)?;
+    run(&mut pool, &tok, &prompt, 4, Some(spec(false)))?;
     let plain = run(&mut pool, &tok, &prompt, n_gen, None)?;
     let decoded = (plain.tokens.len() - 1) as f64;
     let plain_tps = decoded / plain.decode_s;
