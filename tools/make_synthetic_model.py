@@ -35,6 +35,15 @@ a dense FFN of 10944, then 64 routed experts of 1408 (6 used, softmax) and 2 sha
 YaRN factor 40 over 4096 positions, mscale_all_dim 0.707; 102,400 tokens, untied head)
 with the "none" vocabulary; see `write_deepseek2` for its type mix.
 
+`--arch glm4.5-air` writes a GLM-4.5-Air-shaped `glm4moe` model (46 trunk layers plus
+one MTP block, 4096 wide, 96 query / 8 KV heads of 128 with q/k/v biases and NeoX RoPE
+over 64 of the 128 dims (θ 1e6), the first layer a dense FFN of 10944, then 128 routed
+experts of 1408 (8 used, sigmoid with selection bias, renormalised) and one shared;
+151,552 tokens, untied head) with the "none" vocabulary; `--layers N` keeps the first N
+trunk layers and still appends the MTP block (its `nextn.{eh_proj,enorm,hnorm,
+shared_head_norm}`; no `nextn.embed_tokens` / `shared_head_head`, so the head uses the
+trunk's embedding and output). Full depth is ~60 GB: cut it (`--layers 3` is ~5 GB).
+
 `--arch gemma4-e2b` writes a Gemma-4-E2B-shaped model (35 layers, 1536 wide,
 4 sliding layers (8 query / 1 KV heads of 256, window 512, θ 1e4) to one global
 layer (heads of 512, 64 of 256 rotary pairs in the "proportional" RoPE, θ 1e6),
@@ -160,6 +169,31 @@ ARCHS = {
         yarn_factor=40.0,
         yarn_orig_ctx=4096,
         mscale_all_dim=0.707,
+    ),
+    # GLM-4.5-Air, from its config.json (transformers Glm4MoeConfig of
+    # zai-org/GLM-4.5-Air: hidden_size 4096, num_hidden_layers 46,
+    # num_nextn_predict_layers 1, num_attention_heads 96, num_key_value_heads 8,
+    # head_dim 128, partial_rotary_factor 0.5, rope_theta 1e6, attention_bias true,
+    # use_qk_norm false, intermediate_size 10944, first_k_dense_replace 1,
+    # n_routed_experts 128, moe_intermediate_size 1408, n_shared_experts 1,
+    # num_experts_per_tok 8, n_group 1, topk_group 1, norm_topk_prob true,
+    # routed_scaling_factor 1.0, rms_norm_eps 1e-5, vocab_size 151552,
+    # max_position_embeddings 131072, tie_word_embeddings false).
+    "glm4.5-air": dict(
+        n_layer=46,
+        n_embd=4096,
+        n_head=96,
+        n_head_kv=8,
+        head_dim=128,
+        n_rot=64,
+        n_ff=10944,
+        n_vocab=151552,
+        n_dense=1,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=1408,
+        n_shared=1,
+        n_ctx=131072,
     ),
     "qwen35-0.8b": dict(
         n_layer=24,
@@ -526,6 +560,100 @@ def write_deepseek2(args, h, rng) -> None:
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
 
 
+def write_glm4moe(args, h, rng) -> None:
+    """GLM-4.5-Air-shaped `glm4moe` GGUF in llama.cpp's Q4_K_M mix: Q4_K matrices,
+    Q6_K attn_v and ffn_down(_exps/_shexp) on the `use_more_bits` layers (counted over
+    all 47 blocks; rows of 10944 and 1408, not multiples of 256, fall back to Q8_0 for
+    Q6_K and Q5_0 for Q4_K as llama-quantize does), Q6_K output head, Q4_K token
+    embedding, F32 norms, biases, routers and selection biases; the MTP block after the
+    kept trunk layers; the "none" vocabulary."""
+    L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
+    X, FE, NS = h["n_expert"], h["n_ff_exp"], h["n_shared"]
+    n_kept = args.layers or L
+    n_all = L + 1
+    arch = "glm4moe"
+    w = gguf.GGUFWriter(args.out, arch)
+    cut = f", first {n_kept} of {L} trunk layers + the MTP block" if n_kept < L else ""
+    w.add_name(f"synthetic {args.arch} (random weights, Q4_K_M mix{cut})")
+    w.add_context_length(h["n_ctx"])
+    w.add_embedding_length(E)
+    w.add_block_count(n_kept + 1)
+    w.add_nextn_predict_layers(1)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(h["n_rot"])
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_leading_dense_block_count(h["n_dense"])
+    w.add_expert_feed_forward_length(FE)
+    w.add_expert_count(X)
+    w.add_expert_used_count(h["n_expert_used"])
+    w.add_expert_shared_count(NS)
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_expert_weights_scale(1.0)
+    w.add_expert_weights_norm(True)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    w.add_string("tokenizer.ggml.model", "none")
+    w.add_uint32(f"{arch}.vocab_size", V)
+
+    fallback = {Q.Q4_K: Q.Q5_0, Q.Q6_K: Q.Q8_0}
+
+    def quant(name: str, qtype: Q, rows: int, cols: int, n: int = 0) -> None:
+        if cols % 256 != 0:
+            qtype = fallback[qtype]
+        blocks = random_blocks(rng, qtype, max(n, 1) * rows, cols)
+        w.add_tensor(name, blocks.reshape(n, rows, -1) if n else blocks, raw_dtype=qtype)
+
+    def vec(name: str, n: int, spread: float = 0.01, base: float = 1.0) -> None:
+        w.add_tensor(name, (base + spread * rng.standard_normal(n)).astype(np.float32))
+
+    quant("token_embd.weight", Q.Q4_K, V, E)
+    quant("output.weight", Q.Q6_K, V, E)
+    vec("output_norm.weight", E)
+    for k in range(n_kept + 1):
+        mtp = k == n_kept
+        i = L if mtp else k  # the MTP block is block 46 of the full model
+        more = use_more_bits(i, n_all)
+        down = Q.Q6_K if more else Q.Q4_K
+        b = f"blk.{k}."
+        vec(b + "attn_norm.weight", E)
+        quant(b + "attn_q.weight", Q.Q4_K, H * D, E)
+        quant(b + "attn_k.weight", Q.Q4_K, KV * D, E)
+        quant(b + "attn_v.weight", Q.Q6_K if more else Q.Q4_K, KV * D, E)
+        vec(b + "attn_q.bias", H * D, 0.02, 0.0)
+        vec(b + "attn_k.bias", KV * D, 0.02, 0.0)
+        vec(b + "attn_v.bias", KV * D, 0.02, 0.0)
+        quant(b + "attn_output.weight", Q.Q4_K, E, H * D)
+        vec(b + "post_attention_norm.weight", E)
+        if i < h["n_dense"]:
+            quant(b + "ffn_gate.weight", Q.Q4_K, F, E)
+            quant(b + "ffn_up.weight", Q.Q4_K, F, E)
+            quant(b + "ffn_down.weight", down, E, F)
+            continue
+        router = (rng.standard_normal((X, E)) / np.sqrt(E)).astype(np.float32)
+        w.add_tensor(b + "ffn_gate_inp.weight", router)
+        vec(b + "exp_probs_b.bias", X, 0.01, 0.0)
+        quant(b + "ffn_gate_exps.weight", Q.Q4_K, FE, E, X)
+        quant(b + "ffn_up_exps.weight", Q.Q4_K, FE, E, X)
+        quant(b + "ffn_down_exps.weight", down, E, FE, X)
+        quant(b + "ffn_gate_shexp.weight", Q.Q4_K, NS * FE, E)
+        quant(b + "ffn_up_shexp.weight", Q.Q4_K, NS * FE, E)
+        quant(b + "ffn_down_shexp.weight", down, E, NS * FE)
+        if mtp:
+            quant(b + "nextn.eh_proj.weight", Q.Q4_K, E, 2 * E)
+            vec(b + "nextn.enorm.weight", E)
+            vec(b + "nextn.hnorm.weight", E)
+            vec(b + "nextn.shared_head_norm.weight", E)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=True)
+    w.close()
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
@@ -549,6 +677,9 @@ def main() -> None:
         return
     if args.arch.startswith("deepseek"):
         write_deepseek2(args, h, rng)
+        return
+    if args.arch.startswith("glm"):
+        write_glm4moe(args, h, rng)
         return
     L, E, H, KV, D, F, V = (h[k] for k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"))
     moe = "n_expert" in h

@@ -237,7 +237,7 @@ impl Generation {
         let spec = opts
             .speculation
             .clone()
-            .map(|o| Box::new(Speculator::new(o, n_vocab, prompt)));
+            .map(|o| Box::new(Speculator::new(o, pool, prompt)));
         let (seq, owns_seq, reused) = match seq {
             Some(seq) => (seq, false, pool.reuse_prefix(seq, prompt)?),
             None => (pool.alloc()?, true, 0),
@@ -322,6 +322,17 @@ impl Generation {
     /// A line on the cost gate and the draft sources (`None` without speculation).
     pub fn spec_summary(&self) -> Option<String> {
         self.spec.as_ref().map(|s| s.summary())
+    }
+
+    /// Whether speculation drafts with the model's multi-token-prediction head.
+    pub fn drafts_with_mtp(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| s.mtp.is_some())
+    }
+
+    /// Positions the MTP head's own cache holds (`None` unless drafting with it): at
+    /// most one more than the sequence (the carried token's row), and rewound with it.
+    pub fn mtp_cache_len(&self) -> Option<usize> {
+        self.spec.as_ref().and_then(|s| s.mtp_cache_len())
     }
 
     /// Index `tokens` as a reference document the drafts may quote (RAG); no-op
@@ -433,6 +444,10 @@ impl Generation {
         let decoding = self.evaluated >= self.prompt_len;
         if self.spec.is_some() && decoding {
             return self.speculative_step(pool, extra);
+        }
+        if self.spec.as_ref().is_some_and(|s| s.mtp.is_some()) {
+            // The prompt's hidden states feed the MTP head's first catch-up.
+            pool.capture_next(Some(self.seq));
         }
         let pending = &self.history[self.evaluated..];
         let logits = if decoding && pending.len() > 1 {

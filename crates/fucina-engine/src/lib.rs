@@ -29,6 +29,7 @@ pub mod conversation;
 mod error;
 pub mod generation;
 pub mod logprobs;
+mod mtp_draft;
 pub mod persist;
 pub mod pool;
 pub mod scheduler;
@@ -45,6 +46,6 @@ pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use persist::{
     decode_state, decode_state_full, encode_state, model_fingerprint, KvSidecar, RestoredState,
 };
-pub use pool::{SeqId, SeqPool, DEFAULT_N_BATCH};
+pub use pool::{Captured, SeqId, SeqPool, DEFAULT_N_BATCH};
 pub use scheduler::{Event, Metrics, Outcome, Request, RequestHandle, Scheduler, SchedulerConfig};
 pub use session::{argmax, Session};

@@ -49,6 +49,24 @@ pub struct SeqPool {
     /// Logits of every row, for [`SeqPool::eval_all`].
     all: Vec<f32>,
     n_batch: usize,
+    /// The sequence whose next evaluation keeps its rows' hidden states.
+    capture_for: Option<SeqId>,
+    /// The hidden states of that evaluation (see [`SeqPool::captured`]).
+    captured: Captured,
+}
+
+/// The trunk's output-normed hidden states of one evaluation of one sequence: the
+/// input of a multi-token-prediction head.
+#[derive(Debug, Default)]
+pub struct Captured {
+    /// The sequence evaluated.
+    pub seq: Option<SeqId>,
+    /// Position of the first row.
+    pub start: usize,
+    /// Counts the captures, so a reader can tell a new one from one it has seen.
+    pub serial: u64,
+    /// `rows × n_embd`, in position order.
+    pub hidden: Vec<f32>,
 }
 
 impl SeqPool {
@@ -70,7 +88,22 @@ impl SeqPool {
             row: vec![0.0; n_vocab].into_boxed_slice(),
             all: Vec::new(),
             n_batch: DEFAULT_N_BATCH,
+            capture_for: None,
+            captured: Captured::default(),
         })
+    }
+
+    /// Keep the hidden states of every row of `id`'s next evaluation (through
+    /// [`SeqPool::eval`], [`SeqPool::eval_all`] or [`SeqPool::eval_verify_from`]) for
+    /// [`SeqPool::captured`]; the logits are bitwise the same as without. Applies to
+    /// that one evaluation; `None` cancels.
+    pub fn capture_next(&mut self, id: Option<SeqId>) {
+        self.capture_for = id;
+    }
+
+    /// The hidden states of the last capturing evaluation.
+    pub fn captured(&self) -> &Captured {
+        &self.captured
     }
 
     /// The model.
@@ -527,6 +560,29 @@ impl SeqPool {
             }
             .into());
         }
+        let capture = self.capture_for.take() == Some(id);
+        if capture {
+            self.captured.seq = Some(id);
+            self.captured.start = start;
+            self.captured.serial += 1;
+            self.captured.hidden.clear();
+        }
+        self.scratch.set_capture_hidden(capture);
+        let result = self.eval_chunks(i, tokens, start, collect_from, capture, progress);
+        self.scratch.set_capture_hidden(false);
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn eval_chunks(
+        &mut self,
+        i: usize,
+        tokens: &[u32],
+        start: usize,
+        collect_from: Option<usize>,
+        capture: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
         let vocab = self.row.len();
         let total = tokens.len();
         let mut done = 0;
@@ -552,6 +608,11 @@ impl SeqPool {
             }
             if last_chunk {
                 self.row.copy_from_slice(&out[out.len() - vocab..]);
+            }
+            if capture {
+                self.captured
+                    .hidden
+                    .extend_from_slice(self.scratch.captured_hidden());
             }
             self.tokens[i].extend_from_slice(chunk);
             done += n;

@@ -20,6 +20,7 @@ use fucina_spec::{CostGate, DraftSource, SpecOptions, SpeculationIndex, Stats, T
 
 use crate::error::Result;
 use crate::generation::{Generation, Step};
+use crate::mtp_draft::MtpDraft;
 use crate::pool::SeqPool;
 
 /// An exact match this long makes a gate that is off probe at once.
@@ -34,19 +35,28 @@ pub(crate) struct Speculator {
     draft: Vec<u32>,
     /// History tokens the index has observed.
     observed: usize,
+    /// The model's multi-token-prediction head, drafting in the index's place (with
+    /// [`SpecOptions::mtp`] on a model that has one).
+    pub(crate) mtp: Option<MtpDraft>,
 }
 
 impl Speculator {
-    pub(crate) fn new(opts: SpecOptions, n_vocab: usize, prompt: &[u32]) -> Speculator {
-        let mut index = SpeculationIndex::new(n_vocab);
+    pub(crate) fn new(opts: SpecOptions, pool: &SeqPool, prompt: &[u32]) -> Speculator {
+        let mut index = SpeculationIndex::new(pool.model().config().n_vocab);
         index.accounting_min_draft = opts.min_draft;
         index.observe(prompt);
+        let mtp = if opts.mtp {
+            MtpDraft::new(pool.model(), pool.n_ctx(), pool.dtype())
+        } else {
+            None
+        };
         Speculator {
             index,
             gate: CostGate::new(opts),
             stats: Stats::default(),
             draft: Vec::new(),
             observed: prompt.len(),
+            mtp,
         }
     }
 
@@ -59,13 +69,21 @@ impl Speculator {
     }
 
     pub(crate) fn summary(&self) -> String {
+        let source = match &self.mtp {
+            Some(m) => format!("MTP head ({} head rows)", m.head_rows),
+            None => self.index.summary(),
+        };
         format!(
-            "gate {:?} (estimated speedup {:.2}, budget {}); {}",
+            "gate {:?} (estimated speedup {:.2}, budget {}); {source}",
             self.gate.state(),
             self.gate.est_speedup(),
             self.gate.budget(),
-            self.index.summary()
         )
+    }
+
+    /// Positions the MTP head's cache holds (`None` without the head).
+    pub(crate) fn mtp_cache_len(&self) -> Option<usize> {
+        self.mtp.as_ref().map(MtpDraft::cache_len)
     }
 }
 
@@ -115,6 +133,10 @@ impl Generation {
     ) -> Result<Step> {
         // Tokens forced since the last step are part of the context drafts continue.
         self.sync_index();
+        let seq = self.seq();
+        if let Some(m) = self.spec.as_deref_mut().and_then(|s| s.mtp.as_mut()) {
+            m.sync(pool, seq);
+        }
         let room = self
             .remaining()
             .saturating_sub(1)
@@ -131,8 +153,16 @@ impl Generation {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
                     let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
-                    spec.index
-                        .suggest_with(&self.history, budget, min_match, guesses, &mut draft);
+                    match spec.mtp.as_mut() {
+                        Some(m) => m.suggest(&self.history, budget, &mut draft),
+                        None => spec.index.suggest_with(
+                            &self.history,
+                            budget,
+                            min_match,
+                            guesses,
+                            &mut draft,
+                        ),
+                    }
                     draft.truncate(budget);
                 }
             }
@@ -188,6 +218,9 @@ impl Generation {
             (wants, spec.gate.options().topk_feedback)
         };
         let (seq, at) = (self.seq(), self.evaluated());
+        if self.spec_mut().mtp.is_some() {
+            MtpDraft::request_capture(pool, seq);
+        }
         let pending = &self.history[at..];
         let one_row = pending.len() == 1;
         let logits = if one_row {
@@ -241,6 +274,9 @@ impl Generation {
         };
         // Rows before the last pending one predict tokens already committed.
         let first = p - 1;
+        if self.spec_mut().mtp.is_some() {
+            MtpDraft::request_capture(pool, seq);
+        }
         let logits = pool.eval_verify_from(seq, &rows, first)?;
         let vocab = logits.len() / (rows.len() - first);
         let mut topk: Vec<Vec<u32>> = Vec::new();

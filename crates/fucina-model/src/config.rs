@@ -46,11 +46,15 @@ pub enum Family {
     /// Multi-head Latent Attention over a compressed KV cache, leading dense layers,
     /// routed experts plus shared experts (softmax or sigmoid routing).
     Deepseek2,
+    /// GLM-4.5 / GLM-4.5-Air: biased q/k/v, optional q/k norms, partial NeoX RoPE,
+    /// leading dense layers, sigmoid-routed experts plus shared experts, trailing
+    /// multi-token-prediction (`nextn`) blocks.
+    Glm4Moe,
 }
 
 impl Family {
     /// Every supported family.
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Family::Gemma3,
         Family::Qwen3,
         Family::Qwen2,
@@ -62,6 +66,7 @@ impl Family {
         Family::Qwen3Next,
         Family::Gemma4,
         Family::Deepseek2,
+        Family::Glm4Moe,
     ];
 
     /// The `general.architecture` string of the family.
@@ -78,6 +83,7 @@ impl Family {
             Family::Qwen3Next => "qwen3next",
             Family::Gemma4 => "gemma4",
             Family::Deepseek2 => "deepseek2",
+            Family::Glm4Moe => "glm4moe",
         }
     }
 
@@ -360,6 +366,7 @@ impl Config {
                 | Family::Qwen35Moe
                 | Family::Qwen3Next
                 | Family::Deepseek2
+                | Family::Glm4Moe
         );
         let ff_default = moe.then_some(no_dense.as_slice());
         let n_ff = per_layer("feed_forward_length", ff_default)?;
@@ -475,7 +482,8 @@ impl Config {
             | Family::Qwen2Moe
             | Family::Qwen35
             | Family::Qwen35Moe
-            | Family::Qwen3Next => (None, 1.0, kq_default, Activation::Silu),
+            | Family::Qwen3Next
+            | Family::Glm4Moe => (None, 1.0, kq_default, Activation::Silu),
             Family::Deepseek2 => (
                 None,
                 1.0,
@@ -577,7 +585,8 @@ fn rope_from_metadata(
         | Family::Qwen35
         | Family::Qwen35Moe
         | Family::Qwen3Next
-        | Family::Gemma4 => RopeKind::Neox,
+        | Family::Gemma4
+        | Family::Glm4Moe => RopeKind::Neox,
     };
     let freq_base = md
         .meta_float_opt(arch, "rope.freq_base")

@@ -87,6 +87,14 @@ pub struct Scratch {
     pub(crate) ple_p: Vec<f32>,
     /// Return the flagged rows' final-normed hidden states instead of their logits.
     pub(crate) hidden: bool,
+    /// Also keep every row's final-normed hidden state ([`Scratch::captured_hidden`]).
+    pub(crate) capture: bool,
+    /// The captured hidden states (`m × n_embd` of the last forward).
+    pub(crate) hidden_all: Vec<f32>,
+    /// Floats of `hidden_all` the last forward captured.
+    pub(crate) captured_len: usize,
+    /// The multi-token-prediction head's buffers ([`crate::mtp`]).
+    pub(crate) mtp: crate::mtp::MtpScratch,
 }
 
 impl Scratch {
@@ -107,6 +115,27 @@ impl Scratch {
     /// output head (embeddings). Off by default.
     pub fn set_hidden_output(&mut self, hidden: bool) {
         self.hidden = hidden;
+    }
+
+    /// Hidden-state capture: the forward also keeps the final-normed hidden state of
+    /// EVERY row (`rows × n_embd`, [`Scratch::captured_hidden`]) beside the flagged
+    /// rows' logits, which stay bitwise those of a forward without capture (the input
+    /// of a multi-token-prediction head). A forward whose rows are not all flagged
+    /// runs its last layer twice. Off by default.
+    pub fn set_capture_hidden(&mut self, capture: bool) {
+        self.capture = capture;
+    }
+
+    /// Whether hidden-state capture is on.
+    pub fn capture_hidden(&self) -> bool {
+        self.capture
+    }
+
+    /// The hidden states the last forward captured (every row with
+    /// [`Scratch::set_capture_hidden`], in row order; the flagged rows' after
+    /// [`Model::mtp_forward`]); empty before any.
+    pub fn captured_hidden(&self) -> &[f32] {
+        &self.hidden_all[..self.captured_len]
     }
 }
 
@@ -158,7 +187,7 @@ pub(crate) fn par_rows(
 }
 
 /// `x += norm(o)` (`norm` the optional post-norm), rows in parallel.
-fn residual(
+pub(crate) fn residual(
     pool: &ThreadPool,
     x: &mut [f32],
     o: &mut [f32],
@@ -264,126 +293,32 @@ impl Model {
         }
 
         let mut m_cur = m;
-        for (il, (lc, lw)) in cfg.layers.iter().zip(&self.layers).enumerate() {
+        let capture = s.capture;
+        s.captured_len = 0;
+        if capture {
+            grow(&mut s.hidden_all, m * e);
+        }
+        for il in 0..cfg.n_layer {
             let last = il + 1 == cfg.n_layer;
-
-            // Mixer block: norm, attention or DeltaNet, output projection into s.o.
-            let xn = grow(&mut s.xn, m * e);
-            let x_ro: &[f32] = &s.x;
-            par_rows(&self.pool, xn, e, &|rr, xn| {
-                for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
-                    rms_norm(&x_ro[r * e..(r + 1) * e], &lw.attn_norm, cfg.rms_eps, o);
+            if last && capture && s.out_rows.len() != m {
+                if matches!(cfg.layers[il].mixer, Mixer::DeltaNet(_)) {
+                    return Err(ModelError::InvalidConfig(
+                        "hidden-state capture needs an attention last layer".into(),
+                    ));
                 }
-            });
-            let n_act = match (&lw.mixer, lc.mixer) {
-                (MixerWeights::Attention(aw), Mixer::Attention { .. }) => {
-                    attention::forward_layer(self, il, lc, aw, rows, caches, s, last, n_rot_max)?
-                }
-                (MixerWeights::Mla(mw), Mixer::Mla(g)) => {
-                    mla::forward_layer(self, il, lc, &g, mw, rows, caches, s, last, n_rot_max)?
-                }
-                (MixerWeights::DeltaNet(dw), Mixer::DeltaNet(g)) => {
-                    let o = grow(&mut s.o, m * e);
-                    dw.forward(
-                        &self.pool,
-                        il,
-                        &g,
-                        cfg.rms_eps,
-                        rows,
-                        caches,
-                        &s.xn[..m * e],
-                        o,
-                        &mut s.delta,
-                        &mut s.mm,
-                    )?;
-                    if last {
-                        // Every row advanced the state; only the output rows go on.
-                        for (i, &r) in s.out_rows.iter().enumerate() {
-                            s.o.copy_within(r * e..(r + 1) * e, i * e);
-                        }
-                        s.out_rows.len()
-                    } else {
-                        m
-                    }
-                }
-                _ => {
-                    return Err(ModelError::InvalidConfig(format!(
-                        "layer {il}: weights of another mixer kind than its config"
-                    )))
-                }
-            };
-            if n_act == 0 {
+                // Every row's hidden state: the last layer once over all rows, then
+                // again from the same input as the plain forward runs it (its K/V
+                // writes repeat the same values), so the flagged rows' logits are
+                // bitwise a forward's without capture.
+                let x_in = s.x[..m * e].to_vec();
+                self.layer_step(il, rows, caches, s, false, n_rot_max, m)?;
+                self.final_norm_into_hidden(s, m);
+                s.captured_len = m * e;
+                s.x[..m * e].copy_from_slice(&x_in);
+            }
+            m_cur = self.layer_step(il, rows, caches, s, last, n_rot_max, m_cur)?;
+            if m_cur == 0 {
                 break;
-            }
-
-            // Keep only the continuing rows of the residual stream.
-            if last && n_act != m_cur {
-                for (i, &r) in s.out_rows.iter().enumerate() {
-                    s.x.copy_within(r * e..(r + 1) * e, i * e);
-                }
-            }
-            m_cur = n_act;
-            let mc = m_cur;
-            let o = &mut s.o[..mc * e];
-            residual(
-                &self.pool,
-                &mut s.x[..mc * e],
-                o,
-                e,
-                lw.post_attn_norm.as_deref(),
-                cfg.rms_eps,
-            );
-
-            // FFN block.
-            let xn = grow(&mut s.xn, mc * e);
-            let x_ro: &[f32] = &s.x;
-            par_rows(&self.pool, xn, e, &|rr, xn| {
-                for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
-                    rms_norm(&x_ro[r * e..(r + 1) * e], &lw.ffn_norm, cfg.rms_eps, o);
-                }
-            });
-            let o = grow(&mut s.o, mc * e);
-            lw.ffn.forward(
-                &self.pool,
-                cfg.activation,
-                &s.x[..mc * e],
-                xn,
-                mc,
-                o,
-                cfg.rms_eps,
-                &mut s.ffn,
-                &mut s.mm,
-            )?;
-            residual(
-                &self.pool,
-                &mut s.x[..mc * e],
-                o,
-                e,
-                lw.post_ffn_norm.as_deref(),
-                cfg.rms_eps,
-            );
-
-            // Per-layer embedding block and output scale (Gemma 4).
-            if let (Some(pl), Some(ple)) = (&lw.ple, &self.ple) {
-                let width = cfg.n_layer * ple.n_pl();
-                let kept = (mc != m).then_some(s.out_rows.as_slice());
-                pl.apply(
-                    &self.pool,
-                    &mut s.x,
-                    mc,
-                    &s.ple_in,
-                    width,
-                    il * ple.n_pl(),
-                    kept,
-                    cfg.activation,
-                    cfg.rms_eps,
-                    &mut s.ple_g,
-                    &mut s.ple_p,
-                    &mut s.mm,
-                )?;
-            }
-            if let Some(scale) = lw.out_scale {
-                s.x[..mc * e].iter_mut().for_each(|v| *v *= scale);
             }
         }
 
@@ -411,6 +346,11 @@ impl Model {
                 rms_norm(&x_ro[r * e..(r + 1) * e], &self.output_norm, cfg.rms_eps, o);
             }
         });
+        if capture && s.captured_len == 0 {
+            // Every row is an output row: its hidden state is the normed row.
+            s.hidden_all[..n_out * e].copy_from_slice(xn);
+            s.captured_len = n_out * e;
+        }
         if s.hidden {
             return Ok(&s.xn[..n_out * e]);
         }
@@ -423,6 +363,156 @@ impl Model {
             });
         }
         Ok(&s.logits[..n_out * vsz])
+    }
+
+    /// Layer `il` over the residual stream in `s.x` (`m_cur` rows continue into it;
+    /// the last layer keeps only the output rows): returns how many rows continue
+    /// (0: the last layer with no output row).
+    #[allow(clippy::too_many_arguments)]
+    fn layer_step(
+        &self,
+        il: usize,
+        rows: &[BatchRow],
+        caches: &mut [KvCache],
+        s: &mut Scratch,
+        last: bool,
+        n_rot_max: usize,
+        m_cur: usize,
+    ) -> Result<usize> {
+        let cfg = &self.config;
+        let (m, e) = (rows.len(), cfg.n_embd);
+        let (lc, lw) = (&cfg.layers[il], &self.layers[il]);
+
+        // Mixer block: norm, attention or DeltaNet, output projection into s.o.
+        let xn = grow(&mut s.xn, m * e);
+        let x_ro: &[f32] = &s.x;
+        par_rows(&self.pool, xn, e, &|rr, xn| {
+            for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
+                rms_norm(&x_ro[r * e..(r + 1) * e], &lw.attn_norm, cfg.rms_eps, o);
+            }
+        });
+        let n_act = match (&lw.mixer, lc.mixer) {
+            (MixerWeights::Attention(aw), Mixer::Attention { .. }) => {
+                attention::forward_layer(self, il, lc, aw, rows, caches, s, last, n_rot_max)?
+            }
+            (MixerWeights::Mla(mw), Mixer::Mla(g)) => {
+                mla::forward_layer(self, il, lc, &g, mw, rows, caches, s, last, n_rot_max)?
+            }
+            (MixerWeights::DeltaNet(dw), Mixer::DeltaNet(g)) => {
+                let o = grow(&mut s.o, m * e);
+                dw.forward(
+                    &self.pool,
+                    il,
+                    &g,
+                    cfg.rms_eps,
+                    rows,
+                    caches,
+                    &s.xn[..m * e],
+                    o,
+                    &mut s.delta,
+                    &mut s.mm,
+                )?;
+                if last {
+                    // Every row advanced the state; only the output rows go on.
+                    for (i, &r) in s.out_rows.iter().enumerate() {
+                        s.o.copy_within(r * e..(r + 1) * e, i * e);
+                    }
+                    s.out_rows.len()
+                } else {
+                    m
+                }
+            }
+            _ => {
+                return Err(ModelError::InvalidConfig(format!(
+                    "layer {il}: weights of another mixer kind than its config"
+                )))
+            }
+        };
+        if n_act == 0 {
+            return Ok(0);
+        }
+
+        // Keep only the continuing rows of the residual stream.
+        if last && n_act != m_cur {
+            for (i, &r) in s.out_rows.iter().enumerate() {
+                s.x.copy_within(r * e..(r + 1) * e, i * e);
+            }
+        }
+        let mc = n_act;
+        let o = &mut s.o[..mc * e];
+        residual(
+            &self.pool,
+            &mut s.x[..mc * e],
+            o,
+            e,
+            lw.post_attn_norm.as_deref(),
+            cfg.rms_eps,
+        );
+
+        // FFN block.
+        let xn = grow(&mut s.xn, mc * e);
+        let x_ro: &[f32] = &s.x;
+        par_rows(&self.pool, xn, e, &|rr, xn| {
+            for (r, o) in rr.zip(xn.chunks_exact_mut(e)) {
+                rms_norm(&x_ro[r * e..(r + 1) * e], &lw.ffn_norm, cfg.rms_eps, o);
+            }
+        });
+        let o = grow(&mut s.o, mc * e);
+        lw.ffn.forward(
+            &self.pool,
+            cfg.activation,
+            &s.x[..mc * e],
+            xn,
+            mc,
+            o,
+            cfg.rms_eps,
+            &mut s.ffn,
+            &mut s.mm,
+        )?;
+        residual(
+            &self.pool,
+            &mut s.x[..mc * e],
+            o,
+            e,
+            lw.post_ffn_norm.as_deref(),
+            cfg.rms_eps,
+        );
+
+        // Per-layer embedding block and output scale (Gemma 4).
+        if let (Some(pl), Some(ple)) = (&lw.ple, &self.ple) {
+            let width = cfg.n_layer * ple.n_pl();
+            let kept = (mc != m).then_some(s.out_rows.as_slice());
+            pl.apply(
+                &self.pool,
+                &mut s.x,
+                mc,
+                &s.ple_in,
+                width,
+                il * ple.n_pl(),
+                kept,
+                cfg.activation,
+                cfg.rms_eps,
+                &mut s.ple_g,
+                &mut s.ple_p,
+                &mut s.mm,
+            )?;
+        }
+        if let Some(scale) = lw.out_scale {
+            s.x[..mc * e].iter_mut().for_each(|v| *v *= scale);
+        }
+        Ok(mc)
+    }
+
+    /// The final norm of `m` rows of `s.x` into `s.hidden_all`.
+    fn final_norm_into_hidden(&self, s: &mut Scratch, m: usize) {
+        let e = self.config.n_embd;
+        let x_ro: &[f32] = &s.x;
+        let eps = self.config.rms_eps;
+        par_rows(&self.pool, &mut s.hidden_all[..m * e], e, &|rr, h| {
+            for (r, o) in rr.zip(h.chunks_exact_mut(e)) {
+                rms_norm(&x_ro[r * e..(r + 1) * e], &self.output_norm, eps, o);
+            }
+        });
     }
 
     fn validate(&self, rows: &[BatchRow], caches: &[KvCache]) -> Result<()> {

@@ -24,6 +24,7 @@ pub mod kv_cache;
 pub mod matmul;
 pub mod mixer;
 pub mod model;
+pub mod mtp;
 pub mod ops;
 pub mod parallel;
 pub mod ple;
@@ -39,5 +40,6 @@ pub use kv_cache::{
     KvCache, KvDtype, KvGeometry, KvLayer, LayerSpec, LayerState, RecurrentGeometry,
 };
 pub use model::{Model, ModelOptions};
+pub use mtp::MtpWeights;
 pub use parallel::ThreadPool;
 pub use weights::Linear;

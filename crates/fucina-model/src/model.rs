@@ -71,6 +71,8 @@ pub struct Model {
     pub(crate) layers: Vec<LayerWeights>,
     /// Per-layer embeddings (Gemma 4 E2B/E4B).
     pub(crate) ple: Option<crate::ple::PleWeights>,
+    /// The multi-token-prediction head (GLM-4.5's `nextn` block).
+    pub(crate) mtp: Option<crate::mtp::MtpWeights>,
     pub(crate) pool: Arc<ThreadPool>,
     /// The background repacking thread, until [`Model::wait_repacked`] joins it.
     repack: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -154,11 +156,22 @@ impl Model {
                 n_pl,
             )?),
         };
+        let mtp = match family {
+            Family::Glm4Moe => {
+                let n_blocks = md
+                    .meta_int_opt(arch, "block_count", fucina_gguf::ZeroPolicy::AcceptZero)
+                    .and_then(|v| usize::try_from(v).ok())
+                    .unwrap_or(config.n_layer);
+                crate::mtp::MtpWeights::bind(&file, &config, &spec, &output_norm, n_blocks)?
+            }
+            _ => None,
+        };
         let pool = match options.pool {
             Some(pool) => pool,
             None => ThreadPool::shared(options.n_threads)?,
         };
         let mut jobs: Vec<RepackJob> = matmul_weights(&layers, &output, ple.as_ref())
+            .chain(mtp.iter().flat_map(|m| m.resident_matrices()))
             .filter_map(Linear::repack_job)
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
@@ -194,6 +207,7 @@ impl Model {
             output_bias,
             layers,
             ple,
+            mtp,
             pool,
             repack: Mutex::new(repack),
             experts,

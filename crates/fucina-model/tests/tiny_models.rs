@@ -231,7 +231,8 @@ fn unsupported_architecture_and_bad_batches_are_errors() {
                     "qwen35moe",
                     "qwen3next",
                     "gemma4",
-                    "deepseek2"
+                    "deepseek2",
+                    "glm4moe"
                 ]
             );
         }

@@ -43,6 +43,9 @@ pub struct SpecOptions {
     /// measured row cost). Off: draft whenever a source proposes, with the shortest
     /// matches and guesses — for exercising the verify path; speculation may then cost.
     pub economics: bool,
+    /// Draft with the model's own multi-token-prediction head where it has one (GLM-4.5's
+    /// `nextn` block: self-speculation) instead of the text-matching sources.
+    pub mtp: bool,
 }
 
 impl Default for SpecOptions {
@@ -60,6 +63,7 @@ impl Default for SpecOptions {
             probe_steps: 4,
             adapt_budget: true,
             economics: true,
+            mtp: true,
         }
     }
 }

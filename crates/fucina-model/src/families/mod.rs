@@ -7,6 +7,7 @@
 pub mod deepseek2;
 pub mod gemma3;
 pub mod gemma4;
+pub mod glm4moe;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen2moe;
@@ -74,6 +75,7 @@ pub fn spec(family: Family) -> FamilySpec {
         Family::Qwen35Moe => qwen35moe::SPEC,
         Family::Qwen3Next => qwen3next::SPEC,
         Family::Deepseek2 => deepseek2::SPEC,
+        Family::Glm4Moe => glm4moe::SPEC,
     }
 }
 
@@ -97,7 +99,8 @@ pub fn mixers(
         | Family::Qwen2
         | Family::Llama
         | Family::Qwen3Moe
-        | Family::Qwen2Moe => Ok(vec![Mixer::Attention { gated: false }; n_layer]),
+        | Family::Qwen2Moe
+        | Family::Glm4Moe => Ok(vec![Mixer::Attention { gated: false }; n_layer]),
     }
 }
 
@@ -110,6 +113,7 @@ pub fn ffn_configs(md: &Metadata, family: Family, n_ff: &[usize]) -> Result<Vec<
         Family::Qwen35Moe | Family::Qwen3Next => qwen35moe::ffn_configs(md, family.arch(), n_ff),
         Family::Gemma4 => gemma4::ffn_configs(md, n_ff),
         Family::Deepseek2 => deepseek2::ffn_configs(md, n_ff),
+        Family::Glm4Moe => glm4moe::ffn_configs(md, n_ff),
         Family::Gemma3 | Family::Qwen3 | Family::Qwen2 | Family::Llama | Family::Qwen35 => {
             Ok(n_ff.iter().map(|&n_ff| FfnConfig::Dense { n_ff }).collect())
         }
