@@ -38,6 +38,9 @@ pub(crate) struct Speculator {
     /// The model's multi-token-prediction head, drafting in the index's place (with
     /// [`SpecOptions::mtp`] on a model that has one).
     pub(crate) mtp: Option<MtpDraft>,
+    /// Seconds the current step spent drafting (the MTP head's forwards): part of the
+    /// verify's cost the gate weighs, or a head that never pays would look free.
+    draft_s: f64,
 }
 
 impl Speculator {
@@ -57,6 +60,7 @@ impl Speculator {
             draft: Vec::new(),
             observed: prompt.len(),
             mtp,
+            draft_s: 0.0,
         }
     }
 
@@ -147,12 +151,16 @@ impl Generation {
             };
             let mut draft = std::mem::take(&mut spec.draft);
             draft.clear();
-            let strong = spec.index.best_match() >= STRONG_MATCH;
+            // A long text match re-arms the gate for the text sources' free drafts; the
+            // MTP head's drafts cost a head forward each, so only the gate's own
+            // measurements decide for it.
+            let strong = spec.mtp.is_none() && spec.index.best_match() >= STRONG_MATCH;
             let allowed = spec.gate.allows(strong);
             if allowed {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
                     let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
+                    let t = Instant::now();
                     match spec.mtp.as_mut() {
                         Some(m) => m.suggest(&self.history, budget, &mut draft),
                         None => spec.index.suggest_with(
@@ -163,6 +171,7 @@ impl Generation {
                             &mut draft,
                         ),
                     }
+                    spec.draft_s = t.elapsed().as_secs_f64();
                     draft.truncate(budget);
                 }
             }
@@ -236,6 +245,8 @@ impl Generation {
         let step = self.decide_inner(logits, extra)?;
         let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
+        // A draft cut to nothing (a grammar, the minimum length) cost its time here.
+        spec.draft_s = 0.0;
         if one_row {
             spec.gate.record_plain(dt);
         }
@@ -340,8 +351,8 @@ impl Generation {
         // cache may land earlier: the next step evaluates the rest).
         pool.truncate(seq, n0 + valid)?;
         self.set_evaluated(pool.len(seq)?);
-        let dt = t0.elapsed().as_secs_f64();
         let spec = self.spec_mut();
+        let dt = t0.elapsed().as_secs_f64() + std::mem::take(&mut spec.draft_s);
         spec.stats.steps += 1;
         spec.stats.spec_steps += 1;
         spec.stats.drafted += draft.len();
