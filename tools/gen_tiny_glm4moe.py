@@ -120,8 +120,14 @@ def randomize(model, gen) -> None:
                 b.copy_(0.05 * randn(gen, b.shape))
 
 
-ATTN = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-        "q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
+ATTN = {
+    "q_proj": "attn_q",
+    "k_proj": "attn_k",
+    "v_proj": "attn_v",
+    "o_proj": "attn_output",
+    "q_norm": "attn_q_norm",
+    "k_norm": "attn_k_norm",
+}
 MLP = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
 
 
@@ -224,7 +230,7 @@ def train_mtp(model, mtp: Mtp, gen) -> float:
     weight[:, TRAIN_PROMPT - 1 :] = 1.0
     n_train = TRAIN_SEQS * 7 // 8
     opt = torch.optim.Adam(list(mtp.parameters()), lr=3e-3)
-    for step in range(TRAIN_STEPS):
+    for _step in range(TRAIN_STEPS):
         idx = torch.randint(0, n_train, (32,), generator=gen)
         logits = mtp(inp[idx], hp[idx])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt[idx].reshape(-1), reduction="none")
@@ -308,7 +314,11 @@ class Ref:
         f = lambda k: r.fields[f"{NAME}.{k}"].contents()  # noqa: E731
         self.w = {t.name: np.array(t.data, dtype=np.float64) for t in r.tensors}
         self.n_layer = f("block_count") - f("nextn_predict_layers")
-        self.n_head, self.n_kv, self.hd = f("attention.head_count"), f("attention.head_count_kv"), f("attention.key_length")
+        self.n_head, self.n_kv, self.hd = (
+            f("attention.head_count"),
+            f("attention.head_count_kv"),
+            f("attention.key_length"),
+        )
         self.n_rot, self.base = f("rope.dimension_count"), f("rope.freq_base")
         self.eps = f("attention.layer_norm_rms_epsilon")
         self.n_lead = f("leading_dense_block_count")
@@ -371,14 +381,19 @@ class Ref:
                     s[gi * per : (gi + 1) * per] = -np.inf
             ids = np.argsort(-s, kind="stable")[: self.k]
             wt = probs[r, ids] / probs[r, ids].sum() * self.scale
-            for e, c in zip(ids, wt):
-                out[r] += c * self.swiglu(
-                    x[r : r + 1],
-                    w[blk + "ffn_gate_exps.weight"][e],
-                    w[blk + "ffn_up_exps.weight"][e],
-                    w[blk + "ffn_down_exps.weight"][e],
-                )[0]
-        shared = self.swiglu(x, w[blk + "ffn_gate_shexp.weight"], w[blk + "ffn_up_shexp.weight"], w[blk + "ffn_down_shexp.weight"])
+            for e, c in zip(ids, wt, strict=True):
+                out[r] += (
+                    c
+                    * self.swiglu(
+                        x[r : r + 1],
+                        w[blk + "ffn_gate_exps.weight"][e],
+                        w[blk + "ffn_up_exps.weight"][e],
+                        w[blk + "ffn_down_exps.weight"][e],
+                    )[0]
+                )
+        shared = self.swiglu(
+            x, w[blk + "ffn_gate_shexp.weight"], w[blk + "ffn_up_shexp.weight"], w[blk + "ffn_down_shexp.weight"]
+        )
         return out + shared
 
     def block(self, il, x, pos):
@@ -404,7 +419,9 @@ class Ref:
         il, w = self.n_layer, self.w
         nx = f"blk.{il}.nextn."
         emb = w.get(nx + "embed_tokens.weight", w["token_embd.weight"])[toks]
-        cat = np.concatenate([self.norm(emb, w[nx + "enorm.weight"]), self.norm(h_prev, w[nx + "hnorm.weight"])], axis=1)
+        cat = np.concatenate(
+            [self.norm(emb, w[nx + "enorm.weight"]), self.norm(h_prev, w[nx + "hnorm.weight"])], axis=1
+        )
         x = self.block(il, cat @ w[nx + "eh_proj.weight"].T, np.arange(len(toks)))
         hn = self.norm(x, w[nx + "shared_head_norm.weight"])
         return hn @ w.get(nx + "shared_head_head.weight", w["output.weight"]).T, hn
@@ -470,8 +487,13 @@ def gen_transformers() -> None:
         f"MTP: float64 numpy of llama.cpp's graph_mtp over the f32 GGUF (gguf-py {version('gguf')})",
         "family": NAME,
         "seed": SEED,
-        "mtp_training": {"seqs": TRAIN_SEQS, "prompt": TRAIN_PROMPT, "generated": TRAIN_GEN,
-                         "steps": TRAIN_STEPS, "held_out_accuracy": round(accuracy, 4)},
+        "mtp_training": {
+            "seqs": TRAIN_SEQS,
+            "prompt": TRAIN_PROMPT,
+            "generated": TRAIN_GEN,
+            "steps": TRAIN_STEPS,
+            "held_out_accuracy": round(accuracy, 4),
+        },
         "config": {k: v for k, v in cfg.to_dict().items() if not isinstance(v, dict) or k == "rope_parameters"},
         "prompts": prompts,
     }
