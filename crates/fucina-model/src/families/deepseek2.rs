@@ -23,7 +23,7 @@ use fucina_gguf::{Metadata, ZeroPolicy};
 
 use super::{FamilySpec, Presence};
 use crate::config::{LayerConfig, Mixer, MlaGeometry};
-use crate::ffn::{FfnConfig, Gating, GroupLimit, MoeConfig, SharedExpert};
+use crate::ffn::{FfnConfig, Gating, MoeConfig};
 use crate::{ModelError, Result};
 
 /// Tensors of a DeepSeek-V2 layer beyond the common ones (the MLA tensors are the
@@ -40,10 +40,6 @@ pub const SPEC: FamilySpec = FamilySpec {
 };
 
 const ARCH: &str = "deepseek2";
-
-/// llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE_*` values of `expert_gating_func`.
-const GATING_SOFTMAX: u64 = 1;
-const GATING_SIGMOID: u64 = 2;
 
 fn invalid(msg: String) -> ModelError {
     ModelError::InvalidConfig(msg)
@@ -191,51 +187,13 @@ fn moe_config(md: &Metadata) -> Result<MoeConfig> {
     let (n_expert, n_expert_used, n_ff_exp) = super::expert_counts(md, ARCH)?;
     let n_ff_exp = n_ff_exp
         .ok_or_else(|| invalid(format!("{} is missing", key("expert_feed_forward_length"))))?;
-    let n_shared = int_opt(md, "expert_shared_count").unwrap_or(0);
-    let gating = match md
-        .meta_int_opt(ARCH, "expert_gating_func", ZeroPolicy::AcceptZero)
-        .unwrap_or(0)
-    {
-        // 0 (none): llama.cpp's default for the V2 / V2.5 files that predate the key.
-        0 | GATING_SOFTMAX => Gating::Softmax,
-        GATING_SIGMOID => Gating::Sigmoid,
-        other => {
-            return Err(invalid(format!(
-                "{} = {other} is not supported (1 softmax, 2 sigmoid)",
-                key("expert_gating_func")
-            )))
-        }
-    };
-    let scale = md
-        .meta_float_opt(ARCH, "expert_weights_scale")
-        .unwrap_or(0.0);
-    let n_groups = int_opt(md, "expert_group_count").unwrap_or(0);
-    let group_limit = (n_groups > 1).then(|| GroupLimit {
-        n_groups,
-        n_groups_used: int_opt(md, "expert_group_used_count").unwrap_or(0),
-    });
-    Ok(MoeConfig {
-        n_expert,
-        n_expert_used,
-        n_ff_exp,
-        gating,
-        norm_weights: md
-            .get(&key("expert_weights_norm"))
-            .and_then(fucina_gguf::Value::as_int)
-            .is_some_and(|v| v != 0),
-        // llama.cpp scales only by a factor other than 0 and 1.
-        weights_scale: (scale != 0.0 && scale != 1.0).then_some(scale),
-        group_limit,
-        shared: (n_shared > 0).then_some(SharedExpert {
-            n_ff: n_shared * n_ff_exp,
-            gated: false,
-        }),
-    })
+    super::routed_moe_config(md, ARCH, n_expert, n_expert_used, n_ff_exp, Gating::Softmax)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffn::GroupLimit;
     use fucina_gguf::Value;
 
     fn md() -> Metadata {

@@ -135,6 +135,70 @@ pub(crate) fn expert_counts(md: &Metadata, arch: &str) -> Result<(usize, usize, 
     Ok((count("expert_count")?, count("expert_used_count")?, width))
 }
 
+/// llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE_*` values of `expert_gating_func`.
+const GATING_SOFTMAX: u64 = 1;
+const GATING_SIGMOID: u64 = 2;
+
+/// The routing of a DeepSeek-style MoE layer (`deepseek2`, `glm4moe`): gating from
+/// `expert_gating_func` (`default_gating` when absent or 0, as llama.cpp picks per
+/// architecture), `expert_weights_norm`, `expert_weights_scale` (applied only when
+/// neither 0 nor 1, as llama.cpp), group-limited top-k from `expert_group_count` /
+/// `expert_group_used_count`, and `expert_shared_count` ungated shared experts of
+/// `n_ff_exp` each.
+pub(crate) fn routed_moe_config(
+    md: &Metadata,
+    arch: &str,
+    n_expert: usize,
+    n_expert_used: usize,
+    n_ff_exp: usize,
+    default_gating: crate::ffn::Gating,
+) -> Result<crate::ffn::MoeConfig> {
+    use crate::ffn::{Gating, GroupLimit, MoeConfig, SharedExpert};
+    use fucina_gguf::ZeroPolicy;
+    let int_opt = |suffix: &str| {
+        md.meta_int_opt(arch, suffix, ZeroPolicy::AcceptZero)
+            .and_then(|v| usize::try_from(v).ok())
+    };
+    let n_shared = int_opt("expert_shared_count").unwrap_or(0);
+    let gating = match md
+        .meta_int_opt(arch, "expert_gating_func", ZeroPolicy::AcceptZero)
+        .unwrap_or(0)
+    {
+        0 => default_gating,
+        GATING_SOFTMAX => Gating::Softmax,
+        GATING_SIGMOID => Gating::Sigmoid,
+        other => {
+            return Err(crate::ModelError::InvalidConfig(format!(
+                "{arch}.expert_gating_func = {other} is not supported (1 softmax, 2 sigmoid)"
+            )))
+        }
+    };
+    let scale = md
+        .meta_float_opt(arch, "expert_weights_scale")
+        .unwrap_or(0.0);
+    let n_groups = int_opt("expert_group_count").unwrap_or(0);
+    let group_limit = (n_groups > 1).then(|| GroupLimit {
+        n_groups,
+        n_groups_used: int_opt("expert_group_used_count").unwrap_or(0),
+    });
+    Ok(MoeConfig {
+        n_expert,
+        n_expert_used,
+        n_ff_exp,
+        gating,
+        norm_weights: md
+            .get(&format!("{arch}.expert_weights_norm"))
+            .and_then(fucina_gguf::Value::as_int)
+            .is_some_and(|v| v != 0),
+        weights_scale: (scale != 0.0 && scale != 1.0).then_some(scale),
+        group_limit,
+        shared: (n_shared > 0).then_some(SharedExpert {
+            n_ff: n_shared * n_ff_exp,
+            gated: false,
+        }),
+    })
+}
+
 /// One transformer block's weights.
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
