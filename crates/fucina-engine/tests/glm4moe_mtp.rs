@@ -4,10 +4,11 @@
 //! and a second turn reusing the first's prefix); the head's own cache never runs
 //! ahead of the trunk's by more than the carried token's row.
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 
 use fucina_engine::{Conversation, Generation, GenerationOptions, SeqPool, SpecOptions};
-use fucina_gguf::{Array, Metadata, StringArray, Value};
 use fucina_model::{KvCache, KvDtype, Model, ModelOptions};
 use fucina_sample::SamplingParams;
 use fucina_tokenizer::Tokenizer;
@@ -28,36 +29,8 @@ fn model() -> Arc<Model> {
 /// A SentencePiece vocabulary of `<unk>`, `<s>`, `</s>` and byte tokens for ids 3..128.
 fn tokenizer() -> Arc<Tokenizer> {
     static T: OnceLock<Arc<Tokenizer>> = OnceLock::new();
-    T.get_or_init(|| {
-        let n = VOCAB as usize;
-        let mut tokens = StringArray::with_capacity(n, n * 6);
-        let mut types = Vec::with_capacity(n);
-        for i in 0..VOCAB {
-            match i {
-                0 => tokens.push(b"<unk>"),
-                1 => tokens.push(b"<s>"),
-                2 => tokens.push(b"</s>"),
-                _ => tokens.push(format!("<0x{i:02X}>").as_bytes()),
-            }
-            types.push(match i {
-                0 => 2,
-                1 | 2 => 3,
-                _ => 6,
-            });
-        }
-        let mut md = Metadata::with_capacity(8);
-        md.insert("tokenizer.ggml.model", Value::String(b"llama".to_vec()));
-        md.insert("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
-        md.insert(
-            "tokenizer.ggml.scores",
-            Value::Array(Array::F32(vec![0.0; n])),
-        );
-        md.insert("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
-        md.insert("tokenizer.ggml.bos_token_id", Value::U32(1));
-        md.insert("tokenizer.ggml.eos_token_id", Value::U32(2));
-        Arc::new(Tokenizer::from_metadata(&md).expect("byte tokenizer"))
-    })
-    .clone()
+    T.get_or_init(|| Arc::new(common::byte_tokenizer(VOCAB)))
+        .clone()
 }
 
 /// Every byte of a cache's state: each position's record of every layer.

@@ -6,10 +6,11 @@
 //! prefix; the sidecar resumes bit for bit and refuses a recurrent state that does
 //! not match its records.
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 
 use fucina_engine::{Conversation, Generation, GenerationOptions, SeqPool, SpecOptions, Step};
-use fucina_gguf::{Array, Metadata, StringArray, Value};
 use fucina_model::{KvCache, KvDtype, Model, ModelOptions};
 use fucina_sample::SamplingParams;
 use fucina_tokenizer::Tokenizer;
@@ -34,35 +35,8 @@ fn gemma4() -> Arc<Model> {
 /// A SentencePiece vocabulary of `<unk>`, `<s>`, `</s>` and byte tokens for ids 3..256.
 fn tokenizer() -> Arc<Tokenizer> {
     static T: OnceLock<Arc<Tokenizer>> = OnceLock::new();
-    T.get_or_init(|| {
-        let mut tokens = StringArray::with_capacity(256, 256 * 6);
-        let mut types = Vec::with_capacity(256);
-        for i in 0..256u32 {
-            match i {
-                0 => tokens.push(b"<unk>"),
-                1 => tokens.push(b"<s>"),
-                2 => tokens.push(b"</s>"),
-                _ => tokens.push(format!("<0x{i:02X}>").as_bytes()),
-            }
-            types.push(match i {
-                0 => 2,
-                1 | 2 => 3,
-                _ => 6,
-            });
-        }
-        let mut md = Metadata::with_capacity(8);
-        md.insert("tokenizer.ggml.model", Value::String(b"llama".to_vec()));
-        md.insert("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
-        md.insert(
-            "tokenizer.ggml.scores",
-            Value::Array(Array::F32(vec![0.0; 256])),
-        );
-        md.insert("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
-        md.insert("tokenizer.ggml.bos_token_id", Value::U32(1));
-        md.insert("tokenizer.ggml.eos_token_id", Value::U32(2));
-        Arc::new(Tokenizer::from_metadata(&md).expect("byte tokenizer"))
-    })
-    .clone()
+    T.get_or_init(|| Arc::new(common::byte_tokenizer(256)))
+        .clone()
 }
 
 /// Every byte of a cache's state: each position's K/V record, then the recurrent

@@ -4,10 +4,11 @@
 //! prompts with and without repetitions, greedy and seeded sampling with top-k, top-p,
 //! min-p and penalties, stop strings, max_tokens edges, and a logit processor active.
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 
 use fucina_engine::{Conversation, GenerationOptions, SeqPool, SpecOptions};
-use fucina_gguf::{Array, Metadata, StringArray, Value};
 use fucina_model::{KvDtype, Model, ModelOptions};
 use fucina_sample::{LogitProcessor, SampleError, SamplingParams};
 use fucina_tokenizer::Tokenizer;
@@ -25,35 +26,8 @@ fn model() -> Arc<Model> {
 /// A SentencePiece vocabulary of `<unk>`, `<s>`, `</s>` and byte tokens for ids 3..256.
 fn tokenizer() -> Arc<Tokenizer> {
     static T: OnceLock<Arc<Tokenizer>> = OnceLock::new();
-    T.get_or_init(|| {
-        let mut tokens = StringArray::with_capacity(256, 256 * 6);
-        let mut types = Vec::with_capacity(256);
-        for i in 0..256u32 {
-            match i {
-                0 => tokens.push(b"<unk>"),
-                1 => tokens.push(b"<s>"),
-                2 => tokens.push(b"</s>"),
-                _ => tokens.push(format!("<0x{i:02X}>").as_bytes()),
-            }
-            types.push(match i {
-                0 => 2,
-                1 | 2 => 3,
-                _ => 6,
-            });
-        }
-        let mut md = Metadata::with_capacity(8);
-        md.insert("tokenizer.ggml.model", Value::String(b"llama".to_vec()));
-        md.insert("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)));
-        md.insert(
-            "tokenizer.ggml.scores",
-            Value::Array(Array::F32(vec![0.0; 256])),
-        );
-        md.insert("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
-        md.insert("tokenizer.ggml.bos_token_id", Value::U32(1));
-        md.insert("tokenizer.ggml.eos_token_id", Value::U32(2));
-        Arc::new(Tokenizer::from_metadata(&md).expect("byte tokenizer"))
-    })
-    .clone()
+    T.get_or_init(|| Arc::new(common::byte_tokenizer(256)))
+        .clone()
 }
 
 /// Bans one token and nudges another: a deterministic processor with state.
