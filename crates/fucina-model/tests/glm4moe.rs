@@ -6,99 +6,17 @@
 //! reference of llama.cpp's `graph_mtp`; hidden-state capture leaving logits bitwise
 //! alone; bad files failing at load naming the key or tensor.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
 
+use common::*;
 use fucina_engine::Session;
 use fucina_gguf::{GgmlType, GgufFile, GgufWriter, OpenOptions, Value};
 use fucina_model::{BatchRow, KvDtype, Model, ModelError, ModelOptions, Scratch};
-use serde_json::Value as Json;
-
-fn dir() -> PathBuf {
-    fucina_testdata::repo_root().join("tests/goldens/model/tiny")
-}
-
-fn json(name: &str) -> Json {
-    let text = std::fs::read_to_string(dir().join(name)).expect("golden json");
-    serde_json::from_str(&text).expect("json")
-}
-
-fn ids(v: &Json) -> Vec<u32> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("id") as u32)
-        .collect()
-}
-
-fn floats(v: &Json) -> Vec<f32> {
-    v.as_array()
-        .expect("row")
-        .iter()
-        .map(|x| x.as_f64().expect("f") as f32)
-        .collect()
-}
-
-fn load(stem: &str) -> Arc<Model> {
-    Arc::new(
-        Model::load(
-            dir().join(format!("{stem}.gguf")),
-            ModelOptions::with_threads(2),
-        )
-        .expect("load"),
-    )
-}
-
-/// max |Δ| / max |reference| of one position.
-fn rel(want: &[f32], got: &[f32]) -> f64 {
-    let scale = want.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
-    let d = want
-        .iter()
-        .zip(got)
-        .fold(0f64, |m, (w, o)| m.max(f64::from((w - o).abs())));
-    d / scale
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(
-            (0, f32::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0
-}
 
 fn bitwise(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
-/// Logits of every position of `toks`, as one prompt batch or one token per forward.
-fn logits(model: &Model, toks: &[u32], kv: KvDtype, batch: bool) -> Vec<f32> {
-    let mut caches = vec![model.new_cache(96, kv).expect("cache")];
-    let mut sc = Scratch::default();
-    if batch {
-        let rows = BatchRow::sequence(0, 0, toks, true);
-        return model
-            .forward(&rows, &mut caches, &mut sc)
-            .expect("forward")
-            .to_vec();
-    }
-    let mut out = Vec::new();
-    for (p, &t) in toks.iter().enumerate() {
-        let row = BatchRow {
-            seq: 0,
-            pos: p,
-            token: t,
-            logits: true,
-        };
-        out.extend_from_slice(
-            model
-                .forward(&[row], &mut caches, &mut sc)
-                .expect("forward"),
-        );
-    }
-    out
 }
 
 /// Issue 16: f32 weights with an f32 cache match transformers' float32 forward
