@@ -106,6 +106,7 @@ if engine == "fucina":
     else:
         model = _core.Model(path, n_threads=threads, moe_stream=True, moe_cache_mb=cache_mb, moe_uncached=True,
                             moe_pins=False, moe_prefetch=prefetch)
+    model.wait_repacked()  # load-time repacking counted in the load time, as llama.cpp's
     sess = _core.Session(model, n_ctx=n_ctx)
     out["weight_bytes_per_token"] = model.weight_bytes_per_token
     def reset(): sess.reset()

@@ -89,6 +89,19 @@ def run(path: Path, kv_type: int, prompts: list[list[int]]) -> list[dict]:
     return out
 
 
+def host_isa() -> str:
+    """The widest x86-64 vector ISA ggml's native build uses here (fucina's names)."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else "scalar"
+
+
 def main() -> None:
     families = sys.argv[1:] or ["qwen3moe"]
     for family in families:
@@ -96,6 +109,8 @@ def main() -> None:
             "generator": "tools/gen_tiny_llamacpp_goldens.py " + family,
             "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, one batch per prompt",
             "family": family,
+            # The ggml kernels that made the logits: their float order differs by ISA.
+            "isa": host_isa(),
             "variants": {},
         }
         ref = json.loads((DIR / f"{family}.json").read_text())

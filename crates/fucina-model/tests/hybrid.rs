@@ -104,15 +104,36 @@ fn check_file(family: &str, variant: &str, kv: KvDtype, bound: f64) {
             vocab,
         ));
         s.reset();
-        let want = ids(&p["greedy"]);
-        let got = s
-            .generate_greedy(&toks, want.len(), |_| false)
-            .expect("generate");
-        greedy_ok &= got == want;
+        greedy_ok &= greedy_until_tie(&mut s, &toks, &ids(&p["greedy"]), vocab, bound);
     }
-    eprintln!("{family}-{variant} kv={kv:?}: max |dlogit|/max|logit| {worst:.2e}, greedy identical: {greedy_ok}");
+    eprintln!(
+        "{family}-{variant} kv={kv:?}: max |dlogit|/max|logit| {worst:.2e}, \
+         greedy identical up to the first near-tie: {greedy_ok}"
+    );
     assert!(worst <= bound, "{family}-{variant}: {worst} > {bound}");
     assert!(greedy_ok, "{family}-{variant}: greedy continuation differs");
+}
+
+/// Greedy decoding after `prompt` follows `want` up to its end or up to the first
+/// near-tie: a step where our choice differs from `want`'s but `want`'s token is
+/// within `tie · max|logit|` of ours (a difference in the last bits of the logits,
+/// which rounding of the reference or of ours may flip).
+fn greedy_until_tie(s: &mut Session, prompt: &[u32], want: &[u32], vocab: usize, tie: f64) -> bool {
+    let mut logits = s.eval(prompt, false).expect("eval").to_vec();
+    for &w in want {
+        let top = fucina_engine::argmax(&logits[..vocab]);
+        if top != w {
+            let scale = logits[..vocab].iter().fold(0f32, |m, v| m.max(v.abs()));
+            let gap = f64::from(logits[top as usize] - logits[w as usize]);
+            eprintln!(
+                "greedy: {top} where the reference has {w}, gap {:.2e} of max|logit|",
+                gap / f64::from(scale)
+            );
+            return gap <= tie * f64::from(scale);
+        }
+        logits = s.eval(&[w], false).expect("eval").to_vec();
+    }
+    true
 }
 
 #[test]
@@ -215,10 +236,34 @@ const LLAMA_CPP: [(&str, &str, f64, f64); 15] = [
     ("gemma4-moe", "q8_0", 1e-4, 0.99),
 ];
 
+/// The bound of an f16-weight variant whose llama.cpp goldens were made by another
+/// ISA's kernels than the ones running here: fucina's f16 weight dots follow the host
+/// ISA's ggml order (bitwise llama.cpp built for the same host), so against goldens
+/// from another ISA they differ in the last bits, which Gemma 4's f16 GELU table
+/// turns into whole f16 steps (6.1e-3 for the AVX-512 goldens on an AVX2 host).
+const CROSS_ISA_F16: f64 = 2e-2;
+
+/// The ISA the llama.cpp goldens of `family` were made with (goldens written before
+/// the generator recorded it came from an AVX-512 host).
+fn golden_isa(family: &str) -> String {
+    let text = std::fs::read_to_string(dir().join(format!("{family}-llamacpp.json")))
+        .expect("llama.cpp golden");
+    let g: Value = serde_json::from_str(&text).expect("json");
+    g["isa"].as_str().unwrap_or("avx512").to_owned()
+}
+
 #[test]
 fn tiny_hybrids_match_llama_cpp() {
     let mut failures = Vec::new();
+    let host = fucina_quant::Kernels::from_env()
+        .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa())
+        .name();
     for (family, variant, bound, min_agree) in LLAMA_CPP {
+        let bound = match variant == "f16" && golden_isa(family) != host {
+            true => bound.max(CROSS_ISA_F16),
+            false => bound,
+        };
+
         let (rel, agree, greedy) = against_llama_cpp(family, variant);
         if rel > bound || agree < min_agree {
             failures.push(format!(

@@ -147,6 +147,8 @@ fn main() {
         (GgmlType::Q6_K, 640, 2048),
         (GgmlType::Q4_K, 4096, 4096),
         (GgmlType::Q6_K, 4096, 4096),
+        // The output head of the Qwen2/Qwen3 family in a Q4_K_M file.
+        (GgmlType::Q6_K, 151_936, 2048),
     ];
     for &(ty, rows, cols) in shapes {
         let name = format!("{ty} {rows}x{cols}");

@@ -318,7 +318,10 @@ fn dots_fma<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn reduce_halves(lo: core::arch::x86_64::__m256, hi: core::arch::x86_64::__m256) -> f32 {
+pub(crate) unsafe fn reduce_halves(
+    lo: core::arch::x86_64::__m256,
+    hi: core::arch::x86_64::__m256,
+) -> f32 {
     use core::arch::x86_64::*;
     let t8 = _mm256_add_ps(hi, lo);
     let t4 = _mm_add_ps(_mm256_extractf128_ps::<1>(t8), _mm256_castps256_ps128(t8));

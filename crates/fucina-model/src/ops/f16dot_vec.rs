@@ -8,7 +8,9 @@
 //! (each product rounded to f32 first), and the sum is rounded to f32.
 //!
 //! fucina follows the AVX-512 build's order on every ISA (as for the prompt
-//! order), so results do not depend on the machine.
+//! order), so results do not depend on the machine. On AVX2 machines each 16-lane
+//! accumulator is a pair of 8-lane registers (lanes 0..8 and 8..16): the same
+//! FMAs on the same lanes in the same order, so the same bits.
 //!
 //! Same shapes and masking contract as [`super::f16dot::dots`]; the `y` vectors'
 //! element 0 must sit at a multiple of 64 of llama.cpp's element index (a cache
@@ -30,6 +32,206 @@ fn use_avx512() -> bool {
             .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa());
         isa == fucina_quant::Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512f")
     })
+}
+
+/// Whether the AVX2 bodies run (where the AVX-512 ones do not): the kernels' ISA is
+/// AVX2 or better and the CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+fn use_avx2() -> bool {
+    use std::sync::OnceLock;
+    static B: OnceLock<bool> = OnceLock::new();
+    *B.get_or_init(|| {
+        let isa = fucina_quant::Kernels::from_env()
+            .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa());
+        matches!(isa, fucina_quant::Isa::Avx2 | fucina_quant::Isa::Avx512)
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    })
+}
+
+/// `y` vectors per block of the AVX2 bodies: every `x` vector runs over one block
+/// before the next, so the block (a few KiB) is read from L1 by all of them.
+#[cfg(target_arch = "x86_64")]
+const Y_BLOCK: usize = 32;
+
+/// One dot of the AVX2 bodies: the four 16-lane accumulators as eight 8-lane
+/// halves (`acc[2q]` lanes 0..8 of accumulator `q`, `acc[2q + 1]` lanes 8..16),
+/// folded as `(a0 + a2) + (a1 + a3)` per lane and reduced as [`reduce16`].
+///
+/// # Safety
+/// The CPU supports AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn fold_reduce_avx2(acc: &[core::arch::x86_64::__m256; 8]) -> f32 {
+    use core::arch::x86_64::_mm256_add_ps;
+    let lo = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
+    let hi = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
+    // SAFETY: AVX is enabled for this function.
+    unsafe { super::f16dot::reduce_halves(lo, hi) }
+}
+
+/// [`dots_vec`] on AVX2: per `x` vector eight register accumulators, the `y`
+/// vectors in blocks of [`Y_BLOCK`].
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA; [`dots_vec`]'s bounds contract holds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let nc = sh.len / 16;
+    let np = sh.len / STEP * STEP;
+    for b0 in (0..sh.ny).step_by(Y_BLOCK) {
+        for h in 0..N {
+            let xh = &x[h * sh.x_stride..];
+            for i in b0..(b0 + Y_BLOCK).min(sh.ny) {
+                let yi = &y[i * sh.y_stride..];
+                let mut acc = [_mm256_setzero_ps(); 8];
+                for step in 0..np / STEP {
+                    for q in 0..4 {
+                        let c = 4 * step + q;
+                        let mut m = u16::MAX;
+                        if c == 0 {
+                            m &= sh.first_mask;
+                        }
+                        if c + 1 == nc {
+                            m &= sh.last_mask;
+                        }
+                        let t: [f32; 16];
+                        let yc = if m == u16::MAX {
+                            &yi[16 * c..16 * c + 16]
+                        } else {
+                            t = core::array::from_fn(|l| {
+                                if m >> l & 1 == 1 {
+                                    yi[16 * c + l]
+                                } else {
+                                    0.0
+                                }
+                            });
+                            &t[..]
+                        };
+                        let xc = &xh[16 * c..16 * c + 16];
+                        // SAFETY: `yc` and `xc` hold 16 floats; unaligned loads.
+                        unsafe {
+                            let (y0, y1) = (
+                                _mm256_loadu_ps(yc.as_ptr()),
+                                _mm256_loadu_ps(yc.as_ptr().add(8)),
+                            );
+                            acc[2 * q] =
+                                _mm256_fmadd_ps(_mm256_loadu_ps(xc.as_ptr()), y0, acc[2 * q]);
+                            acc[2 * q + 1] = _mm256_fmadd_ps(
+                                _mm256_loadu_ps(xc.as_ptr().add(8)),
+                                y1,
+                                acc[2 * q + 1],
+                            );
+                        }
+                    }
+                }
+                // SAFETY: AVX is part of this function's features.
+                let mut s = f64::from(unsafe { fold_reduce_avx2(&acc) });
+                for (e, &xv) in xh.iter().enumerate().take(sh.len).skip(np) {
+                    s += f64::from(xv * masked(yi, sh, e));
+                }
+                out[h * sh.out_stride + i] = s as f32;
+            }
+        }
+    }
+}
+
+/// [`dots_vec_f16`] on AVX2 + F16C: as [`dots_avx2`], the `y` chunks converted from
+/// f16 in registers. The 64-element steps wholly inside `valid` run without checks;
+/// a chunk straddling `valid`'s ends goes through a zeroed copy.
+///
+/// # Safety
+/// AVX2, FMA and F16C; [`dots_vec_f16`]'s asserted bounds hold for `N` vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dots_f16_avx2<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let (v0, v1) = (sh.valid.start, sh.valid.end);
+    let steps = sh.len / STEP;
+    // Steps s0..s1 lie wholly inside `valid`.
+    let s0 = v0.div_ceil(STEP).min(steps);
+    let s1 = (v1 / STEP).max(s0);
+    // One chunk of y_i (f16 bytes from `yo`) at element `lo`, zero outside `valid`.
+    let chunk = |yo: usize, lo: usize| -> (__m256, __m256) {
+        if lo + 16 <= v0 || lo >= v1 {
+            return (_mm256_setzero_ps(), _mm256_setzero_ps());
+        }
+        let mut t = [0u8; 32];
+        let (a, b) = (v0.max(lo), v1.min(lo + 16));
+        t[2 * (a - lo)..2 * (b - lo)].copy_from_slice(&y[yo + 2 * a..yo + 2 * b]);
+        // SAFETY: `t` holds 16 f16 values; F16C is enabled for this function.
+        unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(t.as_ptr().cast())),
+                _mm256_cvtph_ps(_mm_loadu_si128(t.as_ptr().add(16).cast())),
+            )
+        }
+    };
+    for b0 in (0..sh.ny).step_by(Y_BLOCK) {
+        let b1 = (b0 + Y_BLOCK).min(sh.ny);
+        // Strided vectors (K rows of a cache): the next block is fetched ahead.
+        if sh.y_stride > sh.len {
+            for i in b1..(b1 + Y_BLOCK).min(sh.ny) {
+                let yo = 2 * i * sh.y_stride;
+                super::attention::prefetch(&y[yo + 2 * v0..yo + 2 * v1]);
+            }
+        }
+        for h in 0..N {
+            let xp = x[h * sh.x_stride..][..sh.len].as_ptr();
+            for i in b0..b1 {
+                let yo = 2 * i * sh.y_stride;
+                let mut acc = [_mm256_setzero_ps(); 8];
+                let edge = |step: usize, acc: &mut [__m256; 8]| {
+                    for q in 0..4 {
+                        let lo = STEP * step + 16 * q;
+                        let (y0, y1) = chunk(yo, lo);
+                        // SAFETY: chunk `lo / 16` of x_h lies inside `x` (asserted).
+                        unsafe {
+                            acc[2 * q] =
+                                _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(lo)), y0, acc[2 * q]);
+                            acc[2 * q + 1] = _mm256_fmadd_ps(
+                                _mm256_loadu_ps(xp.add(lo + 8)),
+                                y1,
+                                acc[2 * q + 1],
+                            );
+                        }
+                    }
+                };
+                for step in 0..s0 {
+                    edge(step, &mut acc);
+                }
+                // SAFETY: elements STEP·s0..STEP·s1 of y_i are valid, so inside `y`,
+                // and of x_h inside `x` (asserted by `dots_vec_f16`).
+                unsafe {
+                    let yp = y.as_ptr().add(yo);
+                    for step in s0..s1 {
+                        for q in 0..4 {
+                            let lo = STEP * step + 16 * q;
+                            let p = yp.add(2 * lo);
+                            let y0 = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+                            let y1 = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast()));
+                            acc[2 * q] =
+                                _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(lo)), y0, acc[2 * q]);
+                            acc[2 * q + 1] = _mm256_fmadd_ps(
+                                _mm256_loadu_ps(xp.add(lo + 8)),
+                                y1,
+                                acc[2 * q + 1],
+                            );
+                        }
+                    }
+                }
+                for step in s1..steps {
+                    edge(step, &mut acc);
+                }
+                // SAFETY: AVX is part of this function's features.
+                out[h * sh.out_stride + i] = unsafe { fold_reduce_avx2(&acc) };
+            }
+        }
+    }
 }
 
 /// The masked value of element `e` of `y_i` (zero outside the first / last chunk masks).
@@ -298,6 +500,10 @@ pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut 
             // SAFETY: AVX-512F and FMA were detected at run time; bounds asserted above.
             return unsafe { dots_avx512::<N>(x, y, sh, out) };
         }
+        if use_avx2() {
+            // SAFETY: AVX2 and FMA were detected at run time; bounds asserted above.
+            return unsafe { dots_avx2::<N>(x, y, sh, out) };
+        }
         if super::f16dot::has_fma() {
             // SAFETY: the CPU supports FMA (checked at run time).
             return unsafe { dots_fma::<N>(x, y, sh, out) };
@@ -328,12 +534,14 @@ pub struct F16Shape {
 /// [`dots_vec_n`] with the `y` vectors still in f16 (`y` holds their bytes, little
 /// endian): converted in registers, bitwise what widening them into a zeroed f32
 /// buffer (valid elements only) and calling [`dots_vec_n`] with full masks gives.
-/// Returns `false`, computing nothing, where this fused form is unavailable (no
-/// AVX-512 BW/VL, or `len` not a multiple of 64): the caller widens instead.
+/// Returns `false`, computing nothing, where this fused form is unavailable (neither
+/// AVX-512 BW/VL nor AVX2 with F16C, or `len` not a multiple of 64): the caller
+/// widens instead.
 pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if !use_avx512_f16() || sh.len % STEP != 0 || n == 0 || sh.ny == 0 {
+        let avx512 = use_avx512_f16();
+        if !(avx512 || use_avx2()) || sh.len % STEP != 0 || n == 0 || sh.ny == 0 {
             return false;
         }
         assert!(
@@ -344,16 +552,27 @@ pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32
                 && out.len() >= (n - 1) * sh.out_stride + sh.ny,
             "dots_vec_f16 shape"
         );
-        let kernels = [
-            dots_f16_avx512::<1>,
-            dots_f16_avx512::<2>,
-            dots_f16_avx512::<3>,
-            dots_f16_avx512::<4>,
-        ];
+        type F16Kernel = unsafe fn(&[f32], &[u8], &F16Shape, &mut [f32]);
+        let kernels: [F16Kernel; 4] = if avx512 {
+            [
+                dots_f16_avx512::<1>,
+                dots_f16_avx512::<2>,
+                dots_f16_avx512::<3>,
+                dots_f16_avx512::<4>,
+            ]
+        } else {
+            [
+                dots_f16_avx2::<1>,
+                dots_f16_avx2::<2>,
+                dots_f16_avx2::<3>,
+                dots_f16_avx2::<4>,
+            ]
+        };
         let mut h = 0;
         while h < n {
             let k = (n - h).min(4);
-            // SAFETY: AVX-512 F/BW/VL were detected at run time; bounds asserted above.
+            // SAFETY: the kernels' features (AVX-512 F/BW/VL, or AVX2/FMA/F16C) were
+            // detected at run time; bounds asserted above.
             unsafe { kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]) };
             h += k;
         }
@@ -601,6 +820,92 @@ mod tests {
             dots_vec_n(4, &x, &y, &dsh, &mut want);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.to_bits(), w.to_bits(), "len {len} ny {ny} output {k}");
+            }
+        }
+    }
+
+    /// The AVX2 bodies, called directly (an AVX-512 host dispatches past them), equal
+    /// the literal ggml order bitwise: the f32 one with masks and leftovers, the f16
+    /// one with `valid` ranges that cut steps and chunks.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_bodies_equal_the_literal_order_bitwise() {
+        use fucina_quant::half::{f16_to_f32, f32_to_f16};
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"))
+        {
+            eprintln!("no AVX2/FMA/F16C here: nothing to run");
+            return;
+        }
+        for (len, ny, first, last) in [
+            (64, 40, u16::MAX, u16::MAX),
+            (80, 33, 0xfff0, 0x0fff),
+            (576, 9, 0xff00, 0x00ff),
+        ] {
+            let x = vals(2 * len, 21);
+            let y = vals(ny * len, 22);
+            let sh = DotsShape {
+                x_stride: len,
+                ny,
+                y_stride: len,
+                len,
+                first_mask: first,
+                last_mask: last,
+                out_stride: ny,
+            };
+            let mut got = vec![f32::NAN; 2 * ny];
+            // SAFETY: AVX2 and FMA detected above; the shapes fit the buffers.
+            unsafe { dots_avx2::<2>(&x, &y, &sh, &mut got) };
+            let mut want = vec![f32::NAN; 2 * ny];
+            for h in 0..2 {
+                dots_portable::<1>(&x[h * len..], &y, &sh, &mut want[h * ny..]);
+            }
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "f32 body, len {len}"
+            );
+        }
+        for (len, ny, valid) in [
+            (128, 70, 0..128),
+            (192, 5, 3..130),
+            (256, 33, 64..200),
+            (64, 2, 0..1),
+        ] {
+            let x = vals(3 * len, 31);
+            let stride = len + 8;
+            let y16: Vec<u16> = vals(ny * stride, 32)
+                .iter()
+                .map(|&v| f32_to_f16(v * 5.0))
+                .collect();
+            let bytes: Vec<u8> = y16.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let sh = F16Shape {
+                x_stride: len,
+                ny,
+                y_stride: stride,
+                len,
+                valid: valid.clone(),
+                out_stride: ny,
+            };
+            let mut got = vec![f32::NAN; 3 * ny];
+            // SAFETY: AVX2, FMA and F16C detected above; the shapes fit the buffers.
+            unsafe { dots_f16_avx2::<3>(&x, &bytes, &sh, &mut got) };
+            for h in 0..3 {
+                for i in 0..ny {
+                    let yi: Vec<f32> = (0..len)
+                        .map(|e| match valid.contains(&e) {
+                            true => f16_to_f32(y16[i * stride + e]),
+                            false => 0.0,
+                        })
+                        .collect();
+                    let want = ggml_vec_dot(&x[h * len..(h + 1) * len], &yi);
+                    assert_eq!(
+                        got[h * ny + i].to_bits(),
+                        want.to_bits(),
+                        "f16 body, len {len} h {h} i {i}"
+                    );
+                }
             }
         }
     }
