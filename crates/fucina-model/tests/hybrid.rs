@@ -6,6 +6,8 @@
 //! decode against prefill, bitwise batching in pinned mode, and load errors that
 //! name the offending key or tensor.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -158,8 +160,9 @@ fn f16_weights() {
 /// One variant against llama.cpp on the same file (`<family>-llamacpp.json`,
 /// `tools/gen_tiny_llamacpp_goldens.py`; f32 cache for f32 weights, f16 otherwise):
 /// worst relative error, fraction of positions whose argmax agrees, whether the
-/// greedy continuations are identical.
-fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool) {
+/// greedy continuations are identical, and the ISA whose kernels made the goldens
+/// (goldens written before the generator recorded it came from an AVX-512 host).
+fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool, String) {
     let text = std::fs::read_to_string(dir().join(format!("{family}-llamacpp.json")))
         .expect("llama.cpp golden");
     let g: Value = serde_json::from_str(&text).expect("json");
@@ -203,7 +206,8 @@ fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool) {
          greedy identical: {greedy_ok}",
         100.0 * frac
     );
-    (rel, frac, greedy_ok)
+    let isa = g["isa"].as_str().unwrap_or("avx512").to_owned();
+    (rel, frac, greedy_ok, isa)
 }
 
 /// Bounds against llama.cpp: (family, variant, relative error, argmax agreement).
@@ -243,15 +247,6 @@ const LLAMA_CPP: [(&str, &str, f64, f64); 15] = [
 /// turns into whole f16 steps (6.1e-3 for the AVX-512 goldens on an AVX2 host).
 const CROSS_ISA_F16: f64 = 2e-2;
 
-/// The ISA the llama.cpp goldens of `family` were made with (goldens written before
-/// the generator recorded it came from an AVX-512 host).
-fn golden_isa(family: &str) -> String {
-    let text = std::fs::read_to_string(dir().join(format!("{family}-llamacpp.json")))
-        .expect("llama.cpp golden");
-    let g: Value = serde_json::from_str(&text).expect("json");
-    g["isa"].as_str().unwrap_or("avx512").to_owned()
-}
-
 #[test]
 fn tiny_hybrids_match_llama_cpp() {
     let mut failures = Vec::new();
@@ -259,12 +254,11 @@ fn tiny_hybrids_match_llama_cpp() {
         .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa())
         .name();
     for (family, variant, bound, min_agree) in LLAMA_CPP {
-        let bound = match variant == "f16" && golden_isa(family) != host {
+        let (rel, agree, greedy, isa) = against_llama_cpp(family, variant);
+        let bound = match variant == "f16" && isa != host {
             true => bound.max(CROSS_ISA_F16),
             false => bound,
         };
-
-        let (rel, agree, greedy) = against_llama_cpp(family, variant);
         if rel > bound || agree < min_agree {
             failures.push(format!(
                 "{family}-{variant}: {rel:.2e} > {bound:.0e} or argmax agreement {agree:.3}"
@@ -320,19 +314,7 @@ fn pinned_multi_sequence_batch_equals_single_rows() {
         let seqs: [&[u32]; 3] = [&[5, 9, 200, 31, 7, 77, 140], &[1, 2], &[250, 3, 3, 3, 18]];
         let mut single = Vec::new();
         for toks in seqs {
-            let mut c = vec![model.new_cache(16, KvDtype::F16).expect("cache")];
-            let mut sc = Scratch::default();
-            let mut out = Vec::new();
-            for (p, &t) in toks.iter().enumerate() {
-                let row = BatchRow {
-                    seq: 0,
-                    pos: p,
-                    token: t,
-                    logits: true,
-                };
-                out.extend_from_slice(model.forward(&[row], &mut c, &mut sc).expect("forward"));
-            }
-            single.push(out);
+            single.push(common::decode_rows(&model, toks, KvDtype::F16, 16));
         }
         let mut rows: Vec<BatchRow> = seqs
             .iter()

@@ -2,6 +2,8 @@
 //! borrowed from the mapping (no copies), bad files fail at load with an error
 //! naming the tensor, and batched prefill equals token-by-token decode.
 
+mod common;
+
 use std::sync::Arc;
 
 use fucina_gguf::{GgmlType, GgufFile, GgufWriter, OpenOptions, Value};
@@ -186,18 +188,7 @@ fn grouped_prefill_equals_decode_bitwise() {
     for variant in ["f32", "f16", "q8_0"] {
         let model = Model::load(path(variant), ModelOptions::with_threads(2)).expect("load");
         let vocab = model.config().n_vocab;
-        let mut c = vec![model.new_cache(16, KvDtype::F32).expect("cache")];
-        let mut sc = Scratch::default();
-        let mut single = Vec::new();
-        for (p, &t) in toks.iter().enumerate() {
-            let row = BatchRow {
-                seq: 0,
-                pos: p,
-                token: t,
-                logits: true,
-            };
-            single.extend_from_slice(model.forward(&[row], &mut c, &mut sc).expect("forward"));
-        }
+        let single = common::decode_rows(&model, &toks, KvDtype::F32, 16);
         for pinned in [true, false] {
             let mut c = vec![model.new_cache(16, KvDtype::F32).expect("cache")];
             let mut sc = Scratch::default();

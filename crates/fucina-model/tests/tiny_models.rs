@@ -4,6 +4,8 @@
 //! and the mixture-of-experts models also against llama.cpp's logits on the same files
 //! (`tools/gen_tiny_llamacpp_goldens.py`).
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -159,19 +161,7 @@ fn multi_sequence_batch_equals_single_rows() {
         for kv in [KvDtype::F16, KvDtype::Q8_0, KvDtype::F32] {
             let mut single = Vec::new();
             for toks in seqs {
-                let mut c = vec![model.new_cache(16, kv).expect("cache")];
-                let mut sc = Scratch::default();
-                let mut out = Vec::new();
-                for (p, &t) in toks.iter().enumerate() {
-                    let row = BatchRow {
-                        seq: 0,
-                        pos: p,
-                        token: t,
-                        logits: true,
-                    };
-                    out.extend_from_slice(model.forward(&[row], &mut c, &mut sc).expect("forward"));
-                }
-                single.push(out);
+                single.push(common::decode_rows(&model, toks, kv, 16));
             }
             let mut rows: Vec<BatchRow> = seqs
                 .iter()

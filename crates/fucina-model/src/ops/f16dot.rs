@@ -260,7 +260,7 @@ pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32
 
 /// The mask of chunk `c` of `nc`.
 #[inline(always)]
-fn chunk_mask(sh: &DotsShape, c: usize, nc: usize) -> u16 {
+pub(crate) fn chunk_mask(sh: &DotsShape, c: usize, nc: usize) -> u16 {
     let mut m = u16::MAX;
     if c == 0 {
         m &= sh.first_mask;
@@ -273,7 +273,7 @@ fn chunk_mask(sh: &DotsShape, c: usize, nc: usize) -> u16 {
 
 /// Chunk `c` of `y_i` with the lanes outside `m` zeroed.
 #[inline(always)]
-fn masked_chunk(yi: &[f32], c: usize, m: u16) -> [f32; 16] {
+pub(crate) fn masked_chunk(yi: &[f32], c: usize, m: u16) -> [f32; 16] {
     let mut t = [0f32; 16];
     for (l, v) in t.iter_mut().enumerate() {
         if m >> l & 1 == 1 {

@@ -17,7 +17,7 @@
 //! cell or head-dim offset aligned to [`super::f16dot::F16_PAD`]) so the
 //! accumulator of each element is llama.cpp's.
 
-use super::f16dot::{reduce16, DotsShape};
+use super::f16dot::{chunk_mask, masked_chunk, reduce16, DotsShape};
 
 const STEP: usize = 64;
 
@@ -92,24 +92,12 @@ unsafe fn dots_avx2<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &
                 for step in 0..np / STEP {
                     for q in 0..4 {
                         let c = 4 * step + q;
-                        let mut m = u16::MAX;
-                        if c == 0 {
-                            m &= sh.first_mask;
-                        }
-                        if c + 1 == nc {
-                            m &= sh.last_mask;
-                        }
+                        let m = chunk_mask(sh, c, nc);
                         let t: [f32; 16];
                         let yc = if m == u16::MAX {
                             &yi[16 * c..16 * c + 16]
                         } else {
-                            t = core::array::from_fn(|l| {
-                                if m >> l & 1 == 1 {
-                                    yi[16 * c + l]
-                                } else {
-                                    0.0
-                                }
-                            });
+                            t = masked_chunk(yi, c, m);
                             &t[..]
                         };
                         let xc = &xh[16 * c..16 * c + 16];
@@ -701,6 +689,19 @@ mod tests {
         sumf as f32
     }
 
+    /// `ny` vectors of `len` packed one after another (x likewise), outputs `ny` apart.
+    fn packed_shape(len: usize, ny: usize, first: u16, last: u16) -> DotsShape {
+        DotsShape {
+            x_stride: len,
+            ny,
+            y_stride: len,
+            len,
+            first_mask: first,
+            last_mask: last,
+            out_stride: ny,
+        }
+    }
+
     fn vals(n: usize, seed: u32) -> Vec<f32> {
         (0..n)
             .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) as f32 * 1e-9).sin() * 3.0)
@@ -723,15 +724,7 @@ mod tests {
             ] {
                 let x = vals(4 * len, 7);
                 let y = vals(ny * len, 11);
-                let sh = DotsShape {
-                    x_stride: len,
-                    ny,
-                    y_stride: len,
-                    len,
-                    first_mask: first,
-                    last_mask: last,
-                    out_stride: ny,
-                };
+                let sh = packed_shape(len, ny, first, last);
                 let mut out = vec![0f32; 4 * ny];
                 dots_vec_n(4, &x, &y, &sh, &mut out);
                 let mut portable = vec![0f32; 4 * ny];
@@ -807,15 +800,7 @@ mod tests {
                 let src = &y16[2 * (i * stride + valid.start)..2 * (i * stride + valid.end)];
                 widen_f16_into(src, &mut y[i * len + valid.start..i * len + valid.end]);
             }
-            let dsh = DotsShape {
-                x_stride: len,
-                ny,
-                y_stride: len,
-                len,
-                first_mask: u16::MAX,
-                last_mask: u16::MAX,
-                out_stride: ny,
-            };
+            let dsh = packed_shape(len, ny, u16::MAX, u16::MAX);
             let mut want = vec![0f32; 4 * ny];
             dots_vec_n(4, &x, &y, &dsh, &mut want);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -825,8 +810,9 @@ mod tests {
     }
 
     /// The AVX2 bodies, called directly (an AVX-512 host dispatches past them), equal
-    /// the literal ggml order bitwise: the f32 one with masks and leftovers, the f16
-    /// one with `valid` ranges that cut steps and chunks.
+    /// the literal ggml order bitwise: the f32 one (masks and leftovers) through the
+    /// portable body, which the test above checks against it; the f16 one directly,
+    /// with `valid` ranges that cut steps and chunks.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_bodies_equal_the_literal_order_bitwise() {
@@ -845,15 +831,7 @@ mod tests {
         ] {
             let x = vals(2 * len, 21);
             let y = vals(ny * len, 22);
-            let sh = DotsShape {
-                x_stride: len,
-                ny,
-                y_stride: len,
-                len,
-                first_mask: first,
-                last_mask: last,
-                out_stride: ny,
-            };
+            let sh = packed_shape(len, ny, first, last);
             let mut got = vec![f32::NAN; 2 * ny];
             // SAFETY: AVX2 and FMA detected above; the shapes fit the buffers.
             unsafe { dots_avx2::<2>(&x, &y, &sh, &mut got) };

@@ -1,6 +1,6 @@
-//! Helpers shared by the tiny-model parity tests (deepseek2, glm4moe): the goldens'
-//! folder and JSON, model loading, per-position relative error, argmax and logits of a
-//! prompt batch or token-by-token decode.
+//! Helpers shared by the tiny-model tests (deepseek2, glm4moe, hybrid, moe,
+//! tiny_models): the goldens' folder and JSON, model loading, per-position relative
+//! error, argmax and logits of a prompt batch or token-by-token decode.
 
 // Each test crate that includes this module uses a different subset.
 #![allow(dead_code)]
@@ -77,6 +77,14 @@ pub fn logits(model: &Model, toks: &[u32], kv: KvDtype, batch: bool) -> Vec<f32>
             .expect("forward")
             .to_vec();
     }
+    decode_rows(model, toks, kv, 96)
+}
+
+/// Logits of `toks` decoded one row per forward from position 0, into a fresh
+/// cache of `capacity` rows (the reference a batch is checked against).
+pub fn decode_rows(model: &Model, toks: &[u32], kv: KvDtype, capacity: usize) -> Vec<f32> {
+    let mut caches = vec![model.new_cache(capacity, kv).expect("cache")];
+    let mut sc = Scratch::default();
     let mut out = Vec::new();
     for (p, &t) in toks.iter().enumerate() {
         let row = BatchRow {
