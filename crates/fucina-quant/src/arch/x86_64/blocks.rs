@@ -15,7 +15,7 @@ macro_rules! block_kernels {
         use core::arch::x86_64::*;
 
         use crate::formats::iq::{iq4_xs_scales, KVALUES_IQ4NL};
-        use crate::formats::kquants::{bsum, k_scale_min, q3_k_scales};
+        use crate::formats::kquants::{bsum, q3_k_scales};
 
         crate::arch::x86_64::primitives::simd_primitives!($feat);
 
@@ -194,16 +194,16 @@ macro_rules! block_kernels {
         }
 
         /// Q4_K/Q5_K super-block: Σ scale·(q·a) over 8 sub-blocks, `q(j, hi)` giving the
-        /// unsigned quants of sub-block `2j + hi`.
+        /// unsigned quants of sub-block `2j + hi`, `scales` from [`k_scales_mins`].
         #[target_feature(enable = $feat)]
         #[inline]
-        fn k_block(y: &[u8], sc: &[u8; 8], q: impl Fn(usize, bool) -> __m256i) -> __m256i {
+        fn k_block(y: &[u8], scales: __m256i, q: impl Fn(usize, bool) -> __m256i) -> __m256i {
             let mut sumi = _mm256_setzero_si256();
             for j in 0..4 {
                 let p0 = _mm256_maddubs_epi16(q(j, false), load_i256(&y[4 + 64 * j..36 + 64 * j]));
                 let p1 = _mm256_maddubs_epi16(q(j, true), load_i256(&y[36 + 64 * j..68 + 64 * j]));
-                sumi = madd_acc(sumi, p0, _mm256_set1_epi16(i16::from(sc[2 * j])));
-                sumi = madd_acc(sumi, p1, _mm256_set1_epi16(i16::from(sc[2 * j + 1])));
+                sumi = madd_acc(sumi, p0, words_at(scales, 2 * j, 2 * j));
+                sumi = madd_acc(sumi, p1, words_at(scales, 2 * j + 1, 2 * j + 1));
             }
             sumi
         }
@@ -225,12 +225,10 @@ macro_rules! block_kernels {
             let (mut acc, mut accm) = (0f32, 0f32);
             for (x, y) in w.chunks_exact(144).zip(a.chunks_exact(292)) {
                 let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
-                let (sc, mn) = k_scale_min(&x[4..16]);
-                let summs: i32 = (0..8)
-                    .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
-                    .sum();
+                let (sc, mn) = k_scales_mins(&x[4..16]);
+                let summs = k_mins_dot(mn, y);
                 let qs = &x[16..144];
-                let sumi = k_block(y, &sc, |j, hi| {
+                let sumi = k_block(y, sc, |j, hi| {
                     let q4 = load_i256(&qs[32 * j..32 * j + 32]);
                     let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
                     _mm256_and_si256(q4, _mm256_set1_epi8(0x0f))
@@ -250,13 +248,11 @@ macro_rules! block_kernels {
             let mut accm = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(176).zip(a.chunks_exact(292)) {
                 let da = f32x8(y, 0);
-                let (sc, mn) = k_scale_min(&x[4..16]);
-                let summs: i32 = (0..8)
-                    .map(|g| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1)))
-                    .sum();
+                let (sc, mn) = k_scales_mins(&x[4..16]);
+                let summs = k_mins_dot(mn, y);
                 let qh = load_i256(&x[16..48]);
                 let qs = &x[48..176];
-                let sumi = k_block(y, &sc, |j, hi| {
+                let sumi = k_block(y, sc, |j, hi| {
                     let q4 = load_i256(&qs[32 * j..32 * j + 32]);
                     let q4 = if hi { _mm256_srli_epi16::<4>(q4) } else { q4 };
                     let bit = (2 * j + usize::from(hi)) as u32;
@@ -290,26 +286,10 @@ macro_rules! block_kernels {
             for (x, y) in w.chunks_exact(210).zip(a.chunks_exact(292)) {
                 let sc = &x[192..208];
                 let mut sumi = _mm256_setzero_si256();
-                for h in 0..2 {
-                    let ql0 = load_i256(&x[64 * h..64 * h + 32]);
-                    let ql1 = load_i256(&x[64 * h + 32..64 * h + 64]);
-                    let qh = load_i256(&x[128 + 32 * h..160 + 32 * h]);
-                    for k in 0..4 {
-                        let ql = if k % 2 == 0 { ql0 } else { ql1 };
-                        let low =
-                            _mm256_and_si256(srl16(ql, 4 * (k / 2) as u32), _mm256_set1_epi8(0x0f));
-                        let high = _mm256_and_si256(srl16(qh, 2 * k as u32), _mm256_set1_epi8(3));
-                        let q = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
-                        let off = 4 + 128 * h + 32 * k;
-                        let yv = load_i256(&y[off..off + 32]);
-                        let g = 8 * h + 2 * k;
-                        sumi = madd_acc(
-                            sumi,
-                            _mm256_maddubs_epi16(q, yv),
-                            scales2(i16::from(sc[g] as i8), i16::from(sc[g + 1] as i8)),
-                        );
-                    }
-                }
+                q6_k_chunks(x, |c, q, s| {
+                    let yv = load_i256(&y[4 + 32 * c..36 + 32 * c]);
+                    sumi = madd_acc(sumi, _mm256_maddubs_epi16(q, yv), s);
+                });
                 // The −32 offset, per lane as ggml applies it: lane l subtracts
                 // 32·(scale·bsum) of groups 2l and 2l+1.
                 let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(

@@ -5,6 +5,7 @@
 //! kernels.
 
 use super::gemm_blocks::gemm_kernels;
+use crate::formats::kquants::k_scale_min;
 
 gemm_kernels!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni",
