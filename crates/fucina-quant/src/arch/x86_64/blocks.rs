@@ -284,18 +284,14 @@ macro_rules! block_kernels {
         fn q6_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
             let mut acc = _mm256_setzero_ps();
             for (x, y) in w.chunks_exact(210).zip(a.chunks_exact(292)) {
-                let sc = &x[192..208];
                 let mut sumi = _mm256_setzero_si256();
-                q6_k_chunks(x, |c, q, s| {
+                let sc16 = q6_k_chunks(x, |c, q, s| {
                     let yv = load_i256(&y[4 + 32 * c..36 + 32 * c]);
                     sumi = madd_acc(sumi, _mm256_maddubs_epi16(q, yv), s);
                 });
                 // The −32 offset, per lane as ggml applies it: lane l subtracts
                 // 32·(scale·bsum) of groups 2l and 2l+1.
-                let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(
-                    load_i256(&y[260..292]),
-                    _mm256_cvtepi8_epi16(load_i128(sc)),
-                ));
+                let sub = _mm256_slli_epi32::<5>(_mm256_madd_epi16(load_i256(&y[260..292]), sc16));
                 acc = _mm256_fmadd_ps(
                     _mm256_mul_ps(f16x8(x, 208), f32x8(y, 0)),
                     _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, sub)),

@@ -18,8 +18,6 @@ macro_rules! gemm_kernels {
     ($feat:literal, $wr:literal, $r:literal, $rk:literal) => {
         use core::arch::x86_64::*;
 
-
-
         /// Weight rows per register block of the Q8_0-activation kernels.
         const WR: usize = $wr;
         /// Activation rows per register block of the Q8_0-activation kernels.
@@ -273,9 +271,8 @@ macro_rules! gemm_kernels {
                 if N < RK {
                     prefetch_ahead(x);
                 }
-                let sc = &x[192..208];
                 let mut sumi = [_mm256_setzero_si256(); N];
-                q6_k_chunks(x, |c, q, s| {
+                let sc16 = q6_k_chunks(x, |c, q, s| {
                     let off = 292 * b + 4 + 32 * c;
                     for (sumi, y) in sumi.iter_mut().zip(a) {
                         let yv = load_i256(&y[off..off + 32]);
@@ -283,7 +280,6 @@ macro_rules! gemm_kernels {
                     }
                 });
                 let dx = f16x8(x, 208);
-                let sc16 = _mm256_cvtepi8_epi16(load_i128(sc));
                 for r in 0..N {
                     // The −32 offset per lane, as the single-row kernel: lane l
                     // subtracts 32·(scale·bsum) of groups 2l and 2l+1.

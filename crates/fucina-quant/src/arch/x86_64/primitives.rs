@@ -148,10 +148,11 @@ macro_rules! simd_primitives {
         /// `ql` nibble | `qh` bits << 4) and `s` its two sub-blocks' i16 scales (words
         /// of the low lane: sub-block `2c`; of the high lane: `2c + 1`). Each 6-bit
         /// quant costs a mask, at most two shifts and an OR; each scale pair one
-        /// `vpshufb` of the widened scales.
+        /// `vpshufb` of the widened scales, which are returned (the 16 `i8` scales as
+        /// i16 words, for the caller's −32 offset).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn q6_k_chunks(x: &[u8], mut f: impl FnMut(usize, __m256i, __m256i)) {
+        fn q6_k_chunks(x: &[u8], mut f: impl FnMut(usize, __m256i, __m256i)) -> __m256i {
             let x = &x[..210];
             let sc = _mm256_cvtepi8_epi16(load_i128(&x[192..208]));
             let m4 = _mm256_set1_epi8(0x0f);
@@ -193,6 +194,7 @@ macro_rules! simd_primitives {
                     f(4 * h + k, q, words_at(s, 2 * k, 2 * k + 1));
                 }
             }
+            sc
         }
 
         /// Two i16 scales: `lo` for bytes 0..16 of a 32-byte product, `hi` for 16..32.
