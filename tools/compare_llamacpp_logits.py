@@ -11,8 +11,9 @@ ids (a fixed pseudo-random sequence), 2 threads and an f16 KV cache; llama.cpp r
 through llama-cpp-python (benches/setup_peers.sh). Prints, for the batch and for
 decode: argmax agreement, positions whose logits are bitwise equal, and the worst
 max |Δlogit| / max |logit|; then llama.cpp's greedy continuation (`--greedy` tokens)
-replayed through fucina in one batch: the first step where fucina's argmax differs
-and llama.cpp's top-1/top-2 margin there (a near-tie when small). Nothing is
+replayed through fucina as llama.cpp ran it (the prompt as one batch, then one token
+per forward) and in one batch: the first step where
+fucina's argmax differs and llama.cpp's top-1/top-2 margin there (a near-tie when small). Nothing is
 written to the repository.
 """
 
@@ -74,15 +75,18 @@ def main() -> None:
         greedy.append(int(last.argmax()))
         llm.eval([greedy[-1]])
         last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-    mine = ours(args.model, toks + greedy[:-1], "batch", n_vocab)[len(toks) - 1 :].argmax(1)
-    diff = next((i for i, (a, b) in enumerate(zip(mine, greedy, strict=False)) if a != b), None)
-    if diff is None:
-        print(f"greedy: {args.greedy}/{args.greedy} tokens identical")
-    else:
-        print(
-            f"greedy: first difference at step {diff} (llama.cpp's top-1/top-2 margin there {margins[diff]:.3g}, "
-            f"smallest margin before it {min(margins[: diff + 1]):.3g})"
-        )
+    # Replayed as llama.cpp ran it (the prompt as one batch, then one token per forward)
+    # and as one batch (fucina's prompt kernels for the continuation too).
+    for mode in (f"prompt:{len(toks)}", "batch"):
+        mine = ours(args.model, toks + greedy[:-1], mode, n_vocab)[len(toks) - 1 :].argmax(1)
+        diff = next((i for i, (a, b) in enumerate(zip(mine, greedy, strict=False)) if a != b), None)
+        if diff is None:
+            print(f"greedy ({mode} replay): {args.greedy}/{args.greedy} tokens identical")
+        else:
+            print(
+                f"greedy ({mode} replay): first difference at step {diff} (llama.cpp's top-1/top-2 "
+                f"margin there {margins[diff]:.3g}, smallest margin before it {min(margins[: diff + 1]):.3g})"
+            )
 
 
 if __name__ == "__main__":

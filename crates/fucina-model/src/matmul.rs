@@ -151,7 +151,7 @@ pub fn matmul_split_in_op(
         &scratch.act,
         pool.n_threads(),
         pinned,
-        false,
+        Op::MulMat,
     );
     pool.run(plan.n_chunks, &|c| plan.run_chunk(c));
     Ok(())
@@ -195,7 +195,7 @@ pub fn matmul_many(
     let plans: Vec<Plan> = ws
         .iter()
         .zip(ys.iter_mut())
-        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned, false))
+        .map(|(w, y)| Plan::new(w, m, m, gemm_rows, y, act, threads, pinned, Op::MulMat))
         .collect();
     run_plans(pool, &plans);
     Ok(())
@@ -228,6 +228,31 @@ pub fn matmul_grouped(
     gather: Option<&[usize]>,
     products: &mut [GroupedProduct<'_>],
     scratch: &mut MatmulScratch,
+) -> Result<()> {
+    grouped(pool, x, gather, products, scratch, Op::MulMatId)
+}
+
+/// The matrices of a 3-D weight (`[cols, rows, n]`, e.g. MLA's per-head `attn_k_b` /
+/// `attn_v_b`) against their own rows of `x`, in one parallel section: llama.cpp's
+/// batched `mul_mat`, whose weights ggml never repacks (a Q4_K matrix takes
+/// `ggml_vec_dot_q4_K_q8_K`'s order, [`TileDot::new_unpacked`]), with tinyBLAS and
+/// the tiled kernel where a 2-D `mul_mat` of that many rows would take them.
+pub fn matmul_heads(
+    pool: &ThreadPool,
+    x: &[f32],
+    products: &mut [GroupedProduct<'_>],
+    scratch: &mut MatmulScratch,
+) -> Result<()> {
+    grouped(pool, x, None, products, scratch, Op::MulMat3d)
+}
+
+fn grouped(
+    pool: &ThreadPool,
+    x: &[f32],
+    gather: Option<&[usize]>,
+    products: &mut [GroupedProduct<'_>],
+    scratch: &mut MatmulScratch,
+    op: Op,
 ) -> Result<()> {
     let Some(first) = products.first() else {
         return Ok(());
@@ -280,7 +305,7 @@ pub fn matmul_grouped(
         .map(|p| {
             let (m, rows) = (p.rows.len(), p.rows.clone());
             let a = &act[rows.start * act_row..rows.end * act_row];
-            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned, true)
+            Plan::new(p.w, m, m, 0, p.y, a, threads, pinned, op)
         })
         .collect();
     run_plans(pool, &plans);
@@ -335,6 +360,19 @@ fn convert(
     Ok(())
 }
 
+/// Which llama.cpp op a [`Plan`] stands for: its kernel rules differ.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// `mul_mat` over a 2-D weight (repacked where ggml repacks it; tinyBLAS for F32
+    /// and F16 batches).
+    MulMat,
+    /// One expert of `mul_mat_id` (repacked like a 2-D weight; never tinyBLAS).
+    MulMatId,
+    /// `mul_mat` over one matrix of a 3-D weight (never repacked: ggml repacks only
+    /// 2-D `mul_mat` weights and 3-D `mul_mat_id` stacks).
+    MulMat3d,
+}
+
 /// One product of a matmul call, split into chunks of output columns that the
 /// pool's threads claim; which thread runs a chunk never changes its results.
 struct Plan<'a> {
@@ -353,8 +391,7 @@ struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    /// `mul_mat_id`: the product is one expert of llama.cpp's MoE op (its own
-    /// kernel rules: no tinyBLAS).
+    /// `op`: the llama.cpp op the product is part of (its kernel rules).
     #[allow(clippy::too_many_arguments)]
     fn new(
         w: &'a Linear,
@@ -365,7 +402,7 @@ impl<'a> Plan<'a> {
         act: &'a [u8],
         threads: usize,
         pinned: bool,
-        mul_mat_id: bool,
+        op: Op,
     ) -> Plan<'a> {
         let rows = w.rows();
         let entry = *w.dot();
@@ -380,10 +417,18 @@ impl<'a> Plan<'a> {
             (rows / 16).clamp(1, threads * 8)
         };
         let chunk = rows.div_ceil(n_chunks).next_multiple_of(W_TILE_MAX);
-        let single = TileDot::new(&entry);
+        // Q4_K with rows % 8 == 0 is what ggml repacks on x86-64 (2-D mul_mat weights
+        // and mul_mat_id stacks); its single-row order is the repacked GEMV's, that of
+        // the other Q4_K matrices `ggml_vec_dot_q4_K_q8_K`'s.
+        let repacked =
+            entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0 && op != Op::MulMat3d;
+        let single = match repacked {
+            true => None,
+            false => TileDot::new_unpacked(&entry),
+        }
+        .unwrap_or_else(|| TileDot::new(&entry));
         // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
-        // except over the weights it repacks (Q4_K with rows % 8 == 0 on x86-64).
-        let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0;
+        // except over the weights it repacks.
         let tiled = if pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {
             None
         } else {
@@ -391,7 +436,7 @@ impl<'a> Plan<'a> {
         };
         // F32 / F16 mul_mats of two rows or more go through llamafile's tinyBLAS
         // (every row of the op); mul_mat_id never does.
-        let sgemm = if pinned || mul_mat_id || op_rows.max(m) < SGEMM_MIN_ROWS {
+        let sgemm = if pinned || op == Op::MulMatId || op_rows.max(m) < SGEMM_MIN_ROWS {
             None
         } else {
             TileDot::new_sgemm(&entry, rows, w.cols())

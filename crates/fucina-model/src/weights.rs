@@ -36,6 +36,10 @@ pub struct Linear {
     /// Bytes read elsewhere (a streamed expert): `range` indexes these instead of
     /// the file. Such a matrix is never repacked.
     owned: Option<OwnedBytes>,
+    /// One matrix of a 3-D tensor ([`Linear::bind_stack`]): never repacked (experts
+    /// stay row blocks of the mapping; a 3-D `mul_mat` weight such as MLA's
+    /// `attn_v_b` is one ggml never repacks, so its kernels keep the unpacked order).
+    stacked: bool,
 }
 
 /// Bytes a [`Linear`] can multiply with instead of its mapping.
@@ -151,6 +155,7 @@ impl Linear {
             dot,
             packed: Arc::new(OnceLock::new()),
             owned: None,
+            stacked: stack.is_some_and(|n| n > 0),
         };
         Ok((0..n).map(linear).collect())
     }
@@ -176,9 +181,10 @@ impl Linear {
     }
 
     /// Whether [`Linear::repack`] would repack this matrix (a type and ISA with
-    /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]).
+    /// packed kernels, rows % 8 == 0: fucina-quant's [`Packed::supported`]; not a
+    /// matrix of a 3-D tensor).
     pub fn repackable(&self) -> bool {
-        self.owned.is_none() && Packed::supported(&self.dot, self.rows)
+        self.owned.is_none() && !self.stacked && Packed::supported(&self.dot, self.rows)
     }
 
     /// Repack the matrix for the matmul kernels (fucina-quant's `repack`: Q4_K, Q8_0

@@ -276,3 +276,122 @@ fn bad_files_name_the_key_or_tensor() {
         "{heads:?}"
     );
 }
+
+/// MLA's per-head `attn_k_b` / `attn_v_b` are 3-D `mul_mat` weights, which ggml never
+/// repacks: a Q4_K head matrix takes `ggml_vec_dot_q4_K_q8_K`'s order for fewer than
+/// 8 rows and the tiled kernel's from 8 on, where a 2-D Q4_K matrix with rows % 8 == 0
+/// (repacked by ggml) takes the repacked GEMV's. Each checked bitwise against the
+/// scalar reference of that order; the stack is never repacked at load.
+#[test]
+fn mla_head_matrices_take_ggml_unrepacked_q4_k_order() {
+    use fucina_model::matmul::{matmul_heads, matmul_split, GroupedProduct, MatmulScratch};
+    use fucina_model::{Linear, ThreadPool};
+    use fucina_quant::{Isa, Kernels, TileDot};
+    let pool = ThreadPool::new(2).expect("pool");
+    let (n, rows, cols) = (3usize, 24usize, 512usize);
+    let mut seed = 0x9e37_79b9_u32;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed as f32 / u32::MAX as f32) * 2.0 - 1.0
+    };
+    let w: Vec<f32> = (0..n * rows * cols).map(|_| rnd() * 0.1).collect();
+    let mut data = Vec::new();
+    fucina_quant::quantize(GgmlType::Q4_K, &w, &mut data).expect("quantize");
+    let mut wr = GgufWriter::new();
+    wr.set("general.architecture", Value::string("test"));
+    let first = data[..data.len() / n].to_vec();
+    wr.add_tensor(
+        "heads",
+        GgmlType::Q4_K,
+        &[cols as u64, rows as u64, n as u64],
+        data,
+    )
+    .expect("add");
+    wr.add_tensor("plain", GgmlType::Q4_K, &[cols as u64, rows as u64], first)
+        .expect("add");
+    let file =
+        GgufFile::from_bytes(wr.to_bytes().expect("bytes"), OpenOptions::default()).expect("open");
+    let file = Arc::new(file);
+    let heads = Linear::bind_stack(&file, "heads", n, rows, cols).expect("bind");
+    let plain = Linear::bind(&file, "plain", rows, cols).expect("bind");
+    assert!(heads.iter().all(|h| !h.repackable()));
+    let scalar = Kernels::for_isa(Isa::Scalar).expect("scalar");
+    let entry = scalar.entry(GgmlType::Q4_K).expect("Q4_K");
+    let unpacked = TileDot::new_unpacked(&entry).expect("unpacked");
+    let tiled = TileDot::new_tiled(&entry).expect("tiled");
+    let single = TileDot::new(&entry);
+    let (mut differs, mut checked) = (0usize, 0usize);
+    for m in [1usize, 3, 9] {
+        let x: Vec<f32> = (0..n * m * cols)
+            .map(|_| rnd() * (1.0 + m as f32))
+            .collect();
+        let mut y = vec![f32::NAN; n * m * rows];
+        {
+            let mut products: Vec<GroupedProduct<'_>> = Vec::new();
+            let mut rest = &mut y[..];
+            for (h, w) in heads.iter().enumerate() {
+                let (yh, tail) = std::mem::take(&mut rest).split_at_mut(m * rows);
+                rest = tail;
+                products.push(GroupedProduct {
+                    w,
+                    rows: h * m..(h + 1) * m,
+                    y: yh,
+                });
+            }
+            matmul_heads(&pool, &x, &mut products, &mut MatmulScratch::default()).expect("heads");
+        }
+        let order = if m >= 8 { &tiled } else { &unpacked };
+        for (h, w) in heads.iter().enumerate() {
+            let mut acts = Vec::new();
+            for r in 0..m {
+                let row = &x[(h * m + r) * cols..(h * m + r + 1) * cols];
+                entry.act.quantize_row(row, &mut acts).expect("act");
+            }
+            let stride = entry.act.row_bytes(cols);
+            let ws: Vec<&[u8]> = w.bytes().chunks_exact(w.row_bytes()).collect();
+            let mut want = vec![0f32; m * rows];
+            order.dots(&ws, &acts, stride, &mut want);
+            let mut repacked_order = vec![0f32; m * rows];
+            single.dots(&ws, &acts, stride, &mut repacked_order);
+            for (k, (g, e)) in y[h * m * rows..(h + 1) * m * rows]
+                .iter()
+                .zip(&want)
+                .enumerate()
+            {
+                // `want` is token-major; `y` token-major too (m rows of `rows` outputs).
+                assert_eq!(
+                    g.to_bits(),
+                    e.to_bits(),
+                    "m {m} head {h} output {k}: {g} vs {e}"
+                );
+                differs += usize::from(g.to_bits() != repacked_order[k].to_bits());
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        differs > 0,
+        "no output of {checked} differed from the repacked order"
+    );
+    // The 2-D matrix with rows % 8 == 0 keeps the repacked GEMV's order in decode.
+    let x: Vec<f32> = (0..cols).map(|_| rnd()).collect();
+    let mut y = vec![0f32; rows];
+    matmul_split(
+        &pool,
+        &plain,
+        &x,
+        1,
+        0,
+        &mut y,
+        &mut MatmulScratch::default(),
+    )
+    .expect("plain");
+    let mut acts = Vec::new();
+    entry.act.quantize_row(&x, &mut acts).expect("act");
+    let ws: Vec<&[u8]> = plain.bytes().chunks_exact(plain.row_bytes()).collect();
+    let mut want = vec![0f32; rows];
+    single.dots(&ws, &acts, acts.len(), &mut want);
+    assert!(y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+}

@@ -118,6 +118,27 @@ impl TileDot {
         })
     }
 
+    /// llama.cpp's single-row order over Q4_K weights it does not repack (a matrix with
+    /// rows % 8 != 0, or a 3-D weight such as MLA's per-head `attn_v_b`):
+    /// `ggml_vec_dot_q4_K_q8_K`'s eight float lanes (bitwise `dot_q4_k_q8_k_lanes` on
+    /// every ISA), where [`TileDot::new`] follows the repacked GEMV. `None` for the
+    /// other types, whose single-row order is the same either way.
+    pub fn new_unpacked(entry: &DotEntry) -> Option<TileDot> {
+        if entry.ty != GgmlType::Q4_K || entry.path == KernelPath::ViaDequant {
+            return None;
+        }
+        let tile: TileFn = match entry.path {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Simd(Isa::Avx2 | Isa::Avx512) => crate::arch::x86_64::q4_k_lanes::tile,
+            _ => q4_k_lanes_scalar,
+        };
+        Some(TileDot {
+            entry: *entry,
+            tile: Some(tile),
+            prompt: true,
+        })
+    }
+
     /// llamafile's tinyBLAS form of `entry` for a `rows × cols` matrix: what llama.cpp
     /// computes a mul_mat of at least two activation rows with when the weights are F32
     /// or F16, the build has AVX2 or AVX-512 (8 or 16 lanes) and tinyBLAS takes the
@@ -288,6 +309,11 @@ fn q3_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) 
 /// The scalar tiled-order Q4_K tile: a loop of `dot_q4_k_q8_k_tiled`.
 fn q4_k_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
     loop_tile(kquants::dot_q4_k_q8_k_tiled, ws, acts, stride, out);
+}
+
+/// The scalar unpacked-order Q4_K tile: a loop of `dot_q4_k_q8_k_lanes`.
+fn q4_k_lanes_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(kquants::dot_q4_k_q8_k_lanes, ws, acts, stride, out);
 }
 
 /// The scalar tiled-order Q5_K tile: a loop of `dot_q5_k_q8_k_tiled`.

@@ -101,3 +101,68 @@ fn tiled_order_matches_scalar_reference_on_every_isa() {
         "the tiled order never differed from the single-row order: {differs:?}"
     );
 }
+
+/// ggml's unrepacked Q4_K single-row order (`TileDot::new_unpacked`): bitwise the scalar
+/// reference on every ISA this CPU runs, within rounding of the repacked order
+/// (`TileDot::new`) and different from it in some outputs; `None` for other types.
+#[test]
+fn unpacked_q4_k_order_matches_scalar_reference_on_every_isa() {
+    const COLS: usize = 1024;
+    let scalar = Kernels::for_isa(Isa::Scalar).expect("scalar");
+    let reference =
+        TileDot::new_unpacked(&scalar.entry(GgmlType::Q4_K).expect("Q4_K")).expect("unpacked");
+    let (mut checked, mut differs) = (0usize, 0usize);
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        for entry in kernels.entries() {
+            let Some(unpacked) = TileDot::new_unpacked(entry) else {
+                assert_ne!(
+                    entry.ty,
+                    GgmlType::Q4_K,
+                    "Q4_K has an unpacked form on {isa:?}"
+                );
+                continue;
+            };
+            assert_eq!(entry.ty, GgmlType::Q4_K);
+            let ws: Vec<Vec<u8>> = (0..9u64)
+                .map(|i| {
+                    let mut w = Vec::new();
+                    let wx = uniform(100 * i + 3, COLS, 0.25 + i as f32);
+                    fucina_quant::quantize(GgmlType::Q4_K, &wx, &mut w).expect("quantize");
+                    w
+                })
+                .collect();
+            let wr: Vec<&[u8]> = ws.iter().map(|w| w.as_slice()).collect();
+            let stride = entry.act.row_bytes(COLS);
+            let mut acts = Vec::new();
+            for r in 0..6u64 {
+                let x = uniform(r + 11, COLS, 1.0 + r as f32 * 9.0);
+                entry.act.quantize_row(&x, &mut acts).expect("activation");
+            }
+            let n = 6;
+            let (mut got, mut want) = (vec![f32::NAN; n * 9], vec![f32::NAN; n * 9]);
+            unpacked.dots(&wr, &acts, stride, &mut got);
+            reference.dots(&wr, &acts, stride, &mut want);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (t, i) = (k / 9, k % 9);
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "{isa:?}, weight row {i}, row {t}: {g} vs {w}"
+                );
+                let single = entry.dot(wr[i], &acts[t * stride..(t + 1) * stride]);
+                assert!(
+                    (g - single).abs() <= 1e-4 * (1.0 + single.abs()),
+                    "{g} vs {single}"
+                );
+                differs += usize::from(g.to_bits() != single.to_bits());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 54, "{checked}");
+    assert!(
+        differs > 0,
+        "the unpacked order never differed from the repacked one"
+    );
+}

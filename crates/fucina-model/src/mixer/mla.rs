@@ -17,7 +17,7 @@
 //!    kv_lora_rank`), then `attn_output`.
 //!
 //! As llama.cpp, the last layer computes every row and keeps the output rows only
-//! after `attn_output`. The per-head products run through [`matmul_grouped`], one
+//! after `attn_output`. The per-head products run through [`matmul_heads`], one
 //! parallel section for all heads.
 //!
 //! The cache keeps the latent rows as keys and the first `kv_lora_rank` dims again
@@ -34,7 +34,7 @@ use super::attention::plan_attention;
 use crate::config::{LayerConfig, MlaGeometry};
 use crate::forward::{grow, par_rows, BatchRow, Scratch};
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul, matmul_grouped, matmul_many, GroupedProduct};
+use crate::matmul::{matmul, matmul_heads, matmul_many, GroupedProduct};
 use crate::model::Model;
 use crate::ops::attention::{attend_group, AttnParams, AttnScratch};
 use crate::ops::norm::rms_norm_inplace;
@@ -186,7 +186,7 @@ fn per_head_products(
             y: yh,
         });
     }
-    matmul_grouped(&model.pool, x, None, &mut products, s)
+    matmul_heads(&model.pool, x, &mut products, s)
 }
 
 /// Run layer `il`'s MLA on the normed rows in `s.xn` (`rows.len()` of them): writes

@@ -335,6 +335,42 @@ pub(crate) fn dot_q4_k_q8_k_pairs(w: &[u8], a: &[u8]) -> f32 {
     acc - accm
 }
 
+/// Q4_K weights · Q8_K activations in ggml's unrepacked order: the float steps of
+/// `ggml_vec_dot_q4_K_q8_K` (x86 AVX2 body), which llama.cpp runs where it does not
+/// repack a Q4_K matrix (rows % 8 != 0, or a 3-D weight such as MLA's `attn_v_b`) and
+/// the batch is too small for its tiled kernel. Eight f32 lanes, lane `l` taking the
+/// exact sum over elements `4l..4l+4` of every 32-element sub-block (times its scale)
+/// by `fma(d_a·d_w, ·, lane)`; four lanes of mins (`-(d_a·dmin_w)` times the pair sums
+/// `mn_2i·(bsum_4i + bsum_4i+1) + mn_2i+1·(bsum_4i+2 + bsum_4i+3)`); then
+/// `hsum_float_8(lanes) + ((m0 + m2) + (m1 + m3))`.
+pub(crate) fn dot_q4_k_q8_k_lanes(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut acc_m = [0f32; 4];
+    for (x, y) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (sc, mn) = k_scale_min(&x[4..16]);
+        let qs = &x[16..144];
+        let da = f32_at(y, 0);
+        let (d, dmin) = (da * f16_at(x, 0), -(da * f16_at(x, 2)));
+        let mut lanes = [0i32; 8];
+        for (g, &s_g) in sc.iter().enumerate() {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                let s: i32 = (32 * g + 4 * l..32 * g + 4 * l + 4)
+                    .map(|i| i32::from(k_nibble(qs, i)) * aq(y, i))
+                    .sum();
+                *lane += i32::from(s_g) * s;
+            }
+        }
+        for (acc, lane) in acc.iter_mut().zip(lanes) {
+            *acc = d.mul_add(lane as f32, *acc);
+        }
+        let pair = |g: usize| i32::from(mn[g]) * (bsum(y, 2 * g) + bsum(y, 2 * g + 1));
+        for (i, m) in acc_m.iter_mut().enumerate() {
+            *m = dmin.mul_add((pair(2 * i) + pair(2 * i + 1)) as f32, *m);
+        }
+    }
+    hsum_lanes8(&acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
+}
+
 /// Q5_K weights · Q8_K activations.
 pub(crate) fn dot_q5_k_q8_k(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;

@@ -9,6 +9,7 @@ pub(crate) mod gemm_avx512;
 mod gemm_blocks;
 pub(crate) mod kq_tiled;
 mod primitives;
+pub(crate) mod q4_k_lanes;
 pub(crate) mod q4_k_tiles;
 pub(crate) mod q6_k_x8;
 pub(crate) mod q8_0_x8;
