@@ -112,6 +112,9 @@ fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
         out.copy_from_slice(&q4_k_rows8(w, a8));
         return out;
     }
+    if N < 4 {
+        return q4_k_rows_ymm(w, a);
+    }
     let mut acc = [0f32; N];
     let mut accm = [0f32; N];
     let nb = a.iter().fold(w.len() / 144, |n, y| n.min(y.len() / 292));

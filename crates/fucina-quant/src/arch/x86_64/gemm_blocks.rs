@@ -195,8 +195,15 @@ macro_rules! gemm_kernels {
                         let y = &y[292 * b..292 * b + 292];
                         let p0 = _mm256_maddubs_epi16(q0, load_i256(&y[4 + 64 * j..36 + 64 * j]));
                         let p1 = _mm256_maddubs_epi16(q1, load_i256(&y[36 + 64 * j..68 + 64 * j]));
-                        *sumi = madd_acc(*sumi, p0, s0);
-                        *sumi = madd_acc(*sumi, p1, s1);
+                        *sumi = if N < 4 {
+                            // Few rows: one chain per row would serialise eight
+                            // multiply-adds (5 cycles each as `vpdpwssd`); a
+                            // partial per sub-block pair keeps the chain to adds.
+                            let t = madd_acc(_mm256_setzero_si256(), p0, s0);
+                            _mm256_add_epi32(*sumi, madd_acc(t, p1, s1))
+                        } else {
+                            madd_acc(madd_acc(*sumi, p0, s0), p1, s1)
+                        };
                     }
                 }
                 let (dx, dmx) = (f16x8(x, 0), f16x8(x, 2));
