@@ -8,8 +8,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 venv="$here/.peers"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF" \
-  "$venv/bin/pip" install -q "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION:-0.3.36}" gguf numpy tokenizers
+# On a CPU with AMX, llama.cpp 0.3.36's native build (`AMX_INT8 = 1`) segfaults in
+# ggml_backend_amx_mul_mat on the first batch of more than one token (seen on a 2-core
+# Xeon VM that exposes amx_tile / amx_int8, for Gemma 3 270M and both MoE bench files;
+# single-token decode ran). The peer is then built native minus AMX (GCC's explicit
+# -mno-amx-* win over -march=native), keeping AVX-512 / VNNI and the CPU_REPACK layouts.
+# PEER_AMX=1 keeps AMX.
+native_flags=""
+if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && [ "${PEER_AMX:-0}" != 1 ]; then
+  native_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  echo "host has AMX: building llama.cpp without it (PEER_AMX=1 keeps it; see the comment above)"
+fi
+CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DCMAKE_C_FLAGS='$native_flags' -DCMAKE_CXX_FLAGS='$native_flags'" \
+  "$venv/bin/pip" install -q --no-cache-dir "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION:-0.3.36}" gguf numpy tokenizers
 "$venv/bin/python" -c "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__)"
 
 # llama-cpp-python's OpenAI server (python -m llama_cpp.server): its `server` extra's
@@ -28,6 +39,7 @@ trap 'rm -rf "$src"' EXIT
 tar xzf "$src"/llama_cpp_python-*.tar.gz -C "$src"
 PATH="$venv/bin:$PATH" cmake -S "$(echo "$src"/llama_cpp_python-*/vendor/llama.cpp)" -B "$venv/llama.cpp-build" \
   -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >/dev/null
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+  -DCMAKE_C_FLAGS="$native_flags" -DCMAKE_CXX_FLAGS="$native_flags" >/dev/null
 PATH="$venv/bin:$PATH" cmake --build "$venv/llama.cpp-build" --target llama-server -j "$(nproc)" >/dev/null
 "$venv/llama.cpp-build/bin/llama-server" --version 2>&1 | head -1
