@@ -289,13 +289,7 @@ fn mla_head_matrices_take_ggml_unrepacked_q4_k_order() {
     use fucina_quant::{Isa, Kernels, TileDot};
     let pool = ThreadPool::new(2).expect("pool");
     let (n, rows, cols) = (3usize, 24usize, 512usize);
-    let mut seed = 0x9e37_79b9_u32;
-    let mut rnd = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 17;
-        seed ^= seed << 5;
-        (seed as f32 / u32::MAX as f32) * 2.0 - 1.0
-    };
+    let mut rnd = common::uniform_stream(0x9e37_79b9_u32);
     let w: Vec<f32> = (0..n * rows * cols).map(|_| rnd() * 0.1).collect();
     let mut data = Vec::new();
     fucina_quant::quantize(GgmlType::Q4_K, &w, &mut data).expect("quantize");

@@ -231,13 +231,7 @@ fn grouped_matmul_matches_per_expert_and_scalar_reference() {
     use fucina_model::{Linear, ThreadPool};
     let pool = ThreadPool::new(2).expect("pool");
     let (n_exp, cols) = (5usize, 256usize);
-    let mut seed = 0x2545_f491_u32;
-    let mut rnd = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 17;
-        seed ^= seed << 5;
-        (seed as f32 / u32::MAX as f32) * 2.0 - 1.0
-    };
+    let mut rnd = common::uniform_stream(0x2545_f491_u32);
     let m_src = 11;
     let x: Vec<f32> = (0..m_src * cols).map(|_| rnd()).collect();
     // Expert e gets rows_of[e] gathered rows (0: unused; 9: the tiled order).

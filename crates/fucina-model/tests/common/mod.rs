@@ -46,6 +46,16 @@ pub fn load(stem: &str) -> Arc<Model> {
     )
 }
 
+/// A xorshift32 stream of uniform values in [-1, 1) from `seed` (nonzero).
+pub fn uniform_stream(mut seed: u32) -> impl FnMut() -> f32 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed as f32 / u32::MAX as f32) * 2.0 - 1.0
+    }
+}
+
 /// max |Δ| / max |reference| of one position.
 pub fn rel(want: &[f32], got: &[f32]) -> f64 {
     let scale = want.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
