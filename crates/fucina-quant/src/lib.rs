@@ -17,6 +17,8 @@ pub mod activation;
 mod arch;
 pub mod dispatch;
 mod error;
+pub mod f16dot;
+pub mod f16dot_vec;
 pub mod formats;
 pub mod gemm;
 pub mod half;

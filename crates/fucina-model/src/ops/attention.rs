@@ -14,7 +14,7 @@
 //! rows are dequantized into the weighted accumulation. An F32 cache is exact.
 
 use crate::kv_cache::{KvCache, KvDtype};
-use crate::ops::f16dot::{self, dots_n, round_f16_in_place, DotsShape, F16_PAD};
+use crate::ops::f16dot::{self, dots_n, prefetch, round_f16_in_place, DotsShape, F16_PAD};
 use crate::ops::f16dot_vec::{dots_vec, dots_vec_f16, dots_vec_n, F16Shape};
 use crate::ops::softmax::softmax_cells;
 use crate::ModelError;
@@ -71,23 +71,6 @@ const KEY_BLOCK: usize = 64;
 /// rows are a short run every `n_head_kv · head_dim` values, a stream the hardware
 /// prefetchers follow poorly (decode at long contexts reads them from memory).
 const K_PREFETCH: usize = 32;
-
-/// Ask for the cache lines of `bytes` ahead of their use (a hint: no effect on
-/// results).
-#[inline(always)]
-pub(crate) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: prefetching is a hint that never faults; the address is in `bytes`.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 /// V^T dims widened per block of the f16 `p·v` loop.
 const DIM_BLOCK: usize = 8;

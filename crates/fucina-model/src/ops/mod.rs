@@ -6,8 +6,9 @@ pub mod attention;
 pub mod deltanet;
 #[cfg(target_arch = "x86_64")]
 mod deltanet_avx512;
-pub mod f16dot;
-pub mod f16dot_vec;
 pub mod norm;
 pub mod rope;
 pub mod softmax;
+
+// The attention dot kernels live in fucina-quant with the other kernels.
+pub use fucina_quant::{f16dot, f16dot_vec};

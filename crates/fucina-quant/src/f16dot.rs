@@ -4,15 +4,15 @@
 //! output (lane = element index mod 16), reduced with `_mm512_reduce_add_ps`.
 //!
 //! llama.cpp runs single-token decode through `ggml_vec_dot_f16` instead (four
-//! 16-lane accumulators): that order lives in [`super::f16dot_vec`], and the
-//! forward picks it for one-row batches and, in pinned mode, for every row (so a
+//! 16-lane accumulators): that order lives in [`crate::f16dot_vec`], and the
+//! model's forward picks it for one-row batches and, in pinned mode, for every row (so a
 //! batch of rows equals the same rows one at a time, bitwise).
 //!
 //! Inputs are f16 values widened to f32, padded with zeros to a multiple of
 //! [`F16_PAD`]: `fma(0, v, acc) = acc`, so padding (like llama.cpp's masked
 //! cells) changes nothing.
 
-use fucina_quant::half::{f16_to_f32, f32_to_f16};
+use crate::half::{f16_to_f32, f32_to_f16};
 
 /// Element alignment of the inputs (a multiple of the 16 lanes).
 pub const F16_PAD: usize = 64;
@@ -44,7 +44,7 @@ fn body_fma(x: &[f32], y: &[f32]) -> f32 {
 
 /// Whether the CPU has FMA (detected once).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn has_fma() -> bool {
+pub fn has_fma() -> bool {
     use std::sync::OnceLock;
     static FMA: OnceLock<bool> = OnceLock::new();
     *FMA.get_or_init(|| std::arch::is_x86_feature_detected!("fma"))
@@ -68,12 +68,15 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
 /// conversion; chunks holding a NaN take the software path so NaN payloads match.
 pub fn to_f16_bits(src: &[f32], dst: &mut [u16]) {
     assert_eq!(src.len(), dst.len(), "to_f16_bits lengths");
-    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if has_f16c() {
+    let done = if has_f16c() {
         // SAFETY: F16C and AVX were detected at run time (has_f16c).
-        done = unsafe { to_f16_bits_f16c(src, dst) };
-    }
+        unsafe { to_f16_bits_f16c(src, dst) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
     for (o, &x) in dst[done..].iter_mut().zip(&src[done..]) {
         *o = f32_to_f16(x);
     }
@@ -170,8 +173,8 @@ fn body_choice() -> Body {
     *B.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            use fucina_quant::Isa;
-            let isa = fucina_quant::Kernels::from_env().map_or_else(|_| Isa::best(), |k| k.isa());
+            use crate::Isa;
+            let isa = crate::Kernels::from_env().map_or_else(|_| Isa::best(), |k| k.isa());
             match isa {
                 Isa::Avx512 if std::arch::is_x86_feature_detected!("avx512f") => Body::Avx512,
                 Isa::Avx2 | Isa::Avx512 => Body::Avx2,
@@ -230,7 +233,7 @@ impl DotsShape {
 #[inline]
 pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
     assert!(
-        N > 0 && sh.len % 16 == 0 && out.len() >= (N - 1) * sh.out_stride + sh.ny,
+        N > 0 && sh.len.is_multiple_of(16) && out.len() >= (N - 1) * sh.out_stride + sh.ny,
         "dots shape"
     );
     assert!(x.len() >= (N - 1) * sh.x_stride + sh.len, "dots x bounds");
@@ -469,6 +472,23 @@ pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
         sh,
         out,
     );
+}
+
+/// Ask for the cache lines of `bytes` ahead of their use (a hint: no effect on
+/// results).
+#[inline(always)]
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: prefetching is a hint that never faults; the address is in `bytes`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 #[cfg(test)]

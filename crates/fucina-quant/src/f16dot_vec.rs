@@ -17,7 +17,9 @@
 //! cell or head-dim offset aligned to [`super::f16dot::F16_PAD`]) so the
 //! accumulator of each element is llama.cpp's.
 
-use super::f16dot::{chunk_mask, masked_chunk, reduce16, DotsShape};
+#[cfg(target_arch = "x86_64")]
+use super::f16dot::{chunk_mask, masked_chunk};
+use super::f16dot::{reduce16, DotsShape};
 
 const STEP: usize = 64;
 
@@ -28,9 +30,8 @@ fn use_avx512() -> bool {
     use std::sync::OnceLock;
     static B: OnceLock<bool> = OnceLock::new();
     *B.get_or_init(|| {
-        let isa = fucina_quant::Kernels::from_env()
-            .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa());
-        isa == fucina_quant::Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512f")
+        let isa = crate::Kernels::from_env().map_or_else(|_| crate::Isa::best(), |k| k.isa());
+        isa == crate::Isa::Avx512 && std::arch::is_x86_feature_detected!("avx512f")
     })
 }
 
@@ -41,9 +42,8 @@ fn use_avx2() -> bool {
     use std::sync::OnceLock;
     static B: OnceLock<bool> = OnceLock::new();
     *B.get_or_init(|| {
-        let isa = fucina_quant::Kernels::from_env()
-            .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa());
-        matches!(isa, fucina_quant::Isa::Avx2 | fucina_quant::Isa::Avx512)
+        let isa = crate::Kernels::from_env().map_or_else(|_| crate::Isa::best(), |k| k.isa());
+        matches!(isa, crate::Isa::Avx2 | crate::Isa::Avx512)
             && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
@@ -165,7 +165,7 @@ unsafe fn dots_f16_avx2<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, out:
         if sh.y_stride > sh.len {
             for i in b1..(b1 + Y_BLOCK).min(sh.ny) {
                 let yo = 2 * i * sh.y_stride;
-                super::attention::prefetch(&y[yo + 2 * v0..yo + 2 * v1]);
+                super::f16dot::prefetch(&y[yo + 2 * v0..yo + 2 * v1]);
             }
         }
         for h in 0..N {
@@ -471,7 +471,7 @@ fn reduce16x16(v: &[core::arch::x86_64::__m512; 16]) -> core::arch::x86_64::__m5
 /// only be a multiple of 16.
 pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
     assert!(
-        N > 0 && sh.len % 16 == 0 && out.len() >= (N - 1) * sh.out_stride + sh.ny,
+        N > 0 && sh.len.is_multiple_of(16) && out.len() >= (N - 1) * sh.out_stride + sh.ny,
         "dots_vec shape"
     );
     assert!(
@@ -529,7 +529,7 @@ pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32
     #[cfg(target_arch = "x86_64")]
     {
         let avx512 = use_avx512_f16();
-        if !(avx512 || use_avx2()) || sh.len % STEP != 0 || n == 0 || sh.ny == 0 {
+        if !(avx512 || use_avx2()) || !sh.len.is_multiple_of(STEP) || n == 0 || sh.ny == 0 {
             return false;
         }
         assert!(
@@ -608,7 +608,7 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
             // flight hide the latency the hardware prefetcher leaves on strides.
             if sh.y_stride > sh.len && i + k + PREFETCH_ROWS < sh.ny {
                 let ahead = &y[yo + 2 * PREFETCH_ROWS * sh.y_stride..];
-                super::attention::prefetch(&ahead[2 * sh.valid.start..2 * sh.valid.end]);
+                super::f16dot::prefetch(&ahead[2 * sh.valid.start..2 * sh.valid.end]);
             }
             let mut acc = [[_mm512_setzero_ps(); 4]; N];
             // Whole 64-element steps, the four chunks unrolled so that every
@@ -767,7 +767,7 @@ mod tests {
 
     #[test]
     fn fused_f16_equals_widened_dots_bitwise() {
-        use fucina_quant::half::{f32_to_f16, widen_f16_into};
+        use crate::half::{f32_to_f16, widen_f16_into};
         for (len, ny, valid) in [
             (64, 3, 0..64),
             (128, 37, 0..128),
@@ -816,7 +816,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_bodies_equal_the_literal_order_bitwise() {
-        use fucina_quant::half::{f16_to_f32, f32_to_f16};
+        use crate::half::{f16_to_f32, f32_to_f16};
         if !(std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c"))
@@ -901,7 +901,7 @@ mod tests {
             let mut a = [0f32];
             let mut b = [0f32];
             dots_vec::<1>(&x, &y, &sh, &mut a);
-            super::super::f16dot::dots::<1>(&x, &y, &sh, &mut b);
+            crate::f16dot::dots::<1>(&x, &y, &sh, &mut b);
             differ += usize::from(a[0].to_bits() != b[0].to_bits());
         }
         assert!(differ > 0);
