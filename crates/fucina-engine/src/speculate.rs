@@ -151,17 +151,19 @@ impl Generation {
             };
             let mut draft = std::mem::take(&mut spec.draft);
             draft.clear();
-            // A long text match re-arms the gate for the text sources' free drafts; the
-            // MTP head's drafts cost a head forward each, so only the gate's own
+            // A long text match drafts (the text sources' drafts are free, and a long
+            // match is the likeliest to be accepted, also on a model with an MTP head)
+            // and re-arms the gate; otherwise the MTP head drafts where there is one,
+            // and since its drafts cost a head forward each, only the gate's own
             // measurements decide for it.
-            let strong = spec.mtp.is_none() && spec.index.best_match() >= STRONG_MATCH;
+            let strong = spec.index.best_match() >= STRONG_MATCH;
             let allowed = spec.gate.allows(strong);
             if allowed {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
                     let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
                     let t = Instant::now();
-                    match spec.mtp.as_mut() {
+                    match spec.mtp.as_mut().filter(|_| !strong) {
                         Some(m) => m.suggest(&self.history, budget, &mut draft),
                         None => spec.index.suggest_with(
                             &self.history,
