@@ -422,11 +422,12 @@ impl<'a> Plan<'a> {
         // the other Q4_K matrices `ggml_vec_dot_q4_K_q8_K`'s.
         let repacked =
             entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0 && op != Op::MulMat3d;
-        let single = match repacked {
-            true => None,
-            false => TileDot::new_unpacked(&entry),
-        }
-        .unwrap_or_else(|| TileDot::new(&entry));
+        let unpacked = if repacked {
+            None
+        } else {
+            TileDot::new_unpacked(&entry)
+        };
+        let single = unpacked.unwrap_or_else(|| TileDot::new(&entry));
         // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
         // except over the weights it repacks.
         let tiled = if pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {

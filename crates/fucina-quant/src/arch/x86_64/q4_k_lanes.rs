@@ -17,6 +17,7 @@ crate::arch::x86_64::primitives::simd_primitives!("avx2,fma,f16c");
 fn dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm_setzero_ps();
+    let m4 = _mm256_set1_epi8(0x0f);
     for (x, y) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
         let d = da * _mm256_cvtss_f32(f16x8(x, 0));
@@ -29,7 +30,6 @@ fn dot(w: &[u8], a: &[u8]) -> f32 {
         );
         let prod = _mm_madd_epi16(mn, q8s);
         acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
-        let m4 = _mm256_set1_epi8(0x0f);
         let mut sumi = _mm256_setzero_si256();
         for j in 0..4 {
             let q4 = load_i256(&x[16 + 32 * j..48 + 32 * j]);
