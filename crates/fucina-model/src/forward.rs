@@ -358,8 +358,11 @@ impl Model {
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
         if let Some(c) = cfg.final_softcap {
+            // llama.cpp's ggml_scale(1/c), ggml_tanh (tanhf), ggml_scale(c): a multiply
+            // by the rounded reciprocal, not a division (they differ in the last bit).
+            let inv = 1.0 / c;
             par_rows(&self.pool, logits, vsz, &|_, l| {
-                l.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+                l.iter_mut().for_each(|v| *v = (*v * inv).tanh() * c);
             });
         }
         Ok(&s.logits[..n_out * vsz])
@@ -448,6 +451,7 @@ impl Model {
             lw.post_attn_norm.as_deref(),
             cfg.rms_eps,
         );
+        trace_layer("attn_out", il, &s.x[..mc * e], e);
 
         // FFN block.
         let xn = grow(&mut s.xn, mc * e);
@@ -477,6 +481,7 @@ impl Model {
             lw.post_ffn_norm.as_deref(),
             cfg.rms_eps,
         );
+        trace_layer("pe_in", il, &s.x[..mc * e], e);
 
         // Per-layer embedding block and output scale (Gemma 4).
         if let (Some(pl), Some(ple)) = (&lw.ple, &self.ple) {
@@ -500,6 +505,7 @@ impl Model {
         if let Some(scale) = lw.out_scale {
             s.x[..mc * e].iter_mut().for_each(|v| *v *= scale);
         }
+        trace_layer("l_out", il, &s.x[..mc * e], e);
         Ok(mc)
     }
 
@@ -567,5 +573,34 @@ impl Model {
             }
         }
         Ok(())
+    }
+}
+
+/// Developer trace for numerical comparisons against other engines: with
+/// `FUCINA_TRACE_LAYERS=FILE` in the environment, every layer of every forward appends
+/// residual rows after its mixer, its FFN and its end to FILE, as records `u32 tag
+/// length, tag, u32 layer, u32 rows, u32 width` then `rows × width` f32, all
+/// little-endian; the tags are llama.cpp's tensor names (`attn_out`, `pe_in`,
+/// `l_out`, with `-<il>` there). Off (one cached check per point) otherwise.
+pub(crate) fn trace_layer(tag: &str, il: usize, x: &[f32], e: usize) {
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+    static TRACE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
+    let Some(file) = TRACE.get_or_init(|| {
+        let path = std::env::var_os("FUCINA_TRACE_LAYERS")?;
+        std::fs::File::create(path).ok().map(Mutex::new)
+    }) else {
+        return;
+    };
+    let mut rec = Vec::with_capacity(16 + tag.len() + 4 * x.len());
+    rec.extend_from_slice(&(tag.len() as u32).to_le_bytes());
+    rec.extend_from_slice(tag.as_bytes());
+    for v in [il, x.len() / e.max(1), e] {
+        rec.extend_from_slice(&(v as u32).to_le_bytes());
+    }
+    rec.extend(x.iter().flat_map(|v| v.to_le_bytes()));
+    if let Ok(mut f) = file.lock() {
+        // A diagnostic: a failed write loses the trace, never the forward.
+        let _ = f.write_all(&rec);
     }
 }

@@ -214,8 +214,10 @@ fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool, String) {
 /// Qwen3.5 f32: both engines are within a few 1e-6 of transformers; f16 and Q8_0
 /// weights: each engine rounds activations and the recurrence in its own last bits,
 /// which the recurrent state carries along. Gemma 4 looks GELU up in ggml's f16
-/// table as llama.cpp does: with f16 or Q8_0 weights (the same dot products in both
-/// engines) its logits are 2.8e-7 from llama.cpp's; with f32 weights the two
+/// table as llama.cpp does: with Q8_0 weights (the same dot products in both
+/// engines) its logits are llama.cpp's to the goldens' printed precision (4.7e-8; the
+/// final soft cap multiplies by the rounded 1/c as ggml_scale does, where a division
+/// left 2.8e-7); with f32 weights the two
 /// engines' f32 dot products differ in their last bits, which the table turns into
 /// an occasional whole f16 step (5.7e-4). The MoE hybrids: f32 as Qwen3.5; with f16
 /// weights one near-tied routing choice of the tiny qwen35moe goes the other way in
@@ -228,7 +230,7 @@ const LLAMA_CPP: [(&str, &str, f64, f64); 15] = [
     ("qwen35", "q8_0", 1e-1, 0.99),
     ("gemma4", "f32", 2e-3, 0.99),
     ("gemma4", "f16", 1e-4, 0.99),
-    ("gemma4", "q8_0", 1e-4, 0.99),
+    ("gemma4", "q8_0", 1e-7, 0.99),
     ("qwen35moe", "f32", 1e-5, 0.99),
     ("qwen35moe", "f16", 3e-1, 0.99),
     ("qwen35moe", "q8_0", 1e-1, 0.99),
@@ -237,7 +239,7 @@ const LLAMA_CPP: [(&str, &str, f64, f64); 15] = [
     ("qwen3next", "q8_0", 1e-1, 0.99),
     ("gemma4-moe", "f32", 5e-5, 0.99),
     ("gemma4-moe", "f16", 1e-4, 0.99),
-    ("gemma4-moe", "q8_0", 1e-4, 0.99),
+    ("gemma4-moe", "q8_0", 1e-7, 0.99),
 ];
 
 /// The bound of an f16-weight variant whose llama.cpp goldens were made by another

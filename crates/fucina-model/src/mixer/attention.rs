@@ -217,6 +217,9 @@ pub(crate) fn forward_layer(
                     .for_each(|h| rms_norm_unit_inplace(h, cfg.rms_eps));
             });
         }
+        crate::forward::trace_layer("Qcur_pos", il, q, qd);
+        crate::forward::trace_layer("Kcur_pos", il, k, kd);
+        crate::forward::trace_layer("Vcur_normed", il, v, vd);
         for (r, row) in rows.iter().enumerate() {
             let kr = &k[r * kd..(r + 1) * kd];
             caches[row.seq].write(il, row.pos, kr, &v[r * vd..(r + 1) * vd])?;
@@ -313,6 +316,7 @@ pub(crate) fn forward_layer(
         });
     }
 
+    crate::forward::trace_layer("kqv_out", il, &s.attn[..n_act * ad], ad);
     let o = grow(&mut s.o, n_act * e);
     // llama.cpp projects all m rows before dropping the non-output ones at the
     // last layer: keep each kept row's place in its GEMM / GEMV split.

@@ -143,7 +143,8 @@ pub fn attend_head(
     let mut max = f32::NEG_INFINITY;
     for v in s.scores.iter_mut() {
         if let Some(c) = p.softcap {
-            *v = (*v / c).tanh() * c;
+            // ggml_scale(1/c), tanhf, ggml_scale(c), as llama.cpp's graph.
+            *v = (*v * (1.0 / c)).tanh() * c;
         }
         *v *= p.kq_scale;
         max = max.max(*v);
@@ -361,7 +362,8 @@ pub fn attend_group(
         for h in 0..g {
             let sc = &mut s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
             if let Some(c) = p.softcap {
-                sc.iter_mut().for_each(|v| *v = (*v / c).tanh() * c);
+                let inv = 1.0 / c;
+                sc.iter_mut().for_each(|v| *v = (*v * inv).tanh() * c);
             }
             sc.iter_mut().for_each(|v| *v *= p.kq_scale);
             softmax_cells(sc, st, row_max(sc));
