@@ -149,6 +149,8 @@ fn main() {
         (GgmlType::Q6_K, 4096, 4096),
         // The output head of the Qwen2/Qwen3 family in a Q4_K_M file.
         (GgmlType::Q6_K, 151_936, 2048),
+        // Qwen3.5-0.8B's output head (short rows: 4 super-blocks each).
+        (GgmlType::Q6_K, 248_320, 1024),
     ];
     for &(ty, rows, cols) in shapes {
         let name = format!("{ty} {rows}x{cols}");

@@ -262,3 +262,88 @@ fn releasing_repack_reports_every_slice_once() {
         .expect("packed");
     assert!(sliced.bytes() == whole.bytes());
 }
+
+/// The packed Q4_K products at the integer bounds: every nibble 15, every 6-bit
+/// scale and min 63, activation blocks of constant sign (each quant −128, or 127
+/// and −128 alternating). Without VNNI the kernels sum a sub-block's `maddubs`
+/// pairs in i16 before widening (±30,720 at most): these inputs reach that bound,
+/// and the products must still be the row-major kernels' bitwise.
+#[test]
+fn packed_q4_k_products_at_the_integer_bounds() {
+    let (rows, cols) = (16, 1024);
+    let mut block = [0xffu8; 144];
+    block[..2].copy_from_slice(&0x1c00u16.to_le_bytes()); // d
+    block[2..4].copy_from_slice(&0x1800u16.to_le_bytes()); // dmin
+    let w: Vec<u8> = (0..rows * cols / 256).flat_map(|_| block).collect();
+    let mut checked = 0;
+    for isa in Isa::available() {
+        let kernels = Kernels::for_isa(isa).expect("available ISA");
+        let entry = kernels.entry(GgmlType::Q4_K).expect("Q4_K");
+        let Some(packed) = Packed::new(&entry, &w, rows, cols).expect("repack") else {
+            continue;
+        };
+        let stride = entry.act.row_bytes(cols);
+        let mut acts = Vec::new();
+        for t in 0..5 {
+            let x: Vec<f32> = (0..cols)
+                .map(|i| match t {
+                    0 => -1.0,
+                    1 => 1.0,
+                    2 => {
+                        if i % 2 == 0 {
+                            1.0
+                        } else {
+                            -0.99
+                        }
+                    }
+                    _ => {
+                        if i % 3 == 0 {
+                            -3.0
+                        } else {
+                            2.9
+                        }
+                    }
+                })
+                .collect();
+            entry.act.quantize_row(&x, &mut acts).expect("activation");
+        }
+        let rb = cols / 256 * 144;
+        let ws: Vec<&[u8]> = (0..rows).map(|r| &w[r * rb..(r + 1) * rb]).collect();
+        for (order, reference) in [
+            (Q4KOrder::Single, TileDot::new(&entry)),
+            (Q4KOrder::Pairs, TileDot::new_prompt(&entry)),
+        ] {
+            for nt in [1usize, 4, 5] {
+                let mut got = vec![f32::NAN; nt * rows];
+                packed.dots(order, 0..rows, &acts[..nt * stride], stride, &mut got);
+                let mut want = vec![f32::NAN; nt * rows];
+                for c in (0..rows).step_by(8) {
+                    let mut part = vec![0f32; nt * 8];
+                    reference.dots(&ws[c..c + 8], &acts[..nt * stride], stride, &mut part);
+                    for t in 0..nt {
+                        want[t * rows + c..t * rows + c + 8]
+                            .copy_from_slice(&part[t * 8..t * 8 + 8]);
+                    }
+                }
+                for (k, (g, e)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        g.is_finite() && *g != 0.0,
+                        "{isa:?} {order:?}: output {k} = {g}"
+                    );
+                    assert_eq!(
+                        g.to_bits(),
+                        e.to_bits(),
+                        "{isa:?} {order:?} {nt} rows: output {k}: {g} vs {e}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    if Isa::available()
+        .iter()
+        .any(|i| matches!(i, Isa::Avx2 | Isa::Avx512))
+    {
+        assert!(checked > 0);
+    }
+}

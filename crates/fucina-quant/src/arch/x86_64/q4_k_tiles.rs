@@ -284,23 +284,38 @@ macro_rules! q4_k_tiles {
         }
     };
     (@dot $feat:literal, vnni) => {
-        /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` unsigned, `a` signed).
+        /// A partial dot accumulator: i32 lanes (`vpdpbusd` sums straight into them).
         #[target_feature(enable = $feat)]
         #[inline]
-        fn dpbusd(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+        fn dot_acc(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
             _mm256_dpbusd_epi32(acc, w, a)
+        }
+
+        /// The i32 lanes `Σ_b w[4k+b]·a[4k+b]` of two [`dot_acc`] accumulators, summed.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn dot_sum(x: __m256i, y: __m256i) -> __m256i {
+            _mm256_add_epi32(x, y)
         }
     };
     (@dot $feat:literal, novnni) => {
-        /// `acc + Σ_b w[4k+b]·a[4k+b]` per i32 lane (`w` ≤ 15 unsigned, `a` signed:
-        /// pairs ≤ 2·15·128, no `maddubs` saturation).
+        /// A partial dot accumulator without VNNI: the i16 pair sums of `maddubs`,
+        /// widened once per sub-block by [`dot_sum`] instead of once per product
+        /// (a third of the integer multiplies). Exact: `w` ≤ 15 unsigned and `a` in
+        /// −128..=127, so a pair is within ±3,840 and the 8 pairs a sub-block adds
+        /// per lane (both accumulators together) within ±30,720 < 2^15: no
+        /// `maddubs` saturation, no i16 wrap, the same i32 lanes as `vpdpbusd`.
         #[target_feature(enable = $feat)]
         #[inline]
-        fn dpbusd(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
-            _mm256_add_epi32(
-                acc,
-                _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)),
-            )
+        fn dot_acc(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+            _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
+        }
+
+        /// The i32 lanes of two [`dot_acc`] accumulators, summed.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn dot_sum(x: __m256i, y: __m256i) -> __m256i {
+            _mm256_madd_epi16(_mm256_add_epi16(x, y), _mm256_set1_epi16(1))
         }
     };
     ($feat:literal, $vnni:tt, $chunk:tt, $one_row:path) => {
@@ -550,14 +565,15 @@ macro_rules! q4_k_tiles {
                 for e in 0..8 {
                     let (wl, wh) = (p.lo[j][e], p.hi[j][e]);
                     for t in 0..N {
-                        lo[t] = dpbusd(lo[t], wl, bcast4(ys[t], 4 + 64 * j + 4 * e));
-                        hi[t] = dpbusd(hi[t], wh, bcast4(ys[t], 36 + 64 * j + 4 * e));
+                        lo[t] = dot_acc(lo[t], wl, bcast4(ys[t], 4 + 64 * j + 4 * e));
+                        hi[t] = dot_acc(hi[t], wh, bcast4(ys[t], 36 + 64 * j + 4 * e));
                     }
                 }
+                let zero = _mm256_setzero_si256();
                 for t in 0..N {
                     let isum = _mm256_add_epi32(
-                        _mm256_mullo_epi32(lo[t], p.sc[2 * j]),
-                        _mm256_mullo_epi32(hi[t], p.sc[2 * j + 1]),
+                        _mm256_mullo_epi32(dot_sum(lo[t], zero), p.sc[2 * j]),
+                        _mm256_mullo_epi32(dot_sum(hi[t], zero), p.sc[2 * j + 1]),
                     );
                     let imin = _mm256_madd_epi16(p.mn[j], _mm256_set1_epi32(bs[t][j]));
                     if PAIRS {
@@ -799,12 +815,12 @@ macro_rules! q4_k_tiles {
                     let v = load_i256(&blk[o..o + 32]);
                     let wl = _mm256_and_si256(v, m4);
                     let wh = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                    lo[e % 2] = dpbusd(lo[e % 2], wl, bcast4(y, 4 + 64 * j + 4 * e));
-                    hi[e % 2] = dpbusd(hi[e % 2], wh, bcast4(y, 36 + 64 * j + 4 * e));
+                    lo[e % 2] = dot_acc(lo[e % 2], wl, bcast4(y, 4 + 64 * j + 4 * e));
+                    hi[e % 2] = dot_acc(hi[e % 2], wh, bcast4(y, 36 + 64 * j + 4 * e));
                 }
                 let isum = _mm256_add_epi32(
-                    _mm256_mullo_epi32(_mm256_add_epi32(lo[0], lo[1]), sc[2 * j]),
-                    _mm256_mullo_epi32(_mm256_add_epi32(hi[0], hi[1]), sc[2 * j + 1]),
+                    _mm256_mullo_epi32(dot_sum(lo[0], lo[1]), sc[2 * j]),
+                    _mm256_mullo_epi32(dot_sum(hi[0], hi[1]), sc[2 * j + 1]),
                 );
                 let imin = _mm256_madd_epi16(mn[j], _mm256_set1_epi32(bs[j]));
                 tot = _mm256_add_epi32(tot, isum);
