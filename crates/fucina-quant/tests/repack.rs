@@ -85,6 +85,22 @@ fn scalar_isa_keeps_the_row_major_form() {
     assert!(Packed::new(&entry, &src, 8, 256).expect("scalar").is_none());
 }
 
+/// The row-major reference product of weight rows `ws` (a multiple of 8) with the
+/// first `nt` activation rows, `nt × ws.len()`, in chunks of 8 weight rows (its tile
+/// width).
+fn row_major(reference: &TileDot, ws: &[&[u8]], acts: &[u8], stride: usize, nt: usize) -> Vec<f32> {
+    let n = ws.len();
+    let mut want = vec![f32::NAN; nt * n];
+    for c in (0..n).step_by(8) {
+        let mut part = vec![0f32; nt * 8];
+        reference.dots(&ws[c..c + 8], &acts[..nt * stride], stride, &mut part);
+        for t in 0..nt {
+            want[t * n + c..t * n + c + 8].copy_from_slice(&part[t * 8..t * 8 + 8]);
+        }
+    }
+    want
+}
+
 #[test]
 fn packed_products_equal_row_major_products_bitwise() {
     let mut checked = 0;
@@ -125,16 +141,7 @@ fn packed_products_equal_row_major_products_bitwise() {
                     for nt in [1usize, 2, 3, 4, 5, 9, 19] {
                         let mut got = vec![f32::NAN; nt * n];
                         packed.dots(order, r.clone(), &acts[..nt * stride], stride, &mut got);
-                        let mut want = vec![f32::NAN; nt * n];
-                        // Row-major reference in chunks of 8 weight rows (its tile width).
-                        for c in (0..n).step_by(8) {
-                            let mut part = vec![0f32; nt * 8];
-                            reference.dots(&ws[c..c + 8], &acts[..nt * stride], stride, &mut part);
-                            for t in 0..nt {
-                                want[t * n + c..t * n + c + 8]
-                                    .copy_from_slice(&part[t * 8..t * 8 + 8]);
-                            }
-                        }
+                        let want = row_major(&reference, &ws, &acts, stride, nt);
                         for (k, (g, e)) in got.iter().zip(&want).enumerate() {
                             assert_eq!(
                                 g.to_bits(),
@@ -316,15 +323,7 @@ fn packed_q4_k_products_at_the_integer_bounds() {
             for nt in [1usize, 4, 5] {
                 let mut got = vec![f32::NAN; nt * rows];
                 packed.dots(order, 0..rows, &acts[..nt * stride], stride, &mut got);
-                let mut want = vec![f32::NAN; nt * rows];
-                for c in (0..rows).step_by(8) {
-                    let mut part = vec![0f32; nt * 8];
-                    reference.dots(&ws[c..c + 8], &acts[..nt * stride], stride, &mut part);
-                    for t in 0..nt {
-                        want[t * rows + c..t * rows + c + 8]
-                            .copy_from_slice(&part[t * 8..t * 8 + 8]);
-                    }
-                }
+                let want = row_major(&reference, &ws, &acts, stride, nt);
                 for (k, (g, e)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         g.is_finite() && *g != 0.0,
