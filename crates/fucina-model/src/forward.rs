@@ -20,6 +20,7 @@ use crate::model::Model;
 use crate::ops::attention::QueryRow;
 use crate::ops::norm::{rms_norm, rms_norm_inplace};
 use crate::ops::rope::rope_cache;
+use crate::ops::softmax::soft_cap;
 use crate::parallel::{SharedMut, ThreadPool};
 use crate::{ModelError, Result};
 
@@ -358,12 +359,7 @@ impl Model {
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
         if let Some(c) = cfg.final_softcap {
-            // llama.cpp's ggml_scale(1/c), ggml_tanh (tanhf), ggml_scale(c): a multiply
-            // by the rounded reciprocal, not a division (they differ in the last bit).
-            let inv = 1.0 / c;
-            par_rows(&self.pool, logits, vsz, &|_, l| {
-                l.iter_mut().for_each(|v| *v = (*v * inv).tanh() * c);
-            });
+            par_rows(&self.pool, logits, vsz, &|_, l| soft_cap(l, c));
         }
         Ok(&s.logits[..n_out * vsz])
     }

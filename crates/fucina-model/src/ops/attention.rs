@@ -16,7 +16,7 @@
 use crate::kv_cache::{KvCache, KvDtype};
 use crate::ops::f16dot::{self, dots_n, prefetch, round_f16_in_place, DotsShape, F16_PAD};
 use crate::ops::f16dot_vec::{dots_vec, dots_vec_f16, dots_vec_n, F16Shape};
-use crate::ops::softmax::softmax_cells;
+use crate::ops::softmax::{soft_cap, softmax_cells};
 use crate::ModelError;
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
 
@@ -140,12 +140,11 @@ pub fn attend_head(
     }
 
     // softmax(softcap(s) · scale), as ggml_soft_max_ext with a -inf mask outside.
+    if let Some(c) = p.softcap {
+        soft_cap(&mut s.scores, c);
+    }
     let mut max = f32::NEG_INFINITY;
     for v in s.scores.iter_mut() {
-        if let Some(c) = p.softcap {
-            // ggml_scale(1/c), tanhf, ggml_scale(c), as llama.cpp's graph.
-            *v = (*v * (1.0 / c)).tanh() * c;
-        }
         *v *= p.kq_scale;
         max = max.max(*v);
     }
@@ -362,8 +361,7 @@ pub fn attend_group(
         for h in 0..g {
             let sc = &mut s.scores[(r * g + h) * ns..][..row.pos + 1 - st];
             if let Some(c) = p.softcap {
-                let inv = 1.0 / c;
-                sc.iter_mut().for_each(|v| *v = (*v * inv).tanh() * c);
+                soft_cap(sc, c);
             }
             sc.iter_mut().for_each(|v| *v *= p.kq_scale);
             softmax_cells(sc, st, row_max(sc));

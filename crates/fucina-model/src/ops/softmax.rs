@@ -17,6 +17,14 @@ use crate::ops::f16dot::reduce16;
 
 const CHUNK: usize = 16;
 
+/// The soft cap `c·tanh(x/c)` in place, as llama.cpp's graph computes it:
+/// `ggml_scale(1/c)`, `ggml_tanh` (libm's `tanhf`), `ggml_scale(c)`. The multiply by
+/// the rounded reciprocal differs from a division in the last bit.
+pub fn soft_cap(x: &mut [f32], c: f32) {
+    let inv = 1.0 / c;
+    x.iter_mut().for_each(|v| *v = (*v * inv).tanh() * c);
+}
+
 /// ggml's `ggml_v_expf` (Cody–Waite reduction, degree-5 polynomial, `scalef`),
 /// one lane at a time; within ~1.5 ulp of `exp`. Written without an early return
 /// (both results computed, one selected) so the softmax loop vectorizes.
