@@ -6,7 +6,11 @@
 //! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
 //! matrix switching to its packed form when ready; the results are bitwise the same
 //! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the
-//! thread). `FUCINA_REPACK=sync` repacks during load instead (on the pool's threads),
+//! thread). A layout whose packed kernel this CPU runs no faster than the row-major
+//! one is left alone (fucina-quant's `Packed::pays_off`, measured once per process:
+//! Q6_K on Zen 4, say). `FUCINA_REPACK=sync` repacks during load instead (on the
+//! pool's threads), `FUCINA_REPACK=all` (or `all-sync`) repacks every matrix that has
+//! a packed layout whether it pays off or not (tests of the packed kernels),
 //! `FUCINA_REPACK=0` keeps every matrix in the file's row-major form.
 
 use std::path::Path;
@@ -176,9 +180,12 @@ impl Model {
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
         let mode = std::env::var(REPACK_ENV).unwrap_or_default();
+        let every = mode.trim() == "all";
         let repack = match mode.trim() {
             "0" => None,
-            "sync" => {
+            "sync" | "all-sync" => {
+                let every = mode.trim() == "all-sync";
+                jobs.retain(|j| every || j.pays_off());
                 run_jobs_on(&pool, jobs)?;
                 None
             }
@@ -187,7 +194,8 @@ impl Model {
                 std::thread::Builder::new()
                     .name("fucina-repack".into())
                     .spawn(move || {
-                        for job in jobs {
+                        // Whether a layout pays off is measured here, off the load path.
+                        for job in jobs.into_iter().filter(|j| every || j.pays_off()) {
                             // A failed repack (out of memory) keeps the row-major
                             // form, which computes the same results.
                             let _ = job.run();

@@ -320,6 +320,12 @@ impl RepackJob {
         self.range.len()
     }
 
+    /// Whether this CPU runs the packed form faster ([`Packed::pays_off`]; the first
+    /// call for a type may measure it, about 10 ms).
+    pub fn pays_off(&self) -> bool {
+        Packed::pays_off(&self.dot)
+    }
+
     /// Whether the job has no bytes to repack.
     pub fn is_empty(&self) -> bool {
         self.range.is_empty()

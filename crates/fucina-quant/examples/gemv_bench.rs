@@ -183,6 +183,12 @@ fn main() {
             .filter_map(|c| Packed::new(&e, c, rows, cols).expect("repack"))
             .collect();
         let repack_s = t.elapsed().as_secs_f64();
+        if let Some((tp, tr)) = Packed::calibrate(&e) {
+            println!(
+                r#"{{"kind": "calibrate", "type": "{ty}", "packed_seconds": {tp:.4e}, "rows_seconds": {tr:.4e}, "pays_off": {}}}"#,
+                Packed::pays_off(&e)
+            );
+        }
         let pm: Vec<QMatrix> = packs
             .iter()
             .map(|p| QMatrix::interleaved(kernels, p).expect("interleaved"))

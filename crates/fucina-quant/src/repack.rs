@@ -300,7 +300,120 @@ impl std::fmt::Debug for Packed {
     }
 }
 
+/// Whether repacking pays off for `entry`'s matrices on this CPU (see
+/// [`Packed::pays_off`]): measured once per weight type and kernel path.
+fn measured_pays_off(entry: &DotEntry, prompt_unpacks: bool) -> bool {
+    use std::sync::{Mutex, OnceLock};
+    /// Answers so far: (type, kernel path) → pays off.
+    type Seen = Vec<((GgmlType, KernelPath), bool)>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+    let key = (entry.ty, entry.path);
+    let seen = SEEN.get_or_init(|| Mutex::new(Vec::new()));
+    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, v)) = seen.iter().find(|(k, _)| *k == key) {
+        return v;
+    }
+    // Measured under the lock: concurrent loaders wait for one measurement.
+    let v = match calibrate(entry) {
+        // Prompt batches over a layout without a GEMM kernel unpack their rows once per
+        // call: the packed GEMV must then win clearly to pay for that.
+        Some((packed, rows)) => packed * if prompt_unpacks { 1.1 } else { 1.0 } < rows,
+        None => true,
+    };
+    seen.push((key, v));
+    v
+}
+
+/// Weight bytes [`Packed::calibrate`] streams through each kernel per round.
+const CALIBRATE_BYTES: usize = 16 << 20;
+
+/// [`Packed::calibrate`] (x86-64: the only ISA with `Rows` layouts).
+#[cfg(target_arch = "x86_64")]
+fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
+    use core::arch::x86_64::{_mm_clflush, _mm_mfence};
+    let Some(Layout::Rows { gemv, .. }) = layout(entry) else {
+        return None;
+    };
+    const COLS: usize = 4096;
+    let row_bytes = COLS / entry.block_size * entry.type_size;
+    let rows = CALIBRATE_BYTES / row_bytes / GROUP_ROWS * GROUP_ROWS;
+    // Timing does not depend on the values, only on the bytes being real memory: one
+    // buffer read by both kernels (as groups, as rows), 0x3c bytes (every f16 scale
+    // 1.06: no subnormal arithmetic) with each page's first 8 bytes its index (no two
+    // pages alike, so no page sharing can fold them).
+    let mut buf = vec![0x3c_u8; rows * row_bytes];
+    for (i, page) in buf.chunks_mut(4096).enumerate() {
+        let n = page.len().min(8);
+        page[..n].copy_from_slice(&(i as u64).to_le_bytes()[..n]);
+    }
+    let x: Vec<f32> = (0..COLS).map(|i| (i % 17) as f32 / 8.0 - 1.0).collect();
+    let mut act = Vec::new();
+    entry.act.quantize_row(&x, &mut act).ok()?;
+    let tiles = crate::TileDot::new(entry);
+    let mut out = vec![0f32; rows];
+    let flush = |b: &[u8]| {
+        for line in b.chunks(64) {
+            // SAFETY: SSE2 (x86-64 baseline); `line` points into a live buffer.
+            unsafe { _mm_clflush(line.as_ptr()) };
+        }
+        // SAFETY: SSE2, no operands.
+        unsafe { _mm_mfence() };
+    };
+    let (mut t_packed, mut t_rows) = (f64::INFINITY, f64::INFINITY);
+    for _round in 0..3 {
+        flush(&buf);
+        let t = std::time::Instant::now();
+        gemv(&buf, COLS / entry.block_size, &act, &mut out);
+        std::hint::black_box(&out);
+        t_packed = t_packed.min(t.elapsed().as_secs_f64());
+        flush(&buf);
+        let t = std::time::Instant::now();
+        for (r0, o) in out.chunks_exact_mut(GROUP_ROWS).enumerate() {
+            let ws: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| {
+                let r = r0 * GROUP_ROWS + i;
+                &buf[r * row_bytes..(r + 1) * row_bytes]
+            });
+            tiles.dots(&ws, &act, act.len(), o);
+        }
+        std::hint::black_box(&out);
+        t_rows = t_rows.min(t.elapsed().as_secs_f64());
+    }
+    Some((t_packed, t_rows))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn calibrate(_entry: &DotEntry) -> Option<(f64, f64)> {
+    None
+}
+
 impl Packed {
+    /// Whether repacking `entry`'s matrices makes them faster on this CPU, so that a
+    /// loader should (results are bitwise the same either way). Q4_K: always, where
+    /// it has a layout (its packed kernels serve both of llama.cpp's orders, prompt
+    /// batches included). Q8_0 and Q6_K (single-row order only): where, streaming
+    /// weights from memory on one thread, the packed GEMV is faster than the row-major
+    /// kernels (Q6_K, whose prompt batches unpack packed rows per call: by at least
+    /// 10%), measured once per process by [`Packed::calibrate`] (about 10 ms, the
+    /// first time a model with such matrices loads). The same packed Q6_K kernel
+    /// streams at ~65 GB/s per core on Zen 5 and loses to the row-major one on Zen 4
+    /// (25 against 30 GB/s on Qwen3.5's 248k-row head, 2 threads), whose in-cache
+    /// speed still favours it: only a measurement from memory tells them apart.
+    pub fn pays_off(entry: &DotEntry) -> bool {
+        match layout(entry) {
+            None => false,
+            Some(Layout::Q4K { .. }) => true,
+            Some(Layout::Rows { gemm, .. }) => measured_pays_off(entry, gemm.is_none()),
+        }
+    }
+
+    /// The measurement behind [`Packed::pays_off`]: best of 3 single-thread seconds of
+    /// the packed GEMV and of the row-major kernels, each streaming the same 16 MiB of
+    /// `entry`'s type flushed from the caches (`None` where the type has no packed
+    /// `Rows` layout here).
+    pub fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
+        calibrate(entry)
+    }
+
     /// Whether [`Packed::new`] would repack a `rows`-row matrix with `entry`'s kernels.
     pub fn supported(entry: &DotEntry, rows: usize) -> bool {
         rows > 0 && rows.is_multiple_of(GROUP_ROWS) && layout(entry).is_some()

@@ -346,3 +346,45 @@ fn packed_q4_k_products_at_the_integer_bounds() {
         assert!(checked > 0);
     }
 }
+
+/// Whether a layout pays off is a measurement of this CPU, once per process: Q4_K
+/// always where it has a layout, the `Rows` layouts (Q8_0, Q6_K on AVX-512) by timing
+/// both kernels from memory, never for a type or ISA without a layout.
+#[test]
+fn pays_off_is_measured_once_and_only_where_a_layout_exists() {
+    for isa in Isa::available() {
+        let k = Kernels::for_isa(isa).expect("kernels");
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q8_0,
+            GgmlType::Q6_K,
+            GgmlType::Q5_K,
+        ] {
+            let e = k.entry(ty).expect("entry");
+            let supported = Packed::supported(&e, 8);
+            let first = Packed::pays_off(&e);
+            assert_eq!(
+                Packed::pays_off(&e),
+                first,
+                "{ty} on {isa:?}: answer changed"
+            );
+            assert!(
+                supported || !first,
+                "{ty} on {isa:?}: pays off without a layout"
+            );
+            match Packed::calibrate(&e) {
+                Some((packed, rows)) => {
+                    assert!(
+                        supported && ty != GgmlType::Q4_K,
+                        "{ty} on {isa:?} calibrated"
+                    );
+                    assert!(packed > 0.0 && rows > 0.0 && packed.is_finite() && rows.is_finite());
+                }
+                None => assert!(!supported || ty == GgmlType::Q4_K, "{ty} on {isa:?}"),
+            }
+            if ty == GgmlType::Q4_K {
+                assert_eq!(first, supported, "Q4_K on {isa:?}");
+            }
+        }
+    }
+}
