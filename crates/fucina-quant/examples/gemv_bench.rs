@@ -183,6 +183,11 @@ fn main() {
             .filter_map(|c| Packed::new(&e, c, rows, cols).expect("repack"))
             .collect();
         let repack_s = t.elapsed().as_secs_f64();
+        if let Some((with, without)) = Packed::q4_k_prefetch_timings(&e) {
+            println!(
+                r#"{{"kind": "q4_k_prefetch", "with_seconds": {with:.4e}, "without_seconds": {without:.4e}}}"#
+            );
+        }
         if let Some((tp, tr)) = Packed::calibrate(&e) {
             println!(
                 r#"{{"kind": "calibrate", "type": "{ty}", "packed_seconds": {tp:.4e}, "rows_seconds": {tr:.4e}, "pays_off": {}}}"#,

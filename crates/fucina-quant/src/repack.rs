@@ -325,60 +325,87 @@ fn measured_pays_off(entry: &DotEntry, prompt_unpacks: bool) -> bool {
 }
 
 /// Weight bytes [`Packed::calibrate`] streams through each kernel per round.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const CALIBRATE_BYTES: usize = 16 << 20;
+/// Columns of the calibration matrices.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const CALIBRATE_COLS: usize = 4096;
 
-/// [`Packed::calibrate`] (x86-64: the only ISA with `Rows` layouts).
+/// Best of 3 single-thread seconds of each of `runs` over `buf`, flushed from the
+/// caches before every run (rounds interleave the runs, so a shared machine's
+/// phases hit them alike).
 #[cfg(target_arch = "x86_64")]
-fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
+fn time_from_memory<const N: usize>(buf: &[u8], runs: [&mut dyn FnMut(); N]) -> [f64; N] {
     use core::arch::x86_64::{_mm_clflush, _mm_mfence};
-    let Some(Layout::Rows { gemv, .. }) = layout(entry) else {
-        return None;
-    };
-    const COLS: usize = 4096;
-    let row_bytes = COLS / entry.block_size * entry.type_size;
-    let rows = CALIBRATE_BYTES / row_bytes / GROUP_ROWS * GROUP_ROWS;
-    // Timing does not depend on the values, only on the bytes being real memory: one
-    // buffer read by both kernels (as groups, as rows), 0x3c bytes (every f16 scale
-    // 1.06: no subnormal arithmetic) with each page's first 8 bytes its index (no two
-    // pages alike, so no page sharing can fold them).
-    let mut buf = vec![0x3c_u8; rows * row_bytes];
-    for (i, page) in buf.chunks_mut(4096).enumerate() {
-        let n = page.len().min(8);
-        page[..n].copy_from_slice(&(i as u64).to_le_bytes()[..n]);
-    }
-    let x: Vec<f32> = (0..COLS).map(|i| (i % 17) as f32 / 8.0 - 1.0).collect();
-    let mut act = Vec::new();
-    entry.act.quantize_row(&x, &mut act).ok()?;
-    let tiles = crate::TileDot::new(entry);
-    let mut out = vec![0f32; rows];
-    let flush = |b: &[u8]| {
-        for line in b.chunks(64) {
+    let flush = || {
+        for line in buf.chunks(64) {
             // SAFETY: SSE2 (x86-64 baseline); `line` points into a live buffer.
             unsafe { _mm_clflush(line.as_ptr()) };
         }
         // SAFETY: SSE2, no operands.
         unsafe { _mm_mfence() };
     };
-    let (mut t_packed, mut t_rows) = (f64::INFINITY, f64::INFINITY);
+    let mut best = [f64::INFINITY; N];
+    let mut runs = runs;
     for _round in 0..3 {
-        flush(&buf);
-        let t = std::time::Instant::now();
-        gemv(&buf, COLS / entry.block_size, &act, &mut out);
-        std::hint::black_box(&out);
-        t_packed = t_packed.min(t.elapsed().as_secs_f64());
-        flush(&buf);
-        let t = std::time::Instant::now();
-        for (r0, o) in out.chunks_exact_mut(GROUP_ROWS).enumerate() {
-            let ws: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| {
-                let r = r0 * GROUP_ROWS + i;
-                &buf[r * row_bytes..(r + 1) * row_bytes]
-            });
-            tiles.dots(&ws, &act, act.len(), o);
+        for (run, best) in runs.iter_mut().zip(best.iter_mut()) {
+            flush();
+            let t = std::time::Instant::now();
+            run();
+            *best = best.min(t.elapsed().as_secs_f64());
         }
-        std::hint::black_box(&out);
-        t_rows = t_rows.min(t.elapsed().as_secs_f64());
     }
-    Some((t_packed, t_rows))
+    best
+}
+
+/// About [`CALIBRATE_BYTES`] of whole 8-row groups of `entry`'s type, `CALIBRATE_COLS`
+/// wide, and one activation row for them. Timing does not depend on the values, only
+/// on the bytes being real memory: 0x3c bytes (every f16 scale 1.06: no subnormal
+/// arithmetic) with each page's first 8 bytes its index (no two pages alike, so no
+/// page sharing can fold them); a kernel may read the buffer as groups or as rows.
+#[cfg(target_arch = "x86_64")]
+fn calibration_data(entry: &DotEntry) -> Option<(Vec<u8>, usize, Vec<u8>)> {
+    let row_bytes = CALIBRATE_COLS / entry.block_size * entry.type_size;
+    let rows = CALIBRATE_BYTES / row_bytes / GROUP_ROWS * GROUP_ROWS;
+    let mut buf = vec![0x3c_u8; rows * row_bytes];
+    for (i, page) in buf.chunks_mut(4096).enumerate() {
+        let n = page.len().min(8);
+        page[..n].copy_from_slice(&(i as u64).to_le_bytes()[..n]);
+    }
+    let x: Vec<f32> = (0..CALIBRATE_COLS)
+        .map(|i| (i % 17) as f32 / 8.0 - 1.0)
+        .collect();
+    let mut act = Vec::new();
+    entry.act.quantize_row(&x, &mut act).ok()?;
+    Some((buf, rows, act))
+}
+
+/// [`Packed::calibrate`] (x86-64: the only ISA with `Rows` layouts).
+#[cfg(target_arch = "x86_64")]
+fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
+    let Some(Layout::Rows { gemv, .. }) = layout(entry) else {
+        return None;
+    };
+    let (buf, rows, act) = calibration_data(entry)?;
+    let row_bytes = buf.len() / rows;
+    let tiles = crate::TileDot::new(entry);
+    let mut out = vec![0f32; rows];
+    let mut out2 = vec![0f32; rows];
+    let nb = CALIBRATE_COLS / entry.block_size;
+    let [packed, by_rows] = time_from_memory(
+        &buf,
+        [&mut || gemv(&buf, nb, &act, &mut out), &mut || {
+            for (r0, o) in out2.chunks_exact_mut(GROUP_ROWS).enumerate() {
+                let ws: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| {
+                    let r = r0 * GROUP_ROWS + i;
+                    &buf[r * row_bytes..(r + 1) * row_bytes]
+                });
+                tiles.dots(&ws, &act, act.len(), o);
+            }
+        }],
+    );
+    std::hint::black_box((&out, &out2));
+    Some((packed, by_rows))
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -386,11 +413,61 @@ fn calibrate(_entry: &DotEntry) -> Option<(f64, f64)> {
     None
 }
 
+/// Settle whether the packed Q4_K decode GEMV prefetches in software (x86-64's
+/// `GEMV_PREFETCH`), once per process: `entry`'s packed single-row kernel streams
+/// [`CALIBRATE_BYTES`] from memory with and without; prefetching stays on unless
+/// going without is at least 5% faster. Returns the two times (with, without).
+fn tune_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
+    use std::sync::{Mutex, OnceLock};
+    static DONE: OnceLock<Mutex<Option<(f64, f64)>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(None));
+    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
+    if done.is_none() {
+        *done = measure_q4_k_prefetch(entry);
+    }
+    *done
+}
+
+#[cfg(target_arch = "x86_64")]
+fn measure_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
+    use crate::arch::x86_64::q4_k_tiles::GEMV_PREFETCH;
+    use std::sync::atomic::Ordering;
+    let Some(Layout::Q4K { single, .. }) = layout(entry) else {
+        return None;
+    };
+    let (buf, rows, act) = calibration_data(entry)?;
+    let (mut out, mut out2) = (vec![0f32; rows], vec![0f32; rows]);
+    let nb = CALIBRATE_COLS / entry.block_size;
+    let stride = act.len();
+    let [with, without] = time_from_memory(
+        &buf,
+        [
+            &mut || {
+                GEMV_PREFETCH.store(true, Ordering::Relaxed);
+                single(&buf, nb, &act, stride, &mut out);
+            },
+            &mut || {
+                GEMV_PREFETCH.store(false, Ordering::Relaxed);
+                single(&buf, nb, &act, stride, &mut out2);
+            },
+        ],
+    );
+    std::hint::black_box((&out, &out2));
+    GEMV_PREFETCH.store(without * 1.05 >= with, Ordering::Relaxed);
+    Some((with, without))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn measure_q4_k_prefetch(_entry: &DotEntry) -> Option<(f64, f64)> {
+    None
+}
+
 impl Packed {
     /// Whether repacking `entry`'s matrices makes them faster on this CPU, so that a
     /// loader should (results are bitwise the same either way). Q4_K: always, where
     /// it has a layout (its packed kernels serve both of llama.cpp's orders, prompt
-    /// batches included). Q8_0 and Q6_K (single-row order only): where, streaming
+    /// batches included); the first call also settles whether its decode GEMV
+    /// prefetches in software, by the same kind of measurement. Q8_0 and Q6_K (single-row order only): where, streaming
     /// weights from memory on one thread, the packed GEMV is faster than the row-major
     /// kernels (Q6_K, whose prompt batches unpack packed rows per call: by at least
     /// 10%), measured once per process by [`Packed::calibrate`] (about 10 ms, the
@@ -401,9 +478,19 @@ impl Packed {
     pub fn pays_off(entry: &DotEntry) -> bool {
         match layout(entry) {
             None => false,
-            Some(Layout::Q4K { .. }) => true,
+            Some(Layout::Q4K { .. }) => {
+                tune_q4_k_prefetch(entry);
+                true
+            }
             Some(Layout::Rows { gemm, .. }) => measured_pays_off(entry, gemm.is_none()),
         }
+    }
+
+    /// The Q4_K packed GEMV's prefetch measurement behind [`Packed::pays_off`] (which
+    /// also settles it): seconds streaming 16 MiB from memory with and without
+    /// software prefetch, once per process (`None` without a packed Q4_K layout here).
+    pub fn q4_k_prefetch_timings(entry: &DotEntry) -> Option<(f64, f64)> {
+        tune_q4_k_prefetch(entry)
     }
 
     /// The measurement behind [`Packed::pays_off`]: best of 3 single-thread seconds of

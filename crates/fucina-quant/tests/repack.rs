@@ -384,6 +384,13 @@ fn pays_off_is_measured_once_and_only_where_a_layout_exists() {
             }
             if ty == GgmlType::Q4_K {
                 assert_eq!(first, supported, "Q4_K on {isa:?}");
+                // Its prefetch choice was measured by `pays_off` (on x86-64), once.
+                let t = Packed::q4_k_prefetch_timings(&e);
+                if supported && cfg!(target_arch = "x86_64") {
+                    let (with, without) = t.expect("Q4_K prefetch measured");
+                    assert!(with > 0.0 && without > 0.0 && with.is_finite() && without.is_finite());
+                    assert_eq!(Packed::q4_k_prefetch_timings(&e), Some((with, without)));
+                }
             }
         }
     }

@@ -16,6 +16,14 @@
 //!   `gemm_q4_K_8x8_q8_K` (AVX2 and AVX-512 branches alike): bitwise the scalar
 //!   `dot_q4_k_q8_k_pairs`.
 
+/// Whether the packed decode GEMV prefetches its stream 16 KiB ahead in software (a
+/// hint: results never depend on it). On by default; the repacking's calibration
+/// (`repack::tune_q4_k_prefetch`) turns it off where the GEMV streams faster without
+/// (Zen 4: 258-267 against 312-327 us for a 4096 x 4096 matrix on 2 threads; Zen 5
+/// the other way, 31-33 against 35-37 GB/s on one thread).
+pub(crate) static GEMV_PREFETCH: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(true);
+
 macro_rules! q4_k_tiles {
     (@chunk $feat:literal, narrow) => {
         /// Weight rows per tile.
@@ -769,14 +777,20 @@ macro_rules! q4_k_tiles {
         #[inline]
         fn packed_gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             let gb = nb * X8;
+            let lines = if super::GEMV_PREFETCH.load(core::sync::atomic::Ordering::Relaxed) {
+                X8 / 64
+            } else {
+                0
+            };
             for (g, o) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
                 let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
                 for (blk, y) in g.chunks_exact(X8).zip(act.chunks_exact(292)) {
-                    // The stream 16 KiB ahead: the hardware prefetchers alone leave
-                    // this GEMV short of memory speed (one thread, Zen 5: 31-33 GB/s
-                    // without, 35-37 with; 8 KiB: 35-36).
+                    // The stream 16 KiB ahead where it helps (`GEMV_PREFETCH`): the
+                    // hardware prefetchers alone leave this GEMV short of memory speed
+                    // on Zen 5 (one thread: 31-33 GB/s without, 35-37 with; 8 KiB:
+                    // 35-36), and do better alone on Zen 4.
                     let ahead = blk.as_ptr().wrapping_add(16 << 10);
-                    for l in 0..X8 / 64 {
+                    for l in 0..lines {
                         _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
                     }
                     gemv_block(blk, y, &mut acc, &mut accm);
