@@ -180,11 +180,12 @@ impl Model {
             .collect();
         jobs.sort_by_key(|j| std::cmp::Reverse(j.len()));
         let mode = std::env::var(REPACK_ENV).unwrap_or_default();
-        let every = mode.trim() == "all";
-        let repack = match mode.trim() {
+        let mode = mode.trim();
+        // `all`, `all-sync`: every layout, whether or not it pays off on this CPU.
+        let every = mode.starts_with("all");
+        let repack = match mode {
             "0" => None,
             "sync" | "all-sync" => {
-                let every = mode.trim() == "all-sync";
                 jobs.retain(|j| every || j.pays_off());
                 run_jobs_on(&pool, jobs)?;
                 None

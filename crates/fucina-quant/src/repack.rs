@@ -300,28 +300,34 @@ impl std::fmt::Debug for Packed {
     }
 }
 
+/// `f(key)` once per process for each key: later calls (and concurrent ones, which
+/// wait under the lock) get the first answer.
+fn once_per_key<K: PartialEq + Copy, V: Copy>(
+    memo: &std::sync::OnceLock<std::sync::Mutex<Vec<(K, V)>>>,
+    key: K,
+    f: impl FnOnce() -> V,
+) -> V {
+    let memo = memo.get_or_init(Default::default);
+    let mut memo = memo.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, v)) = memo.iter().find(|(k, _)| *k == key) {
+        return v;
+    }
+    let v = f();
+    memo.push((key, v));
+    v
+}
+
 /// Whether repacking pays off for `entry`'s matrices on this CPU (see
 /// [`Packed::pays_off`]): measured once per weight type and kernel path.
 fn measured_pays_off(entry: &DotEntry, prompt_unpacks: bool) -> bool {
-    use std::sync::{Mutex, OnceLock};
-    /// Answers so far: (type, kernel path) → pays off.
-    type Seen = Vec<((GgmlType, KernelPath), bool)>;
-    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
-    let key = (entry.ty, entry.path);
-    let seen = SEEN.get_or_init(|| Mutex::new(Vec::new()));
-    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(&(_, v)) = seen.iter().find(|(k, _)| *k == key) {
-        return v;
-    }
-    // Measured under the lock: concurrent loaders wait for one measurement.
-    let v = match calibrate(entry) {
+    type Memo = Vec<((GgmlType, KernelPath), bool)>;
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<Memo>> = std::sync::OnceLock::new();
+    once_per_key(&MEMO, (entry.ty, entry.path), || match calibrate(entry) {
         // Prompt batches over a layout without a GEMM kernel unpack their rows once per
         // call: the packed GEMV must then win clearly to pay for that.
         Some((packed, rows)) => packed * if prompt_unpacks { 1.1 } else { 1.0 } < rows,
         None => true,
-    };
-    seen.push((key, v));
-    v
+    })
 }
 
 /// Weight bytes [`Packed::calibrate`] streams through each kernel per round.
@@ -418,14 +424,13 @@ fn calibrate(_entry: &DotEntry) -> Option<(f64, f64)> {
 /// [`CALIBRATE_BYTES`] from memory with and without; prefetching stays on unless
 /// going without is at least 5% faster. Returns the two times (with, without).
 fn tune_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
-    use std::sync::{Mutex, OnceLock};
-    static DONE: OnceLock<Mutex<Option<(f64, f64)>>> = OnceLock::new();
-    let done = DONE.get_or_init(|| Mutex::new(None));
-    let mut done = done.lock().unwrap_or_else(|p| p.into_inner());
-    if done.is_none() {
-        *done = measure_q4_k_prefetch(entry);
+    // One flag serves every ISA's kernel: the first measurement settles it.
+    type Memo = Vec<((), Option<(f64, f64)>)>;
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<Memo>> = std::sync::OnceLock::new();
+    if !matches!(layout(entry), Some(Layout::Q4K { .. })) {
+        return None;
     }
-    *done
+    once_per_key(&MEMO, (), || measure_q4_k_prefetch(entry))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -464,14 +469,16 @@ fn measure_q4_k_prefetch(_entry: &DotEntry) -> Option<(f64, f64)> {
 
 impl Packed {
     /// Whether repacking `entry`'s matrices makes them faster on this CPU, so that a
-    /// loader should (results are bitwise the same either way). Q4_K: always, where
-    /// it has a layout (its packed kernels serve both of llama.cpp's orders, prompt
-    /// batches included); the first call also settles whether its decode GEMV
-    /// prefetches in software, by the same kind of measurement. Q8_0 and Q6_K (single-row order only): where, streaming
-    /// weights from memory on one thread, the packed GEMV is faster than the row-major
-    /// kernels (Q6_K, whose prompt batches unpack packed rows per call: by at least
-    /// 10%), measured once per process by [`Packed::calibrate`] (about 10 ms, the
-    /// first time a model with such matrices loads). The same packed Q6_K kernel
+    /// loader should (results are bitwise the same either way).
+    ///
+    /// Q4_K: always, where it has a layout (its packed kernels serve both of
+    /// llama.cpp's orders, prompt batches included); the first call also settles
+    /// whether its decode GEMV prefetches in software, by the same kind of
+    /// measurement. Q8_0 and Q6_K (single-row order only): where, streaming weights
+    /// from memory on one thread, the packed GEMV is faster than the row-major kernels
+    /// (Q6_K, whose prompt batches unpack packed rows per call: by at least 10%),
+    /// measured once per process by [`Packed::calibrate`] (about 10 ms, the first time
+    /// a model with such matrices loads). The same packed Q6_K kernel
     /// streams at ~65 GB/s per core on Zen 5 and loses to the row-major one on Zen 4
     /// (25 against 30 GB/s on Qwen3.5's 248k-row head, 2 threads), whose in-cache
     /// speed still favours it: only a measurement from memory tells them apart.
