@@ -26,8 +26,9 @@ from . import _core
 from ._core import ArgumentTypeError, InvalidArgumentError
 from .chat import BuiltinTemplate, ChatTemplate, ChatTemplateError
 from .grammar import Grammar
+from .reasoning import ReasoningStream, ReasoningSyntax, detect_reasoning_syntax, opens_reasoning
 from .sampling import SamplingParams
-from .tool_calls import ParsedReply, ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
+from .tool_calls import ParsedReply, ToolCallFormat, ToolCallStream, detect_tool_call_format
 from .tool_grammar import tool_call_grammar
 
 if TYPE_CHECKING:
@@ -354,6 +355,19 @@ class _Prompt:
     tools: list[dict[str, Any]] | None
     """The tools the model was offered (``None``: no call parsing)."""
     format: ToolCallFormat
+    reasoning: ReasoningSyntax | None = None
+    """The template's reasoning markers (``None``: the reply is not split)."""
+    thinking: bool = False
+    """The generation prompt opened the reasoning block: the reply starts inside it."""
+
+    @property
+    def special(self) -> bool:
+        """Whether replies are decoded with special tokens rendered: call and reasoning markers are
+        often control tokens (``[TOOL_CALLS]``, ``<|channel>``)."""
+        return self.tools is not None or self.reasoning is not None
+
+    def without_reasoning(self) -> _Prompt:
+        return _Prompt(self.ids, self.tools, self.format)
 
 
 def _render(
@@ -387,7 +401,9 @@ def _render(
     ids = llm.tokenize(text, add_special=False, parse_special=True)
     if not ids:
         raise InvalidArgumentError("the rendered chat prompt is empty")
-    return _Prompt(ids, offered, fmt)
+    syntax = detect_reasoning_syntax(template.source) if isinstance(template, ChatTemplate) else None
+    thinking = syntax is not None and opens_reasoning(text, syntax)
+    return _Prompt(ids, offered, fmt, syntax, thinking)
 
 
 def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], parallel: bool | None) -> Grammar | None:
@@ -408,6 +424,19 @@ def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], paral
 
     one = isinstance(choice, dict) or parallel is False
     return tool_call_grammar(prompt.format, prompt.tools, special, parallel=not one, template_source=source)
+
+
+_REASONING_FORMATS = ("auto", "deepseek", "none")
+
+
+def _reasoning_format(value: Any) -> bool:
+    """Whether replies get their reasoning split off (llama.cpp's ``reasoning_format``: ``"auto"`` and
+    ``"deepseek"`` split it into ``reasoning_content``, ``"none"`` leaves it in the content)."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"reasoning_format must be a str, not {_type_name(value)}")
+    if value not in _REASONING_FORMATS:
+        raise InvalidArgumentError(f"reasoning_format must be one of {', '.join(_REASONING_FORMATS)}, not {value!r}")
+    return value != "none"
 
 
 def _string_arguments(msg: dict[str, Any]) -> dict[str, Any]:
@@ -450,10 +479,68 @@ def _finish(parsed: ParsedReply | None, finish: str | None) -> str | None:
     return "tool_calls" if parsed is not None and parsed.tool_calls else finish
 
 
-def _message(text: str, parsed: ParsedReply | None) -> dict[str, Any]:
-    if parsed is None or not parsed.tool_calls:
-        return {"role": "assistant", "content": text}
-    return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.tool_calls}
+@dataclass(frozen=True)
+class _Reply:
+    """A whole reply: its reasoning (``None``: no reasoning block), its answer text and, when tools
+    were offered, the answer split into content and calls."""
+
+    reasoning: str | None
+    text: str
+    parsed: ParsedReply | None
+
+    def message(self) -> dict[str, Any]:
+        """OpenAI's ``message``, with llama.cpp's ``reasoning_content`` when the reply reasoned."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.parsed is not None and self.parsed.tool_calls:
+            msg = {"role": "assistant", "content": self.parsed.content, "tool_calls": self.parsed.tool_calls}
+        if self.reasoning is not None:
+            msg["reasoning_content"] = self.reasoning
+        return msg
+
+    def finish_reason(self, finish: str | None) -> str | None:
+        return _finish(self.parsed, finish)
+
+
+class _ReplyStream:
+    """A reply as it streams: the reasoning block split off first (when the template has one), then,
+    when tools were offered, calls held back from the answer. The pieces :meth:`feed` and
+    :meth:`finish` return, joined, are the whole :class:`_Reply`'s reasoning and content."""
+
+    def __init__(self, prompt: _Prompt) -> None:
+        syntax = prompt.reasoning
+        self._think = None if syntax is None else ReasoningStream(syntax, open_at_start=prompt.thinking)
+        self._calls = ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools is not None else None
+        self._reasoning = ""
+        self._answer = ""
+
+    def _split(self, pair: tuple[str, str]) -> tuple[str, str]:
+        think, answer = pair
+        self._reasoning += think
+        self._answer += answer
+        if self._calls is not None:
+            answer = self._calls.feed(answer) if answer else ""
+        return think, answer
+
+    def feed(self, piece: str) -> tuple[str, str]:
+        """Add ``piece``; return the reasoning and content text that are final now."""
+        return self._split(self._think.feed(piece) if self._think is not None else ("", piece))
+
+    def finish(self) -> tuple[str, str, _Reply]:
+        """The reasoning and content still held back, and the whole reply."""
+        think, answer = self._split(self._think.finish() if self._think is not None else ("", ""))
+        parsed = None
+        if self._calls is not None:
+            rest, parsed = self._calls.finish()
+            answer += rest
+        reasoning = self._reasoning if self._think is not None and self._think.had_block else None
+        return think, answer, _Reply(reasoning, self._answer, parsed)
+
+
+def _reply(prompt: _Prompt, text: str) -> _Reply:
+    """A whole reply split as :class:`_ReplyStream` splits it."""
+    stream = _ReplyStream(prompt)
+    stream.feed(text)
+    return stream.finish()[2]
 
 
 def _completion(
@@ -468,16 +555,16 @@ def _completion(
                 rows.add(token, lp)
     finally:
         gen.close()
-    parsed = parse_tool_calls(text, prompt.format, tools=prompt.tools) if prompt.tools else None
+    reply = _reply(prompt, text)
     n_gen = _completion_tokens(llm, gen)
     return {
         **meta,
         "choices": [
             {
                 "index": 0,
-                "message": _message(text, parsed),
+                "message": reply.message(),
                 "logprobs": (rows.take() or {"content": [], "refusal": None}) if rows is not None else None,
-                "finish_reason": _finish(parsed, finish),
+                "finish_reason": reply.finish_reason(finish),
             }
         ],
         "usage": {
@@ -494,6 +581,16 @@ def _completion_tokens(llm: LLM, gen: _core.Generation) -> int:
     return sum(1 for t in gen.tokens if not llm.tokenizer.is_eog(t) and t not in stops)
 
 
+def _deltas(think: str, answer: str) -> dict[str, Any]:
+    """A chunk's ``delta`` for new reasoning and content text (empty when there is neither)."""
+    delta: dict[str, Any] = {}
+    if think:
+        delta["reasoning_content"] = think
+    if answer:
+        delta["content"] = answer
+    return delta
+
+
 def _chunks(
     gen: _core.Generation, prompt: _Prompt, meta: dict[str, Any], rows: _LogprobRows | None
 ) -> Iterator[dict[str, Any]]:
@@ -501,7 +598,7 @@ def _chunks(
         lp = rows.take() if rows is not None else None
         return {**meta, "choices": [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}]}
 
-    splitter = ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools else None
+    splitter = _ReplyStream(prompt)
     finish: str | None = None
     try:
         yield chunk({"role": "assistant"})
@@ -509,18 +606,16 @@ def _chunks(
             finish = fin or finish
             if rows is not None and emitted and lp is not None:
                 rows.add(token, lp)
-            out = splitter.feed(piece) if splitter is not None else piece
-            if out:
-                yield chunk({"content": out})
-        parsed = None
-        if splitter is not None:
-            rest, parsed = splitter.finish()
-            if rest:
-                yield chunk({"content": rest})
-            if parsed.tool_calls:
-                deltas = [{"index": i, **call} for i, call in enumerate(parsed.tool_calls)]
-                yield chunk({"tool_calls": deltas})
-        yield chunk({}, _finish(parsed, finish))
+            delta = _deltas(*splitter.feed(piece))
+            if delta:
+                yield chunk(delta)
+        think, rest, reply = splitter.finish()
+        if think or rest:
+            yield chunk(_deltas(think, rest))
+        if reply.parsed is not None and reply.parsed.tool_calls:
+            deltas = [{"index": i, **call} for i, call in enumerate(reply.parsed.tool_calls)]
+            yield chunk({"tool_calls": deltas})
+        yield chunk({}, reply.finish_reason(finish))
     finally:
         gen.close()
 
@@ -558,6 +653,7 @@ def create_chat_completion(
     speculation: bool = True,
     grammar: Grammar | None = None,
     parallel_tool_calls: bool | None = None,
+    reasoning_format: str = "auto",
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -590,11 +686,13 @@ def create_chat_completion(
         raise ArgumentTypeError(f"params must be a fucina.SamplingParams, not {_type_name(params)}")
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
         raise ArgumentTypeError(f"parallel_tool_calls must be a bool, not {_type_name(parallel_tool_calls)}")
+    split_reasoning = _reasoning_format(reasoning_format)
     prompt = _render(llm, msgs, tools_, choice, chat_template_kwargs or {})
+    if not split_reasoning:
+        prompt = prompt.without_reasoning()
     if grammar is None:
         grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls)
-    # Call markers are often control tokens ([TOOL_CALLS], <|python_tag|>): render them when parsing calls.
-    special = prompt.tools is not None
+    special = prompt.special
     _, gen = llm._start(
         prompt.ids,
         max_tokens,

@@ -471,6 +471,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         prefix_cache=not args.no_prefix_cache,
         kv_cache_type=args.kv_cache_type,
+        reasoning_format=args.reasoning_format,
     )
     serve(config, log_level=args.log_level)
     return 0
@@ -579,6 +580,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-tokens", type=int, default=None, help="cap on tokens per completion (default: none)")
     serve.add_argument("--no-prefix-cache", action="store_true", help="never reuse prompt prefixes across requests")
     serve.add_argument("--kv-cache-type", choices=["f16", "q8_0"], default="f16", help="KV cache precision")
+    serve.add_argument(
+        "--reasoning-format",
+        choices=["auto", "deepseek", "none"],
+        default="auto",
+        help="auto/deepseek: a thinking model's reasoning goes to reasoning_content (Anthropic: thinking blocks); "
+        "none: it stays in the text (default auto)",
+    )
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=_cmd_serve)
     experts = sub.add_parser("experts", help="MoE expert-store tools", description="MoE expert-store tools.")

@@ -674,6 +674,7 @@ class LLM:
         speculation: bool = True,
         grammar: Grammar | None = None,
         parallel_tool_calls: bool | None = None,
+        reasoning_format: str = "auto",
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -682,7 +683,8 @@ class LLM:
         parts; assistant ``tool_calls`` with ``arguments`` as a JSON string or a dict; ``tool``
         messages with their ``tool_call_id``), rendered with :attr:`chat_template`. Returns ``{"id",
         "object": "chat.completion", "created", "model", "choices": [{"index", "message": {"role":
-        "assistant", "content", "tool_calls"?}, "logprobs", "finish_reason"}], "usage"}``; with
+        "assistant", "content", "tool_calls"?, "reasoning_content"?}, "logprobs", "finish_reason"}],
+        "usage"}``; with
         ``stream=True`` an iterator of ``chat.completion.chunk`` dicts: a first ``{"role":
         "assistant"}`` delta, ``{"content": ...}`` deltas, one ``{"tool_calls": [...]}`` delta holding
         each call whole (with its ``index``), and a last empty delta carrying ``finish_reason``.
@@ -700,6 +702,14 @@ class LLM:
         (exactly one call for a named function or ``parallel_tool_calls=False``; Gemma 4's and
         Qwen3-Coder's calls fix the tool and the parameter names, their values stay free text).
         ``functions`` / ``function_call`` are the legacy spellings of ``tools`` / ``tool_choice``.
+
+        A thinking model's reasoning block (``<think>…</think>``, Gemma 4's thought channel, gpt-oss's
+        analysis channel: the markers the template writes, :mod:`fucina.reasoning`) is returned as
+        ``message.reasoning_content`` (streamed as ``delta.reasoning_content``) and ``content`` holds
+        the answer alone, from which calls are parsed: llama.cpp's server default
+        (``reasoning_format="auto"``, or ``"deepseek"``). ``reasoning_format="none"`` leaves the
+        reasoning in the content. While a template has reasoning markers, special tokens are kept in
+        the reply's text as they are for tools.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
@@ -753,6 +763,7 @@ class LLM:
             speculation=speculation,
             grammar=grammar,
             parallel_tool_calls=parallel_tool_calls,
+            reasoning_format=reasoning_format,
         )
 
     def _piece(self, token: int) -> str:

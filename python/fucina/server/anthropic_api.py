@@ -23,7 +23,7 @@ from fastapi.responses import Response
 
 from .. import chat_completion as cc
 from ..grammar import Grammar
-from ..tool_calls import ParsedReply, ToolCallStream, parse_tool_calls
+from ..tool_calls import ParsedReply
 from .anthropic_schema import AnthropicToolChoice, CountTokensRequest, MessagesRequest
 from .common import ServerState, completion_budget, gather, sampling_params, stop_list
 from .errors import ApiError
@@ -118,7 +118,10 @@ def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tupl
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
     prompt = cc._render(st.llm, cc._messages(msgs), tools, choice, {})
+    if not cc._reasoning_format(st.reasoning_format):
+        prompt = prompt.without_reasoning()
     if prefill:
+        # The prefill fixes how the reply starts: no reasoning block is looked for after it.
         extra = st.llm.tokenize(prefill, add_special=False)
         return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None
     single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
@@ -169,7 +172,7 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
         params=params,
         stop=stops,
         stop_ids=st.llm.chat_stop_ids,
-        special=prompt.tools is not None,
+        special=prompt.special,
         processors=st.processors(body.model_dump()),
         grammar=grammar,
     )
@@ -181,9 +184,15 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
     if choices is None:
         return Response(status_code=499)
     c = choices[0]
-    parsed = parse_tool_calls(c.text, prompt.format, tools=prompt.tools) if prompt.tools else None
-    text = parsed.text if parsed is not None else c.text
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or parsed is None else []
+    reply = cc._reply(prompt, c.text)
+    parsed = reply.parsed
+    text = parsed.text if parsed is not None else reply.text
+    content: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        # As llama.cpp's server: an empty signature (a local model signs nothing).
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    if text or (parsed is None and not content):
+        content.append({"type": "text", "text": text})
     content += _tool_blocks(parsed)
     reason, sequence = _stop_reason(c, parsed, stops)
     return {
@@ -200,20 +209,42 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
 
 async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: list[str]) -> AsyncIterator[bytes]:
     choice = Choice()
-    splitter = ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools else None
+    splitter = cc._ReplyStream(prompt)
     index = 0
-    text_open = False
+    open_block: str | None = None  # "thinking" or "text" while one is open
 
-    def text_delta(text: str) -> list[bytes]:
-        nonlocal text_open
+    def close_block() -> list[bytes]:
+        nonlocal index, open_block
         out = []
-        if not text_open:
-            text_open = True
-            block = {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
-            out.append(sse(block, "content_block_start"))
-        delta = {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
-        out.append(sse(delta, "content_block_delta"))
+        if open_block == "thinking":
+            # Anthropic closes a thinking block with its signature (empty: nothing signs it here).
+            sig = {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": ""}}
+            out.append(sse(sig, "content_block_delta"))
+        if open_block is not None:
+            out.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+            index += 1
+        open_block = None
         return out
+
+    def block_delta(kind: str, text: str) -> list[bytes]:
+        nonlocal open_block
+        out = []
+        if open_block != kind:
+            out += close_block()
+            open_block = kind
+            empty: dict[str, Any] = {"type": "text", "text": ""}
+            if kind == "thinking":
+                empty = {"type": "thinking", "thinking": "", "signature": ""}
+            start = {"type": "content_block_start", "index": index, "content_block": empty}
+            out.append(sse(start, "content_block_start"))
+        body = (
+            {"type": "thinking_delta", "thinking": text} if kind == "thinking" else {"type": "text_delta", "text": text}
+        )
+        out.append(sse({"type": "content_block_delta", "index": index, "delta": body}, "content_block_delta"))
+        return out
+
+    def deltas(think: str, text: str) -> list[bytes]:
+        return (block_delta("thinking", think) if think else []) + (block_delta("text", text) if text else [])
 
     start: dict[str, Any] = {
         "id": msg_id,
@@ -232,18 +263,15 @@ async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: 
         async for _, event in job.events():
             choice.add(event)
             if event[0] == "token":
-                text = splitter.feed(event[3]) if splitter is not None else event[3]
-                if text:
-                    for b in text_delta(text):
-                        yield b
-            elif event[0] == "finished" and splitter is not None:
-                rest, parsed = splitter.finish()
-                if rest:
-                    for b in text_delta(rest):
-                        yield b
-        if text_open:
-            yield sse({"type": "content_block_stop", "index": index}, "content_block_stop")
-            index += 1
+                for b in deltas(*splitter.feed(event[3])):
+                    yield b
+            elif event[0] == "finished":
+                think, rest, reply = splitter.finish()
+                parsed = reply.parsed
+                for b in deltas(think, rest):
+                    yield b
+        for b in close_block():
+            yield b
         for block in _tool_blocks(parsed):
             args = block.pop("input")
             block["input"] = {}

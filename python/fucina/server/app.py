@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from .. import _core
+from .. import chat_completion as cc
 from ..llm import LLM
 from . import anthropic_api, metrics, openai_api, openai_chat
 from .common import ServerState
@@ -48,6 +49,9 @@ class ServerConfig:
         prefix_cache: reuse prompt prefixes across requests.
         kv_cache_type: ``"f16"`` or ``"q8_0"``.
         chat_format, chat_template: override the model's chat template (see :class:`fucina.LLM`).
+        reasoning_format: ``"auto"`` (llama.cpp's default, or ``"deepseek"``): a thinking model's
+            reasoning is returned apart (OpenAI ``reasoning_content``, Anthropic ``thinking`` blocks);
+            ``"none"``: left in the text. A chat request's ``reasoning_format`` overrides it.
     """
 
     model: str | os.PathLike[str] | None = None
@@ -67,6 +71,7 @@ class ServerConfig:
     kv_cache_type: str = "f16"
     chat_format: str | None = None
     chat_template: str | None = None
+    reasoning_format: str = "auto"
 
 
 ProcessorFactory = Callable[[Mapping[str, Any]], list[Callable[[list[int], Any], None]]]
@@ -96,6 +101,7 @@ def create_app(
             chat_template=config.chat_template,
         )
     _ = llm.chat_template  # a broken template fails at startup, not at the first request
+    cc._reasoning_format(config.reasoning_format)
     scheduler = _core.Scheduler(
         llm.model,
         llm.tokenizer,
@@ -114,6 +120,7 @@ def create_app(
         aliases=frozenset({str(llm.path), llm.path.name}),
         max_tokens_cap=config.max_tokens,
         extra_processors=processors,
+        reasoning_format=config.reasoning_format,
     )
 
     @asynccontextmanager

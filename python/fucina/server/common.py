@@ -58,6 +58,9 @@ class ServerState:
     extra_processors: Callable[[Mapping[str, Any]], list[Callable[[list[int], Any], None]]] | None = None
     """Per-request Python logit processors, for applications embedding the server (run under the GIL;
     ``None``: none, and Python stays off the per-token path)."""
+    reasoning_format: str = "auto"
+    """Whether replies get their reasoning split off, for requests that do not say (see
+    :class:`fucina.server.ServerConfig`)."""
 
     @property
     def llm(self) -> LLM:

@@ -3,9 +3,11 @@
 The request is checked and rendered exactly as :meth:`fucina.LLM.create_chat_completion` does it
 (:mod:`fucina.chat_completion`: messages, tools offered through the model's template, the call syntax
 it teaches parsed back into ``tool_calls``); the generation runs on the scheduler. A stream sends a
-first ``{"role": "assistant"}`` delta per choice, content deltas as text becomes final (text that may
-start a tool call is held back), one ``tool_calls`` delta with each call whole, a last empty delta
-with ``finish_reason``, an optional usage chunk (``stream_options.include_usage``) and ``[DONE]``.
+first ``{"role": "assistant"}`` delta per choice, ``reasoning_content`` deltas for a thinking model's
+reasoning (llama.cpp's ``reasoning_format``, ``"none"`` keeps it in the content), content deltas as
+text becomes final (text that may start a tool call is held back), one ``tool_calls`` delta with each
+call whole, a last empty delta with ``finish_reason``, an optional usage chunk
+(``stream_options.include_usage``) and ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import chat_completion as cc
-from ..tool_calls import ToolCallStream, parse_tool_calls
 from .common import ServerState, cached_tokens, completion_budget, gather, sampling_params, stop_list
 from .constraints import response_format_grammar
 from .errors import ApiError, openai_error_body
@@ -71,6 +72,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     prompt = cc._render(llm, msgs, tools, choice, body.chat_template_kwargs or {})
+    if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
+        prompt = prompt.without_reasoning()
     if grammar is None:
         grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls)
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
@@ -89,8 +92,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         seed=body.seed,
         logit_bias=body.logit_bias,
     )
-    # Call markers are often control tokens: render them while calls are parsed.
-    special = prompt.tools is not None
+    special = prompt.special
     settings = Sampling(
         max_tokens=budget,
         params=params,
@@ -113,7 +115,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         return Response(status_code=499)
     out = []
     for i, c in enumerate(choices):
-        parsed = parse_tool_calls(c.text, prompt.format, tools=prompt.tools) if prompt.tools else None
+        reply = cc._reply(prompt, c.text)
         lp = None
         if n_logprobs is not None:
             rows = cc._LogprobRows(llm, special)
@@ -123,9 +125,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         out.append(
             {
                 "index": i,
-                "message": cc._message(c.text, parsed),
+                "message": reply.message(),
                 "logprobs": lp,
-                "finish_reason": cc._finish(parsed, c.finish_reason),
+                "finish_reason": reply.finish_reason(c.finish_reason),
             }
         )
     return {**meta, "object": "chat.completion", "choices": out, "usage": _usage(len(prompt.ids), choices)}
@@ -136,9 +138,8 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     llm = st.llm
     n = len(job.requests)
-    special = prompt.tools is not None
-    splitters = [ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools else None for _ in range(n)]
-    rows = [cc._LogprobRows(llm, special) if logprobs else None for _ in range(n)]
+    splitters = [cc._ReplyStream(prompt) for _ in range(n)]
+    rows = [cc._LogprobRows(llm, prompt.special) if logprobs else None for _ in range(n)]
     choices = [Choice() for _ in range(n)]
     extra = {"usage": None} if include_usage else {}
 
@@ -158,21 +159,17 @@ async def _stream(
                 r = rows[i]
                 if r is not None and emitted and lp is not None:
                     r.add(token, lp)
-                s = splitters[i]
-                out = s.feed(text) if s is not None else text
-                if out or (r is not None and r.rows):
-                    yield chunk(i, {"content": out})
+                delta = cc._deltas(*splitters[i].feed(text))
+                if delta or (r is not None and r.rows):
+                    yield chunk(i, delta or {"content": ""})
             elif event[0] == "finished":
-                parsed = None
-                s = splitters[i]
-                if s is not None:
-                    rest, parsed = s.finish()
-                    if rest:
-                        yield chunk(i, {"content": rest})
-                    if parsed.tool_calls:
-                        deltas = [{"index": k, **call} for k, call in enumerate(parsed.tool_calls)]
-                        yield chunk(i, {"tool_calls": deltas})
-                yield chunk(i, {}, cc._finish(parsed, choices[i].finish_reason))
+                think, rest, reply = splitters[i].finish()
+                if think or rest:
+                    yield chunk(i, cc._deltas(think, rest))
+                if reply.parsed is not None and reply.parsed.tool_calls:
+                    deltas = [{"index": k, **call} for k, call in enumerate(reply.parsed.tool_calls)]
+                    yield chunk(i, {"tool_calls": deltas})
+                yield chunk(i, {}, reply.finish_reason(choices[i].finish_reason))
         if include_usage:
             yield sse(
                 {**meta, "object": "chat.completion.chunk", "choices": [], "usage": _usage(len(prompt.ids), choices)}

@@ -140,6 +140,7 @@ class ChatCompletionRequest(_Sampling):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_format: Literal["auto", "deepseek", "none"] | None = None
 
 
 class CompletionRequest(_Sampling):

