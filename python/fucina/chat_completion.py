@@ -60,12 +60,15 @@ class _Caps:
     system_role: bool
 
 
-def _renders(template: ChatTemplate, messages: list[dict[str, Any]], tools: Any, needle: str) -> bool:
+def _renders(
+    template: ChatTemplate, messages: list[dict[str, Any]], tools: Any, needle: str, *, repr_ok: bool = True
+) -> bool:
     try:
         out = template.render(messages, tools=tools, add_generation_prompt=True)
     except Exception:  # an untrusted template failing in any way means "cannot"
         return False
-    return needle in out and "{'arg'" not in out
+    # Arguments written as a Python dict ({'arg': ...}) mean the template wanted them as a JSON string.
+    return needle in out and (repr_ok or "{'arg'" not in out)
 
 
 @lru_cache(maxsize=32)
@@ -94,7 +97,9 @@ def _caps(template: ChatTemplate | BuiltinTemplate) -> _Caps:
     user = [{"role": "user", "content": "User message"}]
     return _Caps(
         tools=_renders(template, user, [tool], f"{_PROBE}_tool"),
-        object_arguments=_renders(template, history({"arg": f"{_PROBE}_value"}), [tool], f"{_PROBE}_value"),
+        object_arguments=_renders(
+            template, history({"arg": f"{_PROBE}_value"}), [tool], f"{_PROBE}_value", repr_ok=False
+        ),
         system_role=_renders(template, [{"role": "system", "content": f"{_PROBE}_system"}, *user], None, _PROBE),
     )
 

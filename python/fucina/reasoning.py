@@ -26,12 +26,16 @@ __all__ = ["THINK", "ReasoningStream", "ReasoningSyntax", "detect_reasoning_synt
 
 @dataclasses.dataclass(frozen=True)
 class ReasoningSyntax:
-    """How a family's reply marks its reasoning: ``open`` … ``close``, then the answer (after
-    ``answer_prefix``, when the family writes a header before it, as gpt-oss's final channel)."""
+    """How a family's reply marks its reasoning: ``open`` … ``close``, then the answer.
+
+    ``answer_prefix`` is a header some families write before the answer (gpt-oss's final channel,
+    ``<|channel|>final<|message|>``), dropped whether or not a reasoning block came first; after a
+    block it may follow ``answer_header`` (gpt-oss starts a new message, ``<|start|>assistant``)."""
 
     open: str
     close: str
     answer_prefix: str = ""
+    answer_header: str = ""
 
     def __post_init__(self) -> None:
         if not self.open or not self.close:
@@ -44,7 +48,9 @@ THINK = ReasoningSyntax("<think>", "</think>")
 _SYNTAXES: tuple[tuple[tuple[str, ...], ReasoningSyntax], ...] = (
     (
         ("<|channel|>analysis<|message|>",),
-        ReasoningSyntax("<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>"),
+        ReasoningSyntax(
+            "<|channel|>analysis<|message|>", "<|end|>", "<|channel|>final<|message|>", "<|start|>assistant"
+        ),
     ),
     (("<|channel>thought", "<channel|>"), ReasoningSyntax("<|channel>thought", "<channel|>")),
     (("<seed:think>", "</seed:think>"), ReasoningSyntax("<seed:think>", "</seed:think>")),
@@ -124,7 +130,13 @@ class ReasoningStream:
                     self._at = len(t) - len(head) + len(s.open)
                     self._state, self.had_block = "think", True
                     continue
-                if not final and (not head or s.open.startswith(head)):
+                if s.answer_prefix and head.startswith(s.answer_prefix):
+                    # No reasoning: the answer's header is dropped all the same.
+                    self._at = len(t) - len(head) + len(s.answer_prefix)
+                    self._state = "gap"
+                    continue
+                undecided = not head or s.open.startswith(head) or (s.answer_prefix or "\0").startswith(head)
+                if not final and undecided:
                     return think, answer
                 self._state = "answer"
                 continue
@@ -159,11 +171,12 @@ class ReasoningStream:
                 return think, answer
             if self._state == "gap":
                 head = rest.lstrip()
-                if s.answer_prefix and not head.startswith(s.answer_prefix):
-                    if not final and (not head or s.answer_prefix.startswith(head)):
+                prefix = s.answer_header + s.answer_prefix if self.had_block else ""
+                if prefix and not head.startswith(prefix):
+                    if not final and (not head or prefix.startswith(head)):
                         return think, answer
-                elif s.answer_prefix:
-                    head = head[len(s.answer_prefix) :].lstrip()
+                elif prefix:
+                    head = head[len(prefix) :].lstrip()
                 elif not head and not final:
                     return think, answer
                 self._at = len(t) - len(head)

@@ -21,14 +21,27 @@ Formats (what the model writes):
   (Qwen 2.5 / Qwen 3, Hermes 2–3, and most ChatML tool templates).
 * ``qwen3_coder``: ``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``.
 * ``llama3``: the whole reply a JSON ``{"name": ..., "parameters": {...}}`` (several separated by ``;``),
-  or after ``<|python_tag|>`` a JSON call or a built-in tool call ``brave_search.call(query="...")``.
+  or after ``<|python_tag|>`` a JSON call or a built-in tool call ``brave_search.call(query="...")``, or
+  ``<function=NAME>{...}</function>`` (Llama 3.1's custom tools, functionary).
 * ``mistral``: ``[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]`` (Mistral 7B v0.3, Nemo) and
   ``[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}`` / ``[TOOL_CALLS]NAME[ARGS]{...}`` (Mistral Small 3.2, Ministral).
   Call ids are 9 alphanumeric characters, as these templates require.
 * ``granite``: ``<|tool_call|>[{"name": ..., "arguments": {...}}]``.
 * ``command_r``: ``<|START_ACTION|>[{"tool_name": ..., "parameters": {...}}]<|END_ACTION|>``.
 * ``deepseek_r1``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME`` then a fenced JSON block.
+* ``deepseek_v3``: ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`` (DeepSeek V3.1).
 * ``gemma4``: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>``.
+* ``glm4``: ``<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>`` (GLM 4.5-4.7,
+  Ling, Laguna); values typed by the tool's schema.
+* ``kimi_k2``: ``<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{...}<|tool_call_end|>``
+  in a ``<|tool_calls_section_begin|>`` block; the call id is ``functions.NAME:INDEX``.
+* ``minimax_m2``: ``<minimax:tool_call><invoke name="NAME"><parameter name="KEY">VALUE</parameter></invoke>``.
+* ``seed_oss``: Qwen3-Coder's ``<function=NAME><parameter=KEY>`` body in ``<seed:tool_call>``.
+* ``nemotron``: ``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Nemotron Nano v2).
+* ``tool_calls_tag``: ``<tool_calls>`` a JSON list or one JSON call per line ``</tool_calls>`` (Apriel,
+  MiniMax M1).
+* ``gpt_oss``: a harmony commentary message to ``functions.NAME``: ``<|channel|>commentary
+  to=functions.NAME <|constrain|>json<|message|>{...}<|call|>``.
 * ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
   leading Python list of calls ``[f(a=1), g(b=2)]``, a leading JSON call ``{"name": ..., "arguments": ...}``
   (or a list of them, or ``{"tool_call": {...}}``), a leading ```` ```json ```` block of one, or
@@ -71,7 +84,15 @@ class ToolCallFormat(enum.Enum):
     GRANITE = "granite"
     COMMAND_R = "command_r"
     DEEPSEEK_R1 = "deepseek_r1"
+    DEEPSEEK_V3 = "deepseek_v3"
     GEMMA4 = "gemma4"
+    GLM4 = "glm4"
+    KIMI_K2 = "kimi_k2"
+    MINIMAX_M2 = "minimax_m2"
+    SEED_OSS = "seed_oss"
+    NEMOTRON = "nemotron"
+    TOOL_CALLS_TAG = "tool_calls_tag"
+    GPT_OSS = "gpt_oss"
     GENERIC = "generic"
 
 
@@ -87,11 +108,19 @@ _DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<|tool_call>", "<tool_call|>"), ToolCallFormat.GEMMA4),
     (("[TOOL_CALLS]",), ToolCallFormat.MISTRAL),
+    (("<seed:tool_call>",), ToolCallFormat.SEED_OSS),
+    (("<minimax:tool_call>", "<invoke name="), ToolCallFormat.MINIMAX_M2),
+    (("<tool_call>", "<arg_key>"), ToolCallFormat.GLM4),
     (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
+    (("<tool_calls>",), ToolCallFormat.TOOL_CALLS_TAG),
     (("<tool_call>",), ToolCallFormat.HERMES),
+    (("<TOOLCALL>",), ToolCallFormat.NEMOTRON),
+    (("<|tool_call_begin|>",), ToolCallFormat.KIMI_K2),
     (("<|tool_call|>",), ToolCallFormat.GRANITE),
     (("<|START_ACTION|>",), ToolCallFormat.COMMAND_R),
-    ((_DS_CALL_BEGIN,), ToolCallFormat.DEEPSEEK_R1),
+    ((_DS_CALL_BEGIN, "```json"), ToolCallFormat.DEEPSEEK_R1),
+    ((_DS_CALL_BEGIN,), ToolCallFormat.DEEPSEEK_V3),
+    (("<|channel|>", "<|call|>"), ToolCallFormat.GPT_OSS),
     (("<|python_tag|>",), ToolCallFormat.LLAMA3),
     (("<|start_header_id|>", '"parameters"'), ToolCallFormat.LLAMA3),
 )
@@ -433,11 +462,19 @@ def _deepseek_r1(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Sp
         if not text.startswith(_DS_CALL_BEGIN, at):
             break
         sep = text.find(_DS_SEP, at)
-        newline = text.find("\n", sep) if sep >= 0 else -1
-        if newline < 0:
+        if sep < 0:
             return None
-        name = text[sep + len(_DS_SEP) : newline]
-        body, end = _block(text, newline + 1, _DS_CALL_END)
+        head = text[at + len(_DS_CALL_BEGIN) : sep].strip()
+        if head == "function":
+            # R1: function<｜tool▁sep｜>NAME, then the arguments in a fenced JSON block.
+            newline = text.find("\n", sep)
+            if newline < 0:
+                return None
+            name, start = text[sep + len(_DS_SEP) : newline], newline + 1
+        else:
+            # V3.1: NAME<｜tool▁sep｜> and the arguments' JSON.
+            name, start = head, sep + len(_DS_SEP)
+        body, end = _block(text, start, _DS_CALL_END)
         body = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
         call = _make_call(fmt, name, body.strip())
         if call is None:
@@ -447,6 +484,105 @@ def _deepseek_r1(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Sp
     if not calls:
         return None
     return calls, _after(text, pos, _DS_CALLS_END)
+
+
+def _glm4(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    body, end = _block(text, pos + len("<tool_call>"), "</tool_call>")
+    if body.lstrip().startswith("{"):
+        return _hermes(fmt, text, pos, tools)
+    first = body.find("<arg_key>")
+    name = (body if first < 0 else body[:first]).strip()
+    types = tools.types.get(name, {})
+    args: dict[str, Any] = {}
+    for m in _GLM_ARG.finditer(body):
+        key = m.group(1).strip()
+        args[key] = _schema_value(m.group(2), types.get(key))
+    call = _make_call(fmt, name, args)
+    return ([call], end) if call is not None else None
+
+
+_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|$)", re.DOTALL)
+_KIMI_CALL = re.compile(
+    r"<\|tool_call_begin\|>\s*(?:functions\.)?([^:<\s]+)(?::(\d+))?\s*<\|tool_call_argument_begin\|>"
+)
+
+
+def _kimi_k2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    if text.startswith("<|tool_calls_section_begin|>", pos):
+        pos += len("<|tool_calls_section_begin|>")
+    calls: list[dict[str, Any]] = []
+    while True:
+        m = _KIMI_CALL.match(text, _skip_ws(text, pos))
+        if m is None:
+            break
+        parsed = _json_at(text, m.end())
+        if parsed is None:
+            return None
+        # Kimi's call ids are functions.NAME:INDEX (its template writes results against them).
+        call_id = f"functions.{m.group(1)}:{m.group(2)}" if m.group(2) is not None else None
+        call = _make_call(fmt, m.group(1), parsed[0], call_id)
+        if call is None:
+            return None
+        calls.append(call)
+        pos = _after(text, parsed[1], "<|tool_call_end|>")
+    if not calls:
+        return None
+    return calls, _after(text, pos, "<|tool_calls_section_end|>")
+
+
+_INVOKE = re.compile(r'<invoke name="([^"]*)">(.*?)(?:</invoke>|$)', re.DOTALL)
+_PARAMETER = re.compile(r'<parameter name="([^"]*)">(.*?)(?:</parameter>|$)', re.DOTALL)
+
+
+def _minimax_m2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    body, end = _block(text, pos + len("<minimax:tool_call>"), "</minimax:tool_call>")
+    calls: list[dict[str, Any]] = []
+    for inv in _INVOKE.finditer(body):
+        name = inv.group(1).strip()
+        types = tools.types.get(name, {})
+        args = {
+            m.group(1): _schema_value(m.group(2).strip("\n"), types.get(m.group(1)))
+            for m in _PARAMETER.finditer(inv.group(2))
+        }
+        call = _make_call(fmt, name, args)
+        if call is None:
+            return None
+        calls.append(call)
+    return (calls, end) if calls else None
+
+
+def _seed_oss(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    body, end = _block(text, pos + len("<seed:tool_call>"), "</seed:tool_call>")
+    return _qwen3_coder_body(fmt, body.strip(), tools, end)
+
+
+def _wrapped_json(open_marker: str, close_marker: str) -> _MarkerParser:
+    """Calls as JSON (one object, a list, or objects one after another) between two markers."""
+
+    def parse(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+        span = _leading_json(fmt, text, pos + len(open_marker), _Tools(None))
+        return None if span is None else (span[0], _after(text, span[1], close_marker))
+
+    return parse
+
+
+_HARMONY_RECIPIENT = re.compile(r"to=functions\.([A-Za-z0-9_.\-]+)")
+
+
+def _gpt_oss(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # A call is a commentary message to functions.NAME: `<|start|>assistant<|channel|>commentary
+    # to=functions.NAME <|constrain|>json<|message|>{...}<|call|>` (or the recipient before the channel).
+    message = text.find("<|message|>", pos)
+    if message < 0:
+        return None
+    m = _HARMONY_RECIPIENT.search(text, pos, message)
+    if m is None:
+        return None
+    parsed = _json_at(text, message + len("<|message|>"))
+    if parsed is None:
+        return None
+    call = _make_call(fmt, m.group(1), parsed[0])
+    return ([call], _after(text, parsed[1], "<|call|>")) if call is not None else None
 
 
 class _GemmaArgs:
@@ -547,6 +683,21 @@ def _python_tag(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Spa
     return (calls, len(text)) if calls else None
 
 
+_FUNCTION_TAG = re.compile(r"<function=([A-Za-z0-9_.\-]+)>")
+
+
+def _function_tag(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # Llama 3.1's custom-tool form (and functionary's): <function=NAME>{...}</function>.
+    m = _FUNCTION_TAG.match(text, pos)
+    if m is None:
+        return None
+    parsed = _json_at(text, m.end())
+    if parsed is None:
+        return None
+    call = _make_call(fmt, m.group(1), parsed[0])
+    return ([call], _after(text, parsed[1], "</function>")) if call is not None else None
+
+
 def _leading_json(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools, *, separators: str = "") -> _Span | None:
     """JSON calls at ``pos``: one object, a list of them, or several objects separated by whitespace or
     one of ``separators``."""
@@ -607,12 +758,26 @@ class _Spec:
 _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.HERMES: _Spec((("<tool_call>", _hermes),)),
     ToolCallFormat.QWEN3_CODER: _Spec((("<tool_call>", _qwen3_coder), ("<function=", _qwen3_coder))),
-    ToolCallFormat.LLAMA3: _Spec((("<|python_tag|>", _python_tag),), ("{", "["), _leading_llama3),
+    ToolCallFormat.LLAMA3: _Spec(
+        (("<|python_tag|>", _python_tag), ("<function=", _function_tag)), ("{", "["), _leading_llama3
+    ),
     ToolCallFormat.MISTRAL: _Spec((("[TOOL_CALLS]", _mistral),)),
     ToolCallFormat.GRANITE: _Spec((("<|tool_call|>", _granite),)),
     ToolCallFormat.COMMAND_R: _Spec((("<|START_ACTION|>", _command_r),)),
     ToolCallFormat.DEEPSEEK_R1: _Spec(((_DS_CALLS_BEGIN, _deepseek_r1), (_DS_CALL_BEGIN, _deepseek_r1))),
+    ToolCallFormat.DEEPSEEK_V3: _Spec(((_DS_CALLS_BEGIN, _deepseek_r1), (_DS_CALL_BEGIN, _deepseek_r1))),
     ToolCallFormat.GEMMA4: _Spec((("<|tool_call>", _gemma4),)),
+    ToolCallFormat.GLM4: _Spec((("<tool_call>", _glm4),)),
+    ToolCallFormat.KIMI_K2: _Spec((("<|tool_calls_section_begin|>", _kimi_k2), ("<|tool_call_begin|>", _kimi_k2))),
+    ToolCallFormat.MINIMAX_M2: _Spec((("<minimax:tool_call>", _minimax_m2),)),
+    ToolCallFormat.SEED_OSS: _Spec((("<seed:tool_call>", _seed_oss),)),
+    ToolCallFormat.NEMOTRON: _Spec((("<TOOLCALL>", _wrapped_json("<TOOLCALL>", "</TOOLCALL>")),)),
+    ToolCallFormat.TOOL_CALLS_TAG: _Spec(
+        (("<tool_calls>", _wrapped_json("<tool_calls>", "</tool_calls>")), ("<tool_call>", _hermes))
+    ),
+    ToolCallFormat.GPT_OSS: _Spec(
+        (("<|start|>assistant", _gpt_oss), ("<|channel|>commentary", _gpt_oss), ("to=functions.", _gpt_oss))
+    ),
     ToolCallFormat.GENERIC: _Spec(
         (("<tool_call>", _hermes), ("```tool_code", _tool_code)),
         ("{", "[", "```json", "```python", "```tool_code"),

@@ -11,7 +11,8 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
 
 * ``hermes``: ``<tool_call>\\n{"name": N, "arguments": A}\\n</tool_call>``, calls separated by ``\\n``;
 * ``qwen3_coder``: ``<tool_call>\\n<function=N>\\n<parameter=K>\\nV\\n</parameter>\\n...</function>\\n</tool_call>``
-  with the tool's parameter names (values are free text, as the format writes them);
+  with the tool's parameter names (values are free text, as the format writes them; the same for
+  ``glm4``, ``minimax_m2`` and ``seed_oss``);
 * ``llama3``: one ``{"name": N, "parameters": A}``;
 * ``mistral``: ``[TOOL_CALLS][{"name": N, "arguments": A}, ...]``, or ``[TOOL_CALLS]N[ARGS]A`` per call
   for templates that write ``[ARGS]`` (Mistral Small 3.2, Ministral);
@@ -19,6 +20,13 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
 * ``command_r``: ``<|START_ACTION|>[{"tool_name": N, "parameters": A}, ...]<|END_ACTION|>``;
 * ``deepseek_r1``: the calls block of ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>N`` and a fenced JSON ``A``;
 * ``gemma4``: ``<|tool_call>call:N{...}<tool_call|>`` (the name enforced; the arguments free text);
+* ``deepseek_v3``: the calls block of ``<｜tool▁call▁begin｜>N<｜tool▁sep｜>A<｜tool▁call▁end｜>``;
+* ``glm4``: ``<tool_call>N\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n...</tool_call>``;
+* ``kimi_k2``: ``<|tool_calls_section_begin|><|tool_call_begin|>functions.N:I<|tool_call_argument_begin|>A...``;
+* ``minimax_m2``: ``<minimax:tool_call>\\n<invoke name="N">\\n<parameter name="K">V</parameter>\\n...``;
+* ``seed_oss``: ``<seed:tool_call>\\n<function=N>\\n<parameter=K>V</parameter>\\n...</seed:tool_call>``;
+* ``nemotron`` / ``tool_calls_tag``: ``<TOOLCALL>`` / ``<tool_calls>`` around a JSON list of calls;
+* ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
 * ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
 
 Markers that are control tokens (``[TOOL_CALLS]``, ``<|tool_call|>``) are named by token id, the rest
@@ -108,25 +116,48 @@ def _repeat(call: str, sep: str, parallel: bool) -> str:
     return f"{call} ({_lit(sep)} {call})*" if sep else f"{call}+"
 
 
-def _qwen3_coder(tools: Sequence[Mapping[str, Any]], parallel: bool) -> str:
+def _keys(tool: Mapping[str, Any]) -> list[str]:
+    props = _parameters(tool).get("properties")
+    return [str(k) for k in props] if isinstance(props, Mapping) else []
+
+
+def _keyed_calls(
+    tools: Sequence[Mapping[str, Any]],
+    parallel: bool,
+    head: Callable[[str], str],
+    key: Callable[[str], str],
+    value_end: str,
+    tail: str,
+    sep: str = "\n",
+) -> str:
+    """Calls whose arguments are ``key(K) VALUE value_end`` pieces (values free text up to
+    ``value_end``), one rule per tool so that each call names only that tool's parameters."""
     rules = [
-        f"start: reasoning? {_repeat('call', chr(10), parallel)}",
-        _until("value", "</parameter>"),
+        f"start: reasoning? {_repeat('call', sep, parallel)}",
+        _until("value", value_end.strip()),
         "call: " + " | ".join(f"call{i}" for i in range(len(tools))),
     ]
     for i, tool in enumerate(tools):
-        name = tool["function"]["name"]
-        props = _parameters(tool).get("properties")
-        keys = list(props) if isinstance(props, Mapping) else []
-        head = _lit(f"<tool_call>\n<function={name}>\n")
-        tail = _lit("</function>\n</tool_call>")
+        keys = _keys(tool)
         if keys:
-            rules.append(f"call{i}: {head} param{i}* {tail}")
-            alts = " | ".join(_lit(f"<parameter={k}>") for k in keys)
-            rules.append(f"param{i}: ({alts}) value {_lit('</parameter>' + chr(10))}")
+            rules.append(f"call{i}: {head(tool['function']['name'])} param{i}* {tail}")
+            alts = " | ".join(key(k) for k in keys)
+            rules.append(f"param{i}: ({alts}) value {_lit(value_end)}")
         else:
-            rules.append(f"call{i}: {head} {tail}")
+            rules.append(f"call{i}: {head(tool['function']['name'])} {tail}")
     return "\n".join(rules)
+
+
+def _qwen3_coder(tools: Sequence[Mapping[str, Any]], parallel: bool, wrapper: str = "tool_call") -> str:
+    nl = chr(10)
+    return _keyed_calls(
+        tools,
+        parallel,
+        lambda name: _lit(f"<{wrapper}>{nl}<function={name}>{nl}"),
+        lambda k: _lit(f"<parameter={k}>"),
+        "</parameter>" + nl,
+        _lit(f"</function>{nl}</{wrapper}>"),
+    )
 
 
 def tool_call_grammar(
@@ -156,6 +187,60 @@ def tool_call_grammar(
         rules = [f"start: reasoning? {_repeat('call', chr(10), parallel)}", f"call: {call}"]
     elif fmt is ToolCallFormat.QWEN3_CODER:
         rules = [_qwen3_coder(tools, parallel)]
+    elif fmt is ToolCallFormat.SEED_OSS:
+        rules = [_qwen3_coder(tools, parallel, "seed:tool_call")]
+    elif fmt is ToolCallFormat.GLM4:
+        nl = chr(10)
+        rules = [
+            _keyed_calls(
+                tools,
+                parallel,
+                lambda name: f"{mark('<tool_call>')} {_lit(name + nl)}",
+                lambda k: f"{mark('<arg_key>')} {_lit(k)} {mark('</arg_key>')} {_lit(nl)} {mark('<arg_value>')}",
+                "</arg_value>" + nl,
+                mark("</tool_call>"),
+            )
+        ]
+    elif fmt is ToolCallFormat.MINIMAX_M2:
+        nl = chr(10)
+        body = _keyed_calls(
+            tools,
+            parallel,
+            lambda name: _lit(f'<invoke name="{name}">{nl}'),
+            lambda k: _lit(f'<parameter name="{k}">'),
+            "</parameter>" + nl,
+            _lit("</invoke>" + nl),
+            sep="",
+        )
+        # The invokes sit in one <minimax:tool_call> block.
+        body = body.replace("start: reasoning? ", "calls: ", 1)
+        rules = [
+            f"start: reasoning? {mark('<minimax:tool_call>')} {_lit(nl)} calls {mark('</minimax:tool_call>')}",
+            body,
+        ]
+    elif fmt is ToolCallFormat.KIMI_K2:
+        alts = " | ".join(
+            f"{_lit('functions.' + t['function']['name'] + ':')} /[0-9]+/ {mark('<|tool_call_argument_begin|>')} "
+            f"%json {_schema(_parameters(t))}"
+            for t in tools
+        )
+        rules = [
+            f"start: {mark('<|tool_calls_section_begin|>')} {_repeat('call', '', parallel)} "
+            f"{mark('<|tool_calls_section_end|>')}",
+            f"call: {mark('<|tool_call_begin|>')} ({alts}) {mark('<|tool_call_end|>')}",
+        ]
+    elif fmt in (ToolCallFormat.NEMOTRON, ToolCallFormat.TOOL_CALLS_TAG):
+        tag = "TOOLCALL" if fmt is ToolCallFormat.NEMOTRON else "tool_calls"
+        body = _json_list(tools, "name", "arguments", parallel)
+        rules = [f"start: reasoning? {mark(f'<{tag}>')} {body} {mark(f'</{tag}>')}"]
+    elif fmt is ToolCallFormat.GPT_OSS:
+        # One commentary message to the function; <|call|> ends the turn (and generation).
+        alts = " | ".join(
+            f"{_lit('functions.' + t['function']['name'])} {_lit(' ')} {mark('<|constrain|>')} {_lit('json')} "
+            f"{mark('<|message|>')} %json {_schema(_parameters(t))}"
+            for t in tools
+        )
+        rules = [f"start: {mark('<|channel|>')} {_lit('commentary to=')} ({alts}) {mark('<|call|>')}"]
     elif fmt is ToolCallFormat.LLAMA3:
         rules = [f"start: reasoning? %json {_schema(_any_call(tools, 'name', 'parameters'))}"]
     elif fmt is ToolCallFormat.MISTRAL and "[ARGS]" in template_source:
@@ -170,6 +255,15 @@ def tool_call_grammar(
     elif fmt is ToolCallFormat.COMMAND_R:
         body = _json_list(tools, "tool_name", "parameters", parallel)
         rules = [f"start: reasoning? {mark('<|START_ACTION|>')} {body} {mark('<|END_ACTION|>')}"]
+    elif fmt is ToolCallFormat.DEEPSEEK_V3:
+        alts = " | ".join(
+            f"{_lit(t['function']['name'])} {mark(_DS_SEP)} %json {_schema(_parameters(t))}" for t in tools
+        )
+        call = f"{mark(_DS_CALL_BEGIN)} ({alts}) {mark(_DS_CALL_END)}"
+        rules = [
+            f"start: reasoning? {mark(_DS_CALLS_BEGIN)} {_repeat('call', '', parallel)} {mark(_DS_CALLS_END)}",
+            f"call: {call}",
+        ]
     elif fmt is ToolCallFormat.DEEPSEEK_R1:
         alts = " | ".join(
             f"{_lit(t['function']['name'] + chr(10) + '```json' + chr(10))} %json {_schema(_parameters(t))}"
