@@ -1,7 +1,8 @@
 """Live servers for the server tests: :class:`LiveServer` runs ``fucina.server``'s app on uvicorn in
 a thread of the test process (so tests can hand it Python logit processors), :class:`ServerProcess`
 runs ``fucina serve`` as a child process (for memory and disconnect tests, where the server must be a
-process of its own). Both listen on a free loopback port."""
+process of its own). Both listen on a free loopback port. Also the tool the chat tests offer
+(:data:`WEATHER`), a Hermes-syntax call of it (:data:`CALL`) and :func:`scripted` replies."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ import fucina
 from fucina.server import ServerConfig, create_app
 
 Processor = Callable[[list[int], npt.NDArray[np.float32]], None]
+
+WEATHER: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
 def free_port() -> int:

@@ -5,30 +5,18 @@ syntax (Qwen 2.5's) and on the built-in Gemma format (tools described in the pro
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 import fucina
 from fucina.chat_completion import _messages, _render, _tool_code, _tools
 from fucina.tool_calls import ToolCallFormat, detect_tool_call_format, parse_tool_calls
+from serverkit import CALL, WEATHER, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 USER = [{"role": "user", "content": "Name a colour."}]
-WEATHER: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
 COMPLETION_KEYS = {"id", "object", "created", "model", "choices", "usage"}
 CHOICE_KEYS = {"index", "message", "logprobs", "finish_reason"}
 CHUNK_KEYS = {"id", "object", "created", "model", "choices"}
@@ -45,26 +33,6 @@ def qwen(gemma_path: Path) -> fucina.LLM:
     """Gemma's weights behind Qwen 2.5's tool-calling template (the replies are scripted)."""
     source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text("utf-8")
     return fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=source)
-
-
-Processor = Callable[[list[int], npt.NDArray[np.float32]], None]
-
-
-def scripted(llm: fucina.LLM, reply: str) -> tuple[Processor, dict[str, Any]]:
-    """A logit processor that forces ``reply`` token by token, then end-of-sequence; it records the
-    prompt it saw (the rendered chat, as token ids) under ``"prompt"``."""
-    ids = llm.tokenize(reply, add_special=False, parse_special=True)
-    eos = llm.tokenizer.eos_id
-    assert eos is not None
-    seen: dict[str, Any] = {}
-
-    def force(tokens: list[int], logits: npt.NDArray[np.float32]) -> None:
-        seen.setdefault("prompt", list(tokens))
-        step = len(tokens) - len(seen["prompt"])
-        logits[:] = -np.inf
-        logits[ids[step] if step < len(ids) else eos] = 0.0
-
-    return force, seen
 
 
 def prompt_text(llm: fucina.LLM, seen: dict[str, Any]) -> str:
@@ -240,7 +208,6 @@ def test_bad_requests_are_named(llm: fucina.LLM) -> None:
 # Tool calls on a template with tool syntax
 
 
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 

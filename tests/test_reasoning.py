@@ -26,24 +26,13 @@ from fucina.reasoning import (
     split_reasoning,
 )
 from fucina.server import ServerConfig
-from serverkit import LiveServer, Processor, live, scripted
+from serverkit import CALL, WEATHER, LiveServer, Processor, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 HARMONY = ReasoningSyntax(
     "<|channel|>analysis<|message|>", "<|end|>", "<|channel|>final<|message|>", "<|start|>assistant"
 )
 ASK = [{"role": "user", "content": "Is 91 prime?"}]
-WEATHER: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
 def _source(name: str) -> str:

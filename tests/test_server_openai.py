@@ -22,22 +22,11 @@ import pytest
 import fucina
 import fucina.cli
 from fucina.server import ServerConfig
-from serverkit import LiveServer, Processor, live, scripted
+from serverkit import CALL, WEATHER, LiveServer, Processor, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-WEATHER: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
 @pytest.fixture(scope="module")
