@@ -145,6 +145,20 @@ def malformed(model: str) -> list[tuple[str, bytes | str, str]]:
             "an unknown content block",
         ),
         ("/v1/messages/count_tokens", "{", "truncated JSON"),
+        ("/v1/responses", '{"model": "' + model + '", "input": [', "truncated JSON"),
+        ("/v1/responses", json.dumps({"model": model, "input": 5}), "input as a number"),
+        ("/v1/responses", json.dumps({"model": model, "input": [{"type": "function_call"}]}), "a call without fields"),
+        ("/v1/responses", json.dumps({"model": model, "input": [[1, 2]]}), "an item that is a list"),
+        (
+            "/v1/responses",
+            json.dumps({"model": model, "input": "Hi", "tools": [{"type": "function"}]}),
+            "a nameless tool",
+        ),
+        (
+            "/v1/responses",
+            json.dumps({"model": model, "input": "Hi", "max_output_tokens": 2**40}),
+            "huge max_output_tokens",
+        ),
     ]
 
 

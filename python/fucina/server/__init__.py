@@ -1,8 +1,9 @@
 """``fucina serve``: an OpenAI- and Anthropic-compatible HTTP server over one GGUF model.
 
-Routes: OpenAI's ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``, ``/v1/embeddings``;
-Anthropic's ``/v1/messages`` and ``/v1/messages/count_tokens``; llama.cpp's ``/tokenize``,
-``/detokenize`` and ``/health``; Prometheus ``/metrics``; the OpenAPI schema at ``/openapi.json``.
+Routes: OpenAI's ``/v1/chat/completions``, ``/v1/responses``, ``/v1/completions``, ``/v1/models``,
+``/v1/embeddings``; Anthropic's ``/v1/messages`` and ``/v1/messages/count_tokens``; llama.cpp's
+``/tokenize``, ``/detokenize`` and ``/health``; Prometheus ``/metrics``; the OpenAPI schema at
+``/openapi.json``.
 
 Requests run on fucina's continuous-batching scheduler (``fucina._core.Scheduler``, in Rust on its own
 thread, GIL released): every live request decodes in one batched forward per step, prompts prefill in

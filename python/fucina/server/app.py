@@ -17,7 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from .. import _core
 from .. import chat_completion as cc
 from ..llm import LLM
-from . import anthropic_api, metrics, openai_api, openai_chat
+from . import anthropic_api, metrics, openai_api, openai_chat, openai_responses
 from .common import ServerState
 from .errors import install_handlers
 from .hub import Hub
@@ -140,7 +140,7 @@ def create_app(
     app.state.fucina = state
     app.state.http_counts = Counter()
     install_handlers(app)
-    for module in (openai_chat, openai_api, anthropic_api, metrics):
+    for module in (openai_chat, openai_responses, openai_api, anthropic_api, metrics):
         app.include_router(module.router)
     app.state.known_paths = frozenset(getattr(r, "path", "") for r in app.routes)
     # Added innermost first: CORS wraps everything (error responses carry its headers too).

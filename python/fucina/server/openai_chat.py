@@ -28,7 +28,7 @@ from .hub import Choice, Job, Sampling
 from .openai_schema import ChatCompletionRequest, ChatMessage
 from .streaming import EventStream, sse
 
-__all__ = ["router", "chat_messages"]
+__all__ = ["router", "chat_messages", "submit"]
 
 router = APIRouter()
 
@@ -54,9 +54,8 @@ def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/chat/completions", summary="Create a chat completion (OpenAI)")
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
-    st: ServerState = request.app.state.fucina
+def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Job]:
+    """Check and render a chat request and put it on the scheduler (the chat and Responses routes)."""
     st.check_model(body.model)
     grammar = response_format_grammar(body.response_format)
     processors = st.processors(body.model_dump())
@@ -104,7 +103,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         processors=processors,
         grammar=grammar,
     )
-    job = st.hub.submit([prompt.ids], [settings], n=body.n)
+    return prompt, st.hub.submit([prompt.ids], [settings], n=body.n)
+
+
+@router.post("/v1/chat/completions", summary="Create a chat completion (OpenAI)")
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+    st: ServerState = request.app.state.fucina
+    prompt, job = submit(st, body)
+    llm, special = st.llm, prompt.special
+    n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage

@@ -21,6 +21,7 @@ __all__ = [
     "DetokenizeRequest",
     "EmbeddingRequest",
     "ResponseFormat",
+    "ResponsesRequest",
     "StreamOptions",
     "TokenizeRequest",
     "Tool",
@@ -163,6 +164,52 @@ class EmbeddingRequest(Body):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(None, ge=1, le=MAX_INT)
     user: str | None = None
+
+
+class ResponsesTool(Body):
+    """A Responses API tool: ``function`` tools are offered; built-in ones (web search, ...) skipped."""
+
+    type: str = Field(max_length=64)
+    name: str | None = Field(None, min_length=1, max_length=256)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponsesToolChoice(Body):
+    type: Literal["function"]
+    name: str = Field(min_length=1, max_length=256)
+
+
+class ResponsesTextFormat(Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = Field(None, max_length=256)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, populate_by_name=True)
+
+
+class ResponsesText(Body):
+    format: ResponsesTextFormat | None = None
+
+
+class ResponsesRequest(_Sampling):
+    """``POST /v1/responses``: OpenAI's Responses API, stateless (no ``previous_response_id``)."""
+
+    model: str = Field(max_length=256)
+    input: str | Annotated[list[dict[str, Any]], Field(min_length=1, max_length=4096)]
+    instructions: str | None = None
+    max_output_tokens: int | None = Field(None, ge=1, le=MAX_INT)
+    tools: list[ResponsesTool] | None = Field(None, max_length=_MAX_TOOLS)
+    tool_choice: Literal["none", "auto", "required"] | ResponsesToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    text: ResponsesText | None = None
+    previous_response_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_format: Literal["auto", "deepseek", "none"] | None = None
 
 
 class TokenizeRequest(Body):
