@@ -223,18 +223,20 @@ def test_calls_are_parsed_from_the_answer_only(qwen3: fucina.LLM) -> None:
 
 
 @pytest.fixture(scope="module")
-def thinking_server(qwen3: fucina.LLM) -> Iterator[tuple[LiveServer, dict[str, str]]]:
-    """A server on :func:`qwen3` whose every request is forced to give ``script["reply"]``."""
-    script = {"reply": THOUGHT + "No, 91 is not prime."}
+def thinking_server(qwen3: fucina.LLM) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
+    """A server on :func:`qwen3` whose every request is forced to give ``script["reply"]`` (the prompt
+    it saw lands in ``script["seen"]``)."""
+    script: dict[str, Any] = {"reply": THOUGHT + "No, 91 is not prime.", "seen": {}}
 
     def processors(body: Any) -> list[Processor]:
-        return [scripted(qwen3, script["reply"])[0]]
+        force, script["seen"] = scripted(qwen3, script["reply"])
+        return [force]
 
     with live(ServerConfig(parallel=2, ctx_size=1024), llm=qwen3, processors=processors) as s:
         yield s, script
 
 
-def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, str]]) -> None:
+def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, Any]]) -> None:
     server, _ = thinking_server
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
     kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
@@ -254,7 +256,7 @@ def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, s
         client.chat.completions.create(extra_body={"reasoning_format": "hidden"}, **kw)
 
 
-def test_anthropic_thinking_blocks(thinking_server: tuple[LiveServer, dict[str, str]]) -> None:
+def test_anthropic_thinking_blocks(thinking_server: tuple[LiveServer, dict[str, Any]]) -> None:
     server, _ = thinking_server
     client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
     kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
@@ -295,3 +297,46 @@ def test_the_server_default_is_configurable(qwen3: fucina.LLM) -> None:
             extra_body={"reasoning_format": "auto"},
         )
         assert again.choices[0].message.content == "No."
+
+
+THINK_OFF = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def test_reasoning_effort_reaches_the_template(qwen3: fucina.LLM, gemma_path: Path) -> None:
+    # As llama.cpp maps it: "none" turns thinking off (Qwen3's empty block), any other effort is the
+    # template's reasoning_effort (gpt-oss prints it in its system message).
+    force, seen = scripted(qwen3, "Blue.")
+    qwen3.create_chat_completion(ASK, max_tokens=8, logits_processor=force, reasoning_effort="none")
+    assert qwen3.detokenize(seen["prompt"], special=True).endswith(THINK_OFF)
+    with pytest.raises(fucina.InvalidArgumentError, match="reasoning_effort"):
+        qwen3.create_chat_completion(ASK, max_tokens=4, reasoning_effort="extreme")
+    oss = fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=_source("openai-gpt-oss-120b"))
+    force, seen = scripted(oss, "Blue.")
+    oss.create_chat_completion(ASK, max_tokens=8, logits_processor=force, reasoning_effort="high")
+    assert "Reasoning: high" in oss.detokenize(seen["prompt"], special=True)
+
+
+def test_the_server_maps_effort_and_thinking(
+    thinking_server: tuple[LiveServer, dict[str, Any]], qwen3: fucina.LLM
+) -> None:
+    server, script = thinking_server
+    msgs: Any = ASK
+    oai = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+    def prompt() -> str:
+        return qwen3.detokenize(script["seen"]["prompt"], special=True)
+
+    oai.chat.completions.create(model=server.model_id, messages=msgs, max_tokens=64, reasoning_effort="none")
+    assert prompt().endswith(THINK_OFF)
+    oai.responses.create(
+        model=server.model_id, input="Is 91 prime?", max_output_tokens=64, reasoning={"effort": "none"}
+    )
+    assert prompt().endswith(THINK_OFF)
+    oai.chat.completions.create(model=server.model_id, messages=msgs, max_tokens=64)
+    assert not prompt().endswith(THINK_OFF)
+    claude = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    m = claude.messages.create(model=server.model_id, messages=msgs, max_tokens=64, thinking={"type": "disabled"})
+    assert prompt().endswith(THINK_OFF) and m.content
+    off = claude.messages.count_tokens(model=server.model_id, messages=msgs, thinking={"type": "disabled"})
+    on = claude.messages.count_tokens(model=server.model_id, messages=msgs)
+    assert off.input_tokens > on.input_tokens

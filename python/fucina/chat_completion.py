@@ -432,6 +432,31 @@ def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], paral
 
 
 _REASONING_FORMATS = ("auto", "deepseek", "none")
+_REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def _template_kwargs(
+    base: Mapping[str, Any] | None, *, reasoning_effort: Any = None, thinking: bool | None = None
+) -> dict[str, Any]:
+    """The chat template's extra variables, with OpenAI's ``reasoning_effort`` mapped as llama.cpp maps
+    it (``"none"`` is ``enable_thinking=False``; any other effort goes to the template as
+    ``reasoning_effort``, which gpt-oss's template reads) and Anthropic's ``thinking`` switch as
+    ``enable_thinking``. Variables the request set itself win."""
+    if base is not None and not isinstance(base, Mapping):
+        raise ArgumentTypeError(f"chat_template_kwargs must be a dict, not {_type_name(base)}")
+    out = dict(base or {})
+    if reasoning_effort is not None:
+        if reasoning_effort not in _REASONING_EFFORTS:
+            raise InvalidArgumentError(
+                f"reasoning_effort must be one of {', '.join(_REASONING_EFFORTS)}, not {reasoning_effort!r}"
+            )
+        if reasoning_effort == "none":
+            out.setdefault("enable_thinking", False)
+        else:
+            out.setdefault("reasoning_effort", reasoning_effort)
+    if thinking is not None:
+        out.setdefault("enable_thinking", thinking)
+    return out
 
 
 def _reasoning_format(value: Any) -> bool:
@@ -659,6 +684,7 @@ def create_chat_completion(
     grammar: Grammar | None = None,
     parallel_tool_calls: bool | None = None,
     reasoning_format: str = "auto",
+    reasoning_effort: str | None = None,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -671,8 +697,6 @@ def create_chat_completion(
     n_logprobs = _top_logprobs(logprobs, top_logprobs)
     if not isinstance(stream, bool):
         raise ArgumentTypeError(f"stream must be a bool, not {_type_name(stream)}")
-    if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
-        raise ArgumentTypeError(f"chat_template_kwargs must be a dict, not {_type_name(chat_template_kwargs)}")
     if params is None:
         params = SamplingParams(
             temperature=temperature,
@@ -692,7 +716,8 @@ def create_chat_completion(
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
         raise ArgumentTypeError(f"parallel_tool_calls must be a bool, not {_type_name(parallel_tool_calls)}")
     split_reasoning = _reasoning_format(reasoning_format)
-    prompt = _render(llm, msgs, tools_, choice, chat_template_kwargs or {})
+    kwargs = _template_kwargs(chat_template_kwargs, reasoning_effort=reasoning_effort)
+    prompt = _render(llm, msgs, tools_, choice, kwargs)
     if not split_reasoning:
         prompt = prompt.without_reasoning()
     if grammar is None:

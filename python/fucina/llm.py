@@ -675,6 +675,7 @@ class LLM:
         grammar: Grammar | None = None,
         parallel_tool_calls: bool | None = None,
         reasoning_format: str = "auto",
+        reasoning_effort: str | None = None,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -708,8 +709,10 @@ class LLM:
         ``message.reasoning_content`` (streamed as ``delta.reasoning_content``) and ``content`` holds
         the answer alone, from which calls are parsed: llama.cpp's server default
         (``reasoning_format="auto"``, or ``"deepseek"``). ``reasoning_format="none"`` leaves the
-        reasoning in the content. While a template has reasoning markers, special tokens are kept in
-        the reply's text as they are for tools.
+        reasoning in the content. ``reasoning_effort`` (OpenAI's ``"none"`` … ``"high"``) goes to the
+        template as llama.cpp passes it: ``"none"`` sets ``enable_thinking=False`` (Qwen3, Gemma 4,
+        ...), any other effort is the template's ``reasoning_effort`` (gpt-oss). While a template has
+        reasoning markers, special tokens are kept in the reply's text as they are for tools.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
@@ -764,6 +767,7 @@ class LLM:
             grammar=grammar,
             parallel_tool_calls=parallel_tool_calls,
             reasoning_format=reasoning_format,
+            reasoning_effort=reasoning_effort,
         )
 
     def _piece(self, token: int) -> str:

@@ -117,7 +117,9 @@ def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tupl
     msgs, prefill = _messages(body)
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
-    prompt = cc._render(st.llm, cc._messages(msgs), tools, choice, {})
+    # Anthropic's thinking switch is the template's enable_thinking (Qwen3, Gemma 4, ...).
+    thinking = None if body.thinking is None else body.thinking.type != "disabled"
+    prompt = cc._render(st.llm, cc._messages(msgs), tools, choice, cc._template_kwargs(None, thinking=thinking))
     if not cc._reasoning_format(st.reasoning_format):
         prompt = prompt.without_reasoning()
     if prefill:

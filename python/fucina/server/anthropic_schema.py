@@ -61,12 +61,18 @@ class AnthropicToolChoice(Body):
     disable_parallel_tool_use: bool | None = None
 
 
+class AnthropicThinking(Body):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: int | None = Field(None, ge=0, le=MAX_INT)
+
+
 class _Prompt(Body):
     model: str = Field(max_length=256)
     messages: list[AnthropicMessage] = Field(min_length=1)
     system: str | list[TextBlock] | None = None
     tools: list[AnthropicTool] | None = Field(None, max_length=128)
     tool_choice: AnthropicToolChoice | None = None
+    thinking: AnthropicThinking | None = None
 
 
 class MessagesRequest(_Prompt):

@@ -70,7 +70,8 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    prompt = cc._render(llm, msgs, tools, choice, body.chat_template_kwargs or {})
+    kwargs = cc._template_kwargs(body.chat_template_kwargs, reasoning_effort=body.reasoning_effort)
+    prompt = cc._render(llm, msgs, tools, choice, kwargs)
     if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
         prompt = prompt.without_reasoning()
     if grammar is None:

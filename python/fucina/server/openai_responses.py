@@ -168,6 +168,8 @@ def _chat_body(body: ResponsesRequest) -> ChatCompletionRequest:
     for key in ("chat_template_kwargs", "reasoning_format"):
         if getattr(body, key) is not None:
             chat[key] = getattr(body, key)
+    if body.reasoning is not None and body.reasoning.effort is not None:
+        chat["reasoning_effort"] = body.reasoning.effort
     try:
         return ChatCompletionRequest.model_validate(chat)
     except ValidationError as e:
@@ -239,7 +241,7 @@ def _response(
         "output": output,
         "parallel_tool_calls": body.parallel_tool_calls is not False,
         "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None},
+        "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
         "store": False,
         "temperature": body.temperature,
         "text": {"format": fmt.model_dump(by_alias=True, exclude_none=True) if fmt else {"type": "text"}},

@@ -142,6 +142,7 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_format: Literal["auto", "deepseek", "none"] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -195,6 +196,10 @@ class ResponsesText(Body):
     format: ResponsesTextFormat | None = None
 
 
+class ResponsesReasoning(Body):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+
+
 class ResponsesRequest(_Sampling):
     """``POST /v1/responses``: OpenAI's Responses API, stateless (no ``previous_response_id``)."""
 
@@ -210,6 +215,7 @@ class ResponsesRequest(_Sampling):
     metadata: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_format: Literal["auto", "deepseek", "none"] | None = None
+    reasoning: ResponsesReasoning | None = None
 
 
 class TokenizeRequest(Body):
