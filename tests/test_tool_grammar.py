@@ -43,6 +43,7 @@ TOOLS = [WEATHER, ADD]
 
 DS_BEGIN, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
 DS_CALL_END, DS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
+DSML = "｜DSML｜"
 
 # Per format: (template source hint, a reply calling get_weather(city="Paris") then add(a=2, b=3)
 # (only add(a=2, b=3) where the format writes one call), a reply breaking the schema or the syntax).
@@ -145,6 +146,16 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         '<invoke name="add">\n<parameter name="a">2</parameter>\n<parameter name="b">3</parameter>\n</invoke>\n'
         "</minimax:tool_call>",
         '<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+    ),
+    "deepseek_dsml": (
+        ToolCallFormat.DEEPSEEK_DSML,
+        "",
+        f'<{DSML}function_calls>\n<{DSML}invoke name="get_weather">\n<{DSML}parameter name="city" string="true">Paris'
+        f'</{DSML}parameter>\n</{DSML}invoke>\n<{DSML}invoke name="add">\n<{DSML}parameter name="a" string="false">2'
+        f'</{DSML}parameter>\n<{DSML}parameter name="b" string="false">3</{DSML}parameter>\n</{DSML}invoke>\n'
+        f"</{DSML}function_calls>",
+        f'<{DSML}function_calls>\n<{DSML}invoke name="add">\n<{DSML}parameter name="a" string="true">2'
+        f"</{DSML}parameter>\n</{DSML}invoke>\n</{DSML}function_calls>",
     ),
     "seed_oss": (
         ToolCallFormat.SEED_OSS,

@@ -71,6 +71,8 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "ByteDance-Seed-OSS": {"bos_token": "<seed:bos>", "eos_token": "<seed:eos>"},
     "NVIDIA-Nemotron-Nano-v2": {"bos_token": "<SPECIAL_10>", "eos_token": "<SPECIAL_12>"},
     "unsloth-Apriel-1.5": {"bos_token": "<s>", "eos_token": "</s>"},
+    "deepseek-ai-DeepSeek-V3.2": DEEPSEEK,
+    "deepseek-ai-DeepSeek-V4": DEEPSEEK,
 }
 
 WEATHER_TOOL = {

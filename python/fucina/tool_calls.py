@@ -36,6 +36,8 @@ Formats (what the model writes):
 * ``kimi_k2``: ``<|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>{...}<|tool_call_end|>``
   in a ``<|tool_calls_section_begin|>`` block; the call id is ``functions.NAME:INDEX``.
 * ``minimax_m2``: ``<minimax:tool_call><invoke name="NAME"><parameter name="KEY">VALUE</parameter></invoke>``.
+* ``deepseek_dsml``: ``<｜DSML｜function_calls>`` (V3.2; ``tool_calls`` for V4) around
+  ``<｜DSML｜invoke name="NAME"><｜DSML｜parameter name="KEY" string="true">VALUE</｜DSML｜parameter>``.
 * ``seed_oss``: Qwen3-Coder's ``<function=NAME><parameter=KEY>`` body in ``<seed:tool_call>``.
 * ``nemotron``: ``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Nemotron Nano v2).
 * ``tool_calls_tag``: ``<tool_calls>`` a JSON list or one JSON call per line ``</tool_calls>`` (Apriel,
@@ -89,6 +91,7 @@ class ToolCallFormat(enum.Enum):
     GLM4 = "glm4"
     KIMI_K2 = "kimi_k2"
     MINIMAX_M2 = "minimax_m2"
+    DEEPSEEK_DSML = "deepseek_dsml"
     SEED_OSS = "seed_oss"
     NEMOTRON = "nemotron"
     TOOL_CALLS_TAG = "tool_calls_tag"
@@ -102,6 +105,8 @@ _DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
 _DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
 _DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
 _DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
+# DeepSeek V3.2 / V4 prefix their call tags with this token: <｜DSML｜invoke name="...">.
+_DSML = "\uff5cDSML\uff5c"
 
 # Template markers, checked in order: the first whose every string is in the source wins. Gemma 4 and
 # Qwen3-Coder come before the plain <tool_call> families whose markers their templates also contain.
@@ -110,6 +115,7 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("[TOOL_CALLS]",), ToolCallFormat.MISTRAL),
     (("<seed:tool_call>",), ToolCallFormat.SEED_OSS),
     (("<minimax:tool_call>", "<invoke name="), ToolCallFormat.MINIMAX_M2),
+    ((_DSML, "invoke name="), ToolCallFormat.DEEPSEEK_DSML),
     (("<tool_call>", "<arg_key>"), ToolCallFormat.GLM4),
     (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
     (("<tool_calls>",), ToolCallFormat.TOOL_CALLS_TAG),
@@ -530,25 +536,46 @@ def _kimi_k2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span |
     return calls, _after(text, pos, "<|tool_calls_section_end|>")
 
 
-_INVOKE = re.compile(r'<invoke name="([^"]*)">(.*?)(?:</invoke>|$)', re.DOTALL)
-_PARAMETER = re.compile(r'<parameter name="([^"]*)">(.*?)(?:</parameter>|$)', re.DOTALL)
-
-
-def _minimax_m2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
-    body, end = _block(text, pos + len("<minimax:tool_call>"), "</minimax:tool_call>")
+def _invokes(fmt: ToolCallFormat, body: str, tools: _Tools, ns: str) -> list[dict[str, Any]] | None:
+    """``<{ns}invoke name="N"><{ns}parameter name="K" [string="true|false"]>V</{ns}parameter></{ns}invoke>``
+    calls (MiniMax M2 without a prefix, DeepSeek V3.2 / V4 with ``｜DSML｜``): values typed by the
+    ``string`` attribute when there is one (``false``: JSON), else by the tool's schema."""
+    ns = re.escape(ns)
+    invoke = re.compile(rf'<{ns}invoke name="([^"]*)">(.*?)(?:</{ns}invoke>|$)', re.DOTALL)
+    param = re.compile(
+        rf'<{ns}parameter name="([^"]*)"(?:\s+string="(true|false)")?>(.*?)(?:</{ns}parameter>|$)', re.DOTALL
+    )
     calls: list[dict[str, Any]] = []
-    for inv in _INVOKE.finditer(body):
+    for inv in invoke.finditer(body):
         name = inv.group(1).strip()
         types = tools.types.get(name, {})
-        args = {
-            m.group(1): _schema_value(m.group(2).strip("\n"), types.get(m.group(1)))
-            for m in _PARAMETER.finditer(inv.group(2))
-        }
+        args = {}
+        for m in param.finditer(inv.group(2)):
+            raw = m.group(3).strip("\n")
+            kind = {"true": "string", "false": None}.get(m.group(2) or "", types.get(m.group(1)))
+            args[m.group(1)] = _schema_value(raw, kind)
         call = _make_call(fmt, name, args)
         if call is None:
             return None
         calls.append(call)
+    return calls or None
+
+
+def _minimax_m2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    body, end = _block(text, pos + len("<minimax:tool_call>"), "</minimax:tool_call>")
+    calls = _invokes(fmt, body, tools, "")
     return (calls, end) if calls else None
+
+
+def _deepseek_dsml(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # <｜DSML｜function_calls> (V3.2) or <｜DSML｜tool_calls> (V4) around the invokes.
+    for wrapper in ("function_calls", "tool_calls"):
+        opener = f"<{_DSML}{wrapper}>"
+        if text.startswith(opener, pos):
+            body, end = _block(text, pos + len(opener), f"</{_DSML}{wrapper}>")
+            calls = _invokes(fmt, body, tools, _DSML)
+            return (calls, end) if calls else None
+    return None
 
 
 def _seed_oss(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
@@ -770,6 +797,9 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.GLM4: _Spec((("<tool_call>", _glm4),)),
     ToolCallFormat.KIMI_K2: _Spec((("<|tool_calls_section_begin|>", _kimi_k2), ("<|tool_call_begin|>", _kimi_k2))),
     ToolCallFormat.MINIMAX_M2: _Spec((("<minimax:tool_call>", _minimax_m2),)),
+    ToolCallFormat.DEEPSEEK_DSML: _Spec(
+        ((f"<{_DSML}function_calls>", _deepseek_dsml), (f"<{_DSML}tool_calls>", _deepseek_dsml))
+    ),
     ToolCallFormat.SEED_OSS: _Spec((("<seed:tool_call>", _seed_oss),)),
     ToolCallFormat.NEMOTRON: _Spec((("<TOOLCALL>", _wrapped_json("<TOOLCALL>", "</TOOLCALL>")),)),
     ToolCallFormat.TOOL_CALLS_TAG: _Spec(

@@ -24,6 +24,8 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
 * ``glm4``: ``<tool_call>N\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n...</tool_call>``;
 * ``kimi_k2``: ``<|tool_calls_section_begin|><|tool_call_begin|>functions.N:I<|tool_call_argument_begin|>A...``;
 * ``minimax_m2``: ``<minimax:tool_call>\\n<invoke name="N">\\n<parameter name="K">V</parameter>\\n...``;
+* ``deepseek_dsml``: ``<｜DSML｜function_calls>\\n<｜DSML｜invoke name="N">\\n<｜DSML｜parameter name="K"
+  string="true|false">V</｜DSML｜parameter>\\n...`` (``tool_calls`` for V4's templates);
 * ``seed_oss``: ``<seed:tool_call>\\n<function=N>\\n<parameter=K>V</parameter>\\n...</seed:tool_call>``;
 * ``nemotron`` / ``tool_calls_tag``: ``<TOOLCALL>`` / ``<tool_calls>`` around a JSON list of calls;
 * ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
@@ -43,7 +45,7 @@ from typing import Any
 
 from . import _core
 from .grammar import Grammar
-from .tool_calls import _DS_CALL_BEGIN, _DS_CALL_END, _DS_CALLS_BEGIN, _DS_CALLS_END, _DS_SEP, ToolCallFormat
+from .tool_calls import _DS_CALL_BEGIN, _DS_CALL_END, _DS_CALLS_BEGIN, _DS_CALLS_END, _DS_SEP, _DSML, ToolCallFormat
 
 __all__ = ["tool_call_grammar"]
 
@@ -160,6 +162,48 @@ def _qwen3_coder(tools: Sequence[Mapping[str, Any]], parallel: bool, wrapper: st
     )
 
 
+def _dsml(tools: Sequence[Mapping[str, Any]], parallel: bool, mark: Callable[[str], str], template_source: str) -> str:
+    """DeepSeek V3.2 / V4: ``<｜DSML｜function_calls>`` (V4: ``tool_calls``) around invokes whose
+    parameters carry ``string="true"`` for string-typed values and ``"false"`` (JSON) for the rest."""
+    nl = chr(10)
+    wrapper = (
+        "tool_calls"
+        if ("'tool_calls" in template_source or f"{_DSML}tool_calls" in template_source)
+        else ("function_calls")
+    )
+    dsml = mark(_DSML)
+    text_marker = dsml == _lit(_DSML)
+
+    def tag(name: str, *, close: bool = False) -> str:
+        opener = "</" if close else "<"
+        # Written as text, a tag is one literal (the lexer then prefers it to a value's "<" run).
+        return _lit(opener + _DSML + name) if text_marker else f"{_lit(opener)} {dsml} {_lit(name)}"
+
+    rules = [
+        f"start: reasoning? {tag(wrapper + '>' + nl)} {'call+' if parallel else 'call'} "
+        f"{tag(wrapper + '>', close=True)}",
+        "call: " + " | ".join(f"call{i}" for i in range(len(tools))),
+        # Values run to the closing tag (written as text) or, when ｜DSML｜ is a control token, to any "<".
+        _until("value", f"</{_DSML}parameter>") if text_marker else "value: /[^<]*/",
+    ]
+    for i, tool in enumerate(tools):
+        name = tool["function"]["name"]
+        props = _parameters(tool).get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        head = tag(f'invoke name="{name}">{nl}')
+        end = f"{tag('invoke>', close=True)} {_lit(nl)}"
+        if props:
+            alts = []
+            for k, spec in props.items():
+                string = isinstance(spec, Mapping) and spec.get("type") == "string"
+                alts.append(tag(f'parameter name="{k}" string="{"true" if string else "false"}">'))
+            rules.append(f"call{i}: {head} param{i}* {end}")
+            rules.append(f"param{i}: ({' | '.join(alts)}) value {tag('parameter>', close=True)} {_lit(nl)}")
+        else:
+            rules.append(f"call{i}: {head} {end}")
+    return "\n".join(rules)
+
+
 def tool_call_grammar(
     fmt: ToolCallFormat,
     tools: Sequence[Mapping[str, Any]],
@@ -218,6 +262,8 @@ def tool_call_grammar(
             f"start: reasoning? {mark('<minimax:tool_call>')} {_lit(nl)} calls {mark('</minimax:tool_call>')}",
             body,
         ]
+    elif fmt is ToolCallFormat.DEEPSEEK_DSML:
+        rules = [_dsml(tools, parallel, mark, template_source)]
     elif fmt is ToolCallFormat.KIMI_K2:
         alts = " | ".join(
             f"{_lit('functions.' + t['function']['name'] + ':')} /[0-9]+/ {mark('<|tool_call_argument_begin|>')} "
