@@ -325,6 +325,7 @@ REPLIES = {
     ToolCallFormat.DEEPSEEK_DSML: '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
     "</｜DSML｜function_calls>",
+    ToolCallFormat.LFM2: "<|tool_call_start|>[get_weather(city='Paris')]<|tool_call_end|>",
     ToolCallFormat.SEED_OSS: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
     "</function>\n</seed:tool_call>",
     ToolCallFormat.NEMOTRON: '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',

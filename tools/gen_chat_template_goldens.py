@@ -73,6 +73,7 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "unsloth-Apriel-1.5": {"bos_token": "<s>", "eos_token": "</s>"},
     "deepseek-ai-DeepSeek-V3.2": DEEPSEEK,
     "deepseek-ai-DeepSeek-V4": DEEPSEEK,
+    "LFM2.5-8B-A1B": {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>"},
 }
 
 WEATHER_TOOL = {

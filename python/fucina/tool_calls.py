@@ -42,6 +42,8 @@ Formats (what the model writes):
 * ``nemotron``: ``<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`` (Nemotron Nano v2).
 * ``tool_calls_tag``: ``<tool_calls>`` a JSON list or one JSON call per line ``</tool_calls>`` (Apriel,
   MiniMax M1).
+* ``lfm2``: ``<|tool_call_start|>[NAME(key='value', n=3), ...]<|tool_call_end|>`` (Liquid's LFM2), Python
+  calls whose values may also be JSON (``true``, ``null``).
 * ``gpt_oss``: a harmony commentary message to ``functions.NAME``: ``<|channel|>commentary
   to=functions.NAME <|constrain|>json<|message|>{...}<|call|>``.
 * ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
@@ -96,6 +98,7 @@ class ToolCallFormat(enum.Enum):
     NEMOTRON = "nemotron"
     TOOL_CALLS_TAG = "tool_calls_tag"
     GPT_OSS = "gpt_oss"
+    LFM2 = "lfm2"
     GENERIC = "generic"
 
 
@@ -122,6 +125,8 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<tool_call>",), ToolCallFormat.HERMES),
     (("<TOOLCALL>",), ToolCallFormat.NEMOTRON),
     (("<|tool_call_begin|>",), ToolCallFormat.KIMI_K2),
+    (("<|tool_call_start|>",), ToolCallFormat.LFM2),
+    (("<|tool_list_start|>",), ToolCallFormat.LFM2),
     (("<|tool_call|>",), ToolCallFormat.GRANITE),
     (("<|START_ACTION|>",), ToolCallFormat.COMMAND_R),
     ((_DS_CALL_BEGIN, "```json"), ToolCallFormat.DEEPSEEK_R1),
@@ -286,6 +291,21 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+class _JsonNames(ast.NodeTransformer):
+    """JSON's ``true`` / ``false`` / ``null`` read as Python's constants (models mix the two)."""
+
+    VALUES: dict[str, Any] = {"true": True, "false": False, "null": None}
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.VALUES:
+            return ast.copy_location(ast.Constant(self.VALUES[node.id]), node)
+        return node
+
+
+def _literal(node: ast.expr) -> Any:
+    return ast.literal_eval(_JsonNames().visit(node))
+
+
 def _python_call(fmt: ToolCallFormat, node: ast.expr, tools: _Tools) -> dict[str, Any] | None:
     if not isinstance(node, ast.Call):
         return None
@@ -297,11 +317,11 @@ def _python_call(fmt: ToolCallFormat, node: ast.expr, tools: _Tools) -> dict[str
     if len(node.args) > len(params):
         return None
     for key, value in zip(params, node.args, strict=False):
-        args[key] = ast.literal_eval(value)
+        args[key] = _literal(value)
     for kw in node.keywords:
         if kw.arg is None:
             return None
-        args[kw.arg] = ast.literal_eval(kw.value)
+        args[kw.arg] = _literal(kw.value)
     return _make_call(fmt, name, args)
 
 
@@ -593,6 +613,13 @@ def _wrapped_json(open_marker: str, close_marker: str) -> _MarkerParser:
     return parse
 
 
+def _lfm2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # A Python list of calls between the markers: [get_weather(city='Paris'), get_time()].
+    body, end = _block(text, pos + len("<|tool_call_start|>"), "<|tool_call_end|>")
+    calls = _python_calls(fmt, body, tools.lenient())
+    return (calls, end) if calls else None
+
+
 _HARMONY_RECIPIENT = re.compile(r"to=functions\.([A-Za-z0-9_.\-]+)")
 
 
@@ -805,6 +832,7 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.TOOL_CALLS_TAG: _Spec(
         (("<tool_calls>", _wrapped_json("<tool_calls>", "</tool_calls>")), ("<tool_call>", _hermes))
     ),
+    ToolCallFormat.LFM2: _Spec((("<|tool_call_start|>", _lfm2),)),
     ToolCallFormat.GPT_OSS: _Spec(
         (("<|start|>assistant", _gpt_oss), ("<|channel|>commentary", _gpt_oss), ("to=functions.", _gpt_oss))
     ),

@@ -28,6 +28,7 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
   string="true|false">V</｜DSML｜parameter>\\n...`` (``tool_calls`` for V4's templates);
 * ``seed_oss``: ``<seed:tool_call>\\n<function=N>\\n<parameter=K>V</parameter>\\n...</seed:tool_call>``;
 * ``nemotron`` / ``tool_calls_tag``: ``<TOOLCALL>`` / ``<tool_calls>`` around a JSON list of calls;
+* ``lfm2``: ``<|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|>`` with JSON values;
 * ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
 * ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
 
@@ -279,6 +280,26 @@ def tool_call_grammar(
         tag = "TOOLCALL" if fmt is ToolCallFormat.NEMOTRON else "tool_calls"
         body = _json_list(tools, "name", "arguments", parallel)
         rules = [f"start: reasoning? {mark(f'<{tag}>')} {body} {mark(f'</{tag}>')}"]
+    elif fmt is ToolCallFormat.LFM2:
+        # Python calls with keyword arguments whose values are JSON (valid Python once the parser reads
+        # true / false / null), each checked against its property's schema.
+        rules = [
+            f"start: {mark('<|tool_call_start|>')} {_lit('[')} "
+            f"{'call (' + _lit(', ') + ' call)*' if parallel else 'call'} {_lit(']')} {mark('<|tool_call_end|>')}",
+            "call: " + " | ".join(f"call{i}" for i in range(len(tools))),
+        ]
+        for i, tool in enumerate(tools):
+            props = _parameters(tool).get("properties")
+            props = props if isinstance(props, Mapping) else {}
+            head = _lit(tool["function"]["name"] + "(")
+            if props:
+                alts = " | ".join(
+                    f"{_lit(str(k) + '=')} %json {_schema(v if isinstance(v, Mapping) else {})}"
+                    for k, v in props.items()
+                )
+                rules += [f"call{i}: {head} (arg{i} ({_lit(', ')} arg{i})*)? {_lit(')')}", f"arg{i}: {alts}"]
+            else:
+                rules.append(f"call{i}: {head} {_lit(')')}")
     elif fmt is ToolCallFormat.GPT_OSS:
         # One commentary message to the function; <|call|> ends the turn (and generation).
         alts = " | ".join(
