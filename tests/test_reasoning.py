@@ -340,3 +340,22 @@ def test_the_server_maps_effort_and_thinking(
     off = claude.messages.count_tokens(model=server.model_id, messages=msgs, thinking={"type": "disabled"})
     on = claude.messages.count_tokens(model=server.model_id, messages=msgs)
     assert off.input_tokens > on.input_tokens
+
+
+# A template whose generation prompt opens the block, as DeepSeek R1 0528's and Qwen3 thinking-2507's do.
+OPEN_THINK = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}{% if false %}</think>{% endif %}"
+)
+
+
+def test_a_prompt_that_opens_the_block(gemma_path: Path) -> None:
+    llm = fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=OPEN_THINK)
+    force, _ = scripted(llm, "7 * 13 = 91.\n</think>\n\nNo.")
+    r = llm.create_chat_completion(ASK, max_tokens=32, logits_processor=force)
+    assert r["choices"][0]["message"] == {"role": "assistant", "content": "No.", "reasoning_content": "7 * 13 = 91."}
+    # A grammar cannot close the block: a constrained reply is the answer.
+    force, _ = scripted(llm, '{"prime": false}')
+    fmt = {"type": "json_object"}
+    r = llm.create_chat_completion(ASK, max_tokens=32, logits_processor=force, response_format=fmt)
+    assert r["choices"][0]["message"] == {"role": "assistant", "content": '{"prime": false}'}

@@ -374,6 +374,13 @@ class _Prompt:
     def without_reasoning(self) -> _Prompt:
         return _Prompt(self.ids, self.tools, self.format)
 
+    def constrained(self, grammar: Grammar | None) -> _Prompt:
+        """The prompt for a reply under ``grammar``: a grammar (a JSON answer, forced calls) cannot close
+        a reasoning block the generation prompt opened, so such a reply is read as the answer."""
+        if grammar is None or not self.thinking:
+            return self
+        return _Prompt(self.ids, self.tools, self.format, self.reasoning, False)
+
 
 def _render(
     llm: LLM,
@@ -722,6 +729,7 @@ def create_chat_completion(
         prompt = prompt.without_reasoning()
     if grammar is None:
         grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls)
+    prompt = prompt.constrained(grammar)
     special = prompt.special
     _, gen = llm._start(
         prompt.ids,

@@ -127,7 +127,8 @@ def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tupl
         extra = st.llm.tokenize(prefill, add_special=False)
         return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None
     single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
-    return prompt, cc._forced_calls(st.llm, prompt, choice, False if single else None)
+    grammar = cc._forced_calls(st.llm, prompt, choice, False if single else None)
+    return prompt.constrained(grammar), grammar
 
 
 def _stop_reason(choice: Choice, parsed: ParsedReply | None, stops: list[str]) -> tuple[str, str | None]:

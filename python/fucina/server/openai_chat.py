@@ -76,6 +76,7 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         prompt = prompt.without_reasoning()
     if grammar is None:
         grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls)
+    prompt = prompt.constrained(grammar)
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
     params = sampling_params(
