@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import numpy as np
+import numpy.typing as npt
 import openai
 import pytest
 from hypothesis import given, settings
@@ -359,3 +361,18 @@ def test_a_prompt_that_opens_the_block(gemma_path: Path) -> None:
     fmt = {"type": "json_object"}
     r = llm.create_chat_completion(ASK, max_tokens=32, logits_processor=force, response_format=fmt)
     assert r["choices"][0]["message"] == {"role": "assistant", "content": '{"prime": false}'}
+
+
+def test_the_llama_drop_in_keeps_reasoning_in_the_content(gemma_path: Path) -> None:
+    # llama-cpp-python returns the model's text as it is; code ported from it keeps working.
+    llama = fucina.Llama(str(gemma_path), n_ctx=1024, n_threads=2, verbose=False)
+    # llama-cpp-python's Llama takes no template argument: its LLM is given Qwen3's thinking template here.
+    llama._llm = fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=_source("Qwen-Qwen3-0.6B"))
+    force, _ = scripted(llama._llm, THOUGHT + "No.")
+
+    def processor(ids: npt.NDArray[np.intc], scores: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        force([int(t) for t in ids], scores)  # llama-cpp-python's processor shape
+        return scores
+
+    r = llama.create_chat_completion(ASK, max_tokens=32, logits_processor=[processor])
+    assert r["choices"][0]["message"] == {"role": "assistant", "content": THOUGHT + "No."}

@@ -676,7 +676,9 @@ class Llama:
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's signature and defaults); tool calls are
         parsed into ``message.tool_calls``. See :meth:`fucina.LLM.create_chat_completion` for the
-        shapes; ``grammar`` (a :class:`LlamaGrammar`) constrains the reply, like ``response_format``."""
+        shapes; ``grammar`` (a :class:`LlamaGrammar`) constrains the reply, like ``response_format``.
+        As in llama-cpp-python, a thinking model's reasoning stays in ``content`` (``fucina.LLM``
+        returns it apart, as ``reasoning_content``)."""
         params = self._sampling(
             temperature,
             top_k,
@@ -706,6 +708,7 @@ class Llama:
             top_logprobs=top_logprobs,
             params=params,
             grammar=_grammar(grammar),
+            reasoning_format="none",
         )
 
     def create_chat_completion_openai_v1(self, *args: Any, **kwargs: Any) -> Any:
