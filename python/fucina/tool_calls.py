@@ -44,6 +44,10 @@ Formats (what the model writes):
   MiniMax M1).
 * ``lfm2``: ``<|tool_call_start|>[NAME(key='value', n=3), ...]<|tool_call_end|>`` (Liquid's LFM2), Python
   calls whose values may also be JSON (``true``, ``null``).
+* ``minicpm``: ``<function name="NAME"><param name="KEY">VALUE</param></function>`` (MiniCPM 5).
+* ``solar_open``: ``<|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}``
+  ``<|tool_call:end|>...<|calls|>`` (Upstage Solar Open).
+* ``apertus``: ``<|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>`` (Swiss AI Apertus).
 * ``gpt_oss``: a harmony commentary message to ``functions.NAME``: ``<|channel|>commentary
   to=functions.NAME <|constrain|>json<|message|>{...}<|call|>``.
 * ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
@@ -99,6 +103,9 @@ class ToolCallFormat(enum.Enum):
     TOOL_CALLS_TAG = "tool_calls_tag"
     GPT_OSS = "gpt_oss"
     LFM2 = "lfm2"
+    MINICPM = "minicpm"
+    SOLAR_OPEN = "solar_open"
+    APERTUS = "apertus"
     GENERIC = "generic"
 
 
@@ -120,6 +127,9 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<minimax:tool_call>", "<invoke name="), ToolCallFormat.MINIMAX_M2),
     ((_DSML, "invoke name="), ToolCallFormat.DEEPSEEK_DSML),
     (("<tool_call>", "<arg_key>"), ToolCallFormat.GLM4),
+    (("<function name=", "<param name="), ToolCallFormat.MINICPM),
+    (("<|tool_call:begin|>",), ToolCallFormat.SOLAR_OPEN),
+    (("<|tools_prefix|>",), ToolCallFormat.APERTUS),
     (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
     (("<tool_calls>",), ToolCallFormat.TOOL_CALLS_TAG),
     (("<tool_call>",), ToolCallFormat.HERMES),
@@ -556,14 +566,17 @@ def _kimi_k2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span |
     return calls, _after(text, pos, "<|tool_calls_section_end|>")
 
 
-def _invokes(fmt: ToolCallFormat, body: str, tools: _Tools, ns: str) -> list[dict[str, Any]] | None:
+def _invokes(
+    fmt: ToolCallFormat, body: str, tools: _Tools, ns: str, call_tag: str = "invoke", param_tag: str = "parameter"
+) -> list[dict[str, Any]] | None:
     """``<{ns}invoke name="N"><{ns}parameter name="K" [string="true|false"]>V</{ns}parameter></{ns}invoke>``
-    calls (MiniMax M2 without a prefix, DeepSeek V3.2 / V4 with ``｜DSML｜``): values typed by the
-    ``string`` attribute when there is one (``false``: JSON), else by the tool's schema."""
+    calls (MiniMax M2 without a prefix, DeepSeek V3.2 / V4 with ``｜DSML｜``; MiniCPM's ``function`` /
+    ``param`` tags): values typed by the ``string`` attribute when there is one (``false``: JSON), else
+    by the tool's schema."""
     ns = re.escape(ns)
-    invoke = re.compile(rf'<{ns}invoke name="([^"]*)">(.*?)(?:</{ns}invoke>|$)', re.DOTALL)
+    invoke = re.compile(rf'<{ns}{call_tag} name="([^"]*)">(.*?)(?:</{ns}{call_tag}>|$)', re.DOTALL)
     param = re.compile(
-        rf'<{ns}parameter name="([^"]*)"(?:\s+string="(true|false)")?>(.*?)(?:</{ns}parameter>|$)', re.DOTALL
+        rf'<{ns}{param_tag} name="([^"]*)"(?:\s+string="(true|false)")?>(.*?)(?:</{ns}{param_tag}>|$)', re.DOTALL
     )
     calls: list[dict[str, Any]] = []
     for inv in invoke.finditer(body):
@@ -585,6 +598,46 @@ def _minimax_m2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Spa
     body, end = _block(text, pos + len("<minimax:tool_call>"), "</minimax:tool_call>")
     calls = _invokes(fmt, body, tools, "")
     return (calls, end) if calls else None
+
+
+def _minicpm(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # One <function name="N"><param name="K">V</param>...</function> element per call.
+    body, end = _block(text, pos, "</function>")
+    calls = _invokes(fmt, body + "</function>", tools, "", "function", "param")
+    return (calls, end) if calls else None
+
+
+_SOLAR_CALL = re.compile(r"<\|tool_call:begin\|>([^<]*)<\|tool_call:name\|>([^<]*)<\|tool_call:args\|>")
+
+
+def _solar_open(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # <|tool_calls|> then per call <|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}<|tool_call:end|>.
+    if text.startswith("<|tool_calls|>", pos):
+        pos += len("<|tool_calls|>")
+    calls: list[dict[str, Any]] = []
+    while (m := _SOLAR_CALL.match(text, _skip_ws(text, pos))) is not None:
+        parsed = _json_at(text, m.end())
+        call = None if parsed is None else _make_call(fmt, m.group(2), parsed[0], m.group(1).strip() or None)
+        if parsed is None or call is None:
+            return None
+        calls.append(call)
+        pos = _after(text, parsed[1], "<|tool_call:end|>")
+    return (calls, _after(text, pos, "<|calls|>")) if calls else None
+
+
+def _apertus(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # <|tools_prefix|>[{"NAME": {...arguments}}, ...]<|tools_suffix|>
+    parsed = _json_at(text, pos + len("<|tools_prefix|>"))
+    if parsed is None:
+        return None
+    items = parsed[0] if isinstance(parsed[0], list) else [parsed[0]]
+    calls = []
+    for item in items:
+        call = _make_call(fmt, *next(iter(item.items()))) if isinstance(item, dict) and len(item) == 1 else None
+        if call is None:
+            return None
+        calls.append(call)
+    return (calls, _after(text, parsed[1], "<|tools_suffix|>")) if calls else None
 
 
 def _deepseek_dsml(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
@@ -833,6 +886,9 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
         (("<tool_calls>", _wrapped_json("<tool_calls>", "</tool_calls>")), ("<tool_call>", _hermes))
     ),
     ToolCallFormat.LFM2: _Spec((("<|tool_call_start|>", _lfm2),)),
+    ToolCallFormat.MINICPM: _Spec((('<function name="', _minicpm),)),
+    ToolCallFormat.SOLAR_OPEN: _Spec((("<|tool_calls|>", _solar_open), ("<|tool_call:begin|>", _solar_open))),
+    ToolCallFormat.APERTUS: _Spec((("<|tools_prefix|>", _apertus),)),
     ToolCallFormat.GPT_OSS: _Spec(
         (("<|start|>assistant", _gpt_oss), ("<|channel|>commentary", _gpt_oss), ("to=functions.", _gpt_oss))
     ),

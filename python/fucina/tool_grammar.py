@@ -28,6 +28,10 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
   string="true|false">V</｜DSML｜parameter>\\n...`` (``tool_calls`` for V4's templates);
 * ``seed_oss``: ``<seed:tool_call>\\n<function=N>\\n<parameter=K>V</parameter>\\n...</seed:tool_call>``;
 * ``nemotron`` / ``tool_calls_tag``: ``<TOOLCALL>`` / ``<tool_calls>`` around a JSON list of calls;
+* ``minicpm``: ``<function name="N"><param name="K">V</param>...</function>`` per call;
+* ``solar_open``: ``<|tool_calls|>`` then ``<|tool_call:begin|>ID<|tool_call:name|>N<|tool_call:args|>A``
+  ``<|tool_call:end|>`` per call, then ``<|calls|>``;
+* ``apertus``: ``<|tools_prefix|>[{N: A}, ...]<|tools_suffix|>``;
 * ``lfm2``: ``<|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|>`` with JSON values;
 * ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
 * ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
@@ -280,6 +284,43 @@ def tool_call_grammar(
         tag = "TOOLCALL" if fmt is ToolCallFormat.NEMOTRON else "tool_calls"
         body = _json_list(tools, "name", "arguments", parallel)
         rules = [f"start: reasoning? {mark(f'<{tag}>')} {body} {mark(f'</{tag}>')}"]
+    elif fmt is ToolCallFormat.MINICPM:
+        rules = [
+            _keyed_calls(
+                tools,
+                parallel,
+                lambda name: _lit(f'<function name="{name}">'),
+                lambda k: _lit(f'<param name="{k}">'),
+                "</param>",
+                _lit("</function>"),
+                sep="",
+            )
+        ]
+    elif fmt is ToolCallFormat.SOLAR_OPEN:
+        alts = " | ".join(
+            f"{_lit(t['function']['name'])} {mark('<|tool_call:args|>')} %json {_schema(_parameters(t))}" for t in tools
+        )
+        call = f"{mark('<|tool_call:begin|>')} /[A-Za-z0-9_]{{1,40}}/ {mark('<|tool_call:name|>')} ({alts}) "
+        call += mark("<|tool_call:end|>")
+        rules = [
+            f"start: {mark('<|tool_calls|>')} {_repeat('call', '', parallel)} {mark('<|calls|>')}",
+            f"call: {call}",
+        ]
+    elif fmt is ToolCallFormat.APERTUS:
+        items = [
+            {
+                "type": "object",
+                "properties": {t["function"]["name"]: _parameters(t)},
+                "required": [t["function"]["name"]],
+                "additionalProperties": False,
+            }
+            for t in tools
+        ]
+        array: dict[str, Any] = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}}
+        array["minItems"] = 1
+        if not parallel:
+            array["maxItems"] = 1
+        rules = [f"start: {mark('<|tools_prefix|>')} %json {_schema(array)} {mark('<|tools_suffix|>')}"]
     elif fmt is ToolCallFormat.LFM2:
         # Python calls with keyword arguments whose values are JSON (valid Python once the parser reads
         # true / false / null), each checked against its property's schema.
