@@ -16,9 +16,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import anthropic
 import httpx
 import numpy as np
 import numpy.typing as npt
+import openai
 import uvicorn
 
 import fucina
@@ -148,3 +150,13 @@ def live(config: ServerConfig, **kwargs: Any) -> Iterator[LiveServer]:
         yield server
     finally:
         server.stop()
+
+
+def openai_client(server: LiveServer) -> openai.OpenAI:
+    """The official OpenAI client on ``server`` (no retries: a failure is the test's to see)."""
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+def anthropic_client(server: LiveServer) -> anthropic.Anthropic:
+    """The official Anthropic client on ``server``."""
+    return anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import numpy as np
 import numpy.typing as npt
 import openai
@@ -28,7 +27,7 @@ from fucina.reasoning import (
     split_reasoning,
 )
 from fucina.server import ServerConfig
-from serverkit import CALL, WEATHER, LiveServer, Processor, live, scripted
+from serverkit import CALL, WEATHER, LiveServer, Processor, anthropic_client, live, openai_client, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 HARMONY = ReasoningSyntax(
@@ -240,7 +239,7 @@ def thinking_server(qwen3: fucina.LLM) -> Iterator[tuple[LiveServer, dict[str, A
 
 def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, Any]]) -> None:
     server, _ = thinking_server
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server)
     kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
     message = client.chat.completions.create(**kw).choices[0].message
     assert message.content == "No, 91 is not prime."
@@ -260,7 +259,7 @@ def test_openai_reasoning_content(thinking_server: tuple[LiveServer, dict[str, A
 
 def test_anthropic_thinking_blocks(thinking_server: tuple[LiveServer, dict[str, Any]]) -> None:
     server, _ = thinking_server
-    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    client = anthropic_client(server)
     kw: dict[str, Any] = {"model": server.model_id, "messages": ASK, "max_tokens": 64}
     m = client.messages.create(**kw)
     thinking, text = m.content
@@ -289,7 +288,7 @@ def test_the_server_default_is_configurable(qwen3: fucina.LLM) -> None:
         return [scripted(qwen3, THOUGHT + "No.")[0]]
 
     with live(ServerConfig(parallel=1, ctx_size=1024, reasoning_format="none"), llm=qwen3, processors=processors) as s:
-        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        client = openai_client(s)
         message = client.chat.completions.create(model=s.model_id, messages=ASK, max_tokens=64).choices[0].message  # type: ignore[arg-type]
         assert message.content == THOUGHT + "No."
         again = client.chat.completions.create(
@@ -323,7 +322,7 @@ def test_the_server_maps_effort_and_thinking(
 ) -> None:
     server, script = thinking_server
     msgs: Any = ASK
-    oai = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    oai = openai_client(server)
 
     def prompt() -> str:
         return qwen3.detokenize(script["seen"]["prompt"], special=True)
@@ -336,7 +335,7 @@ def test_the_server_maps_effort_and_thinking(
     assert prompt().endswith(THINK_OFF)
     oai.chat.completions.create(model=server.model_id, messages=msgs, max_tokens=64)
     assert not prompt().endswith(THINK_OFF)
-    claude = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    claude = anthropic_client(server)
     m = claude.messages.create(model=server.model_id, messages=msgs, max_tokens=64, thinking={"type": "disabled"})
     assert prompt().endswith(THINK_OFF) and m.content
     off = claude.messages.count_tokens(model=server.model_id, messages=msgs, thinking={"type": "disabled"})

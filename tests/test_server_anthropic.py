@@ -17,7 +17,7 @@ import pytest
 
 import fucina
 from fucina.server import ServerConfig
-from serverkit import LiveServer, Processor, live, scripted
+from serverkit import LiveServer, Processor, anthropic_client, live, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -41,7 +41,7 @@ def server(gemma_path: Path) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def client(server: LiveServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    return anthropic_client(server)
 
 
 def ask(content: str) -> list[Any]:

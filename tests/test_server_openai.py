@@ -22,7 +22,7 @@ import pytest
 import fucina
 import fucina.cli
 from fucina.server import ServerConfig
-from serverkit import CALL, WEATHER, LiveServer, Processor, live, scripted
+from serverkit import CALL, WEATHER, LiveServer, Processor, live, openai_client, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -37,7 +37,7 @@ def server(gemma_path: Path) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 class Script:
@@ -184,7 +184,7 @@ def test_chat_logprobs(client: openai.OpenAI, server: LiveServer) -> None:
 
 def test_tool_call_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
     server, script = tool_server
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server)
     script.reply = CALL
     r = client.chat.completions.create(model=server.model_id, messages=ASK, tools=WEATHER, max_tokens=64)  # type: ignore[arg-type]
     choice = r.choices[0]
@@ -224,7 +224,7 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
     # No scripted reply: the model itself answers, and the grammar makes the answer a call.
     server, script = tool_server
     assert script.reply is None
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server)
     joke = [{"role": "user", "content": "Tell me a joke about cats."}]
     tools = [*WEATHER, {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
     choices: list[Any] = ["required", {"type": "function", "function": {"name": "get_time"}}]
@@ -360,7 +360,7 @@ def test_an_api_key_guards_every_route_but_health(gemma_path: Path) -> None:
 
 def test_a_full_queue_is_a_429_and_the_server_recovers(gemma_path: Path) -> None:
     with live(ServerConfig(model=gemma_path, parallel=1, ctx_size=256, max_queue=1)) as s:
-        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        client = openai_client(s)
         body = {"model": s.model_id, "prompt": "Go:", "max_tokens": 200, "ignore_eos": True, "stream": True}
         with httpx.stream("POST", f"{s.url}/v1/completions", json=body, timeout=300) as running:
             lines = running.iter_lines()  # kept: dropping the iterator would hang up

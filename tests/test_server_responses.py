@@ -16,7 +16,7 @@ import pytest
 
 import fucina
 from fucina.server import ServerConfig
-from serverkit import CALL, LiveServer, Processor, live, scripted
+from serverkit import CALL, LiveServer, Processor, live, openai_client, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -39,7 +39,7 @@ def server(gemma_path: Path) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 def test_a_response_plain_and_streamed(client: openai.OpenAI, server: LiveServer) -> None:
@@ -147,7 +147,7 @@ def scripted_server(gemma_path: Path) -> Iterator[tuple[LiveServer, fucina.LLM, 
 
 def test_function_call_round_trip(scripted_server: tuple[LiveServer, fucina.LLM, dict[str, Any]]) -> None:
     server, llm, script = scripted_server
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server)
     question: Any = [{"role": "user", "content": "What is the weather in Paris?"}]
     script["reply"] = CALL
     r = client.responses.create(model=server.model_id, input=question, tools=TOOLS, max_output_tokens=64)
@@ -179,7 +179,7 @@ def test_function_call_round_trip(scripted_server: tuple[LiveServer, fucina.LLM,
 
 def test_reasoning_item(scripted_server: tuple[LiveServer, fucina.LLM, dict[str, Any]]) -> None:
     server, _, script = scripted_server
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server)
     script["reply"] = "<think>\n91 = 7 * 13.\n</think>\n\nNo, 91 is not prime."
     kw: dict[str, Any] = {"model": server.model_id, "input": "Is 91 prime?", "max_output_tokens": 64}
     r = client.responses.create(**kw)
