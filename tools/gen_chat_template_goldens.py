@@ -77,6 +77,7 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "openbmb-MiniCPM5-1B": CHATML,
     "upstage-Solar-Open-100B": {"bos_token": "", "eos_token": "<|end|>"},
     "Apertus-8B-Instruct": {"bos_token": "<s>", "eos_token": "</s>"},
+    "GigaChat3.1-10B-A1.8B": {"bos_token": "<s>", "eos_token": "</s>"},
 }
 
 WEATHER_TOOL = {

@@ -48,6 +48,7 @@ Formats (what the model writes):
 * ``solar_open``: ``<|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}``
   ``<|tool_call:end|>...<|calls|>`` (Upstage Solar Open).
 * ``apertus``: ``<|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>`` (Swiss AI Apertus).
+* ``gigachat``: ``<|function_call|>{"name": ..., "arguments": {...}}`` (GigaChat 3.1).
 * ``gpt_oss``: a harmony commentary message to ``functions.NAME``: ``<|channel|>commentary
   to=functions.NAME <|constrain|>json<|message|>{...}<|call|>``.
 * ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
@@ -106,6 +107,7 @@ class ToolCallFormat(enum.Enum):
     MINICPM = "minicpm"
     SOLAR_OPEN = "solar_open"
     APERTUS = "apertus"
+    GIGACHAT = "gigachat"
     GENERIC = "generic"
 
 
@@ -130,6 +132,7 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<function name=", "<param name="), ToolCallFormat.MINICPM),
     (("<|tool_call:begin|>",), ToolCallFormat.SOLAR_OPEN),
     (("<|tools_prefix|>",), ToolCallFormat.APERTUS),
+    (("<|function_call|>",), ToolCallFormat.GIGACHAT),
     (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
     (("<tool_calls>",), ToolCallFormat.TOOL_CALLS_TAG),
     (("<tool_call>",), ToolCallFormat.HERMES),
@@ -889,6 +892,7 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.MINICPM: _Spec((('<function name="', _minicpm),)),
     ToolCallFormat.SOLAR_OPEN: _Spec((("<|tool_calls|>", _solar_open), ("<|tool_call:begin|>", _solar_open))),
     ToolCallFormat.APERTUS: _Spec((("<|tools_prefix|>", _apertus),)),
+    ToolCallFormat.GIGACHAT: _Spec((("<|function_call|>", _wrapped_json("<|function_call|>", "<|message_sep|>")),)),
     ToolCallFormat.GPT_OSS: _Spec(
         (("<|start|>assistant", _gpt_oss), ("<|channel|>commentary", _gpt_oss), ("to=functions.", _gpt_oss))
     ),

@@ -32,6 +32,7 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
 * ``solar_open``: ``<|tool_calls|>`` then ``<|tool_call:begin|>ID<|tool_call:name|>N<|tool_call:args|>A``
   ``<|tool_call:end|>`` per call, then ``<|calls|>``;
 * ``apertus``: ``<|tools_prefix|>[{N: A}, ...]<|tools_suffix|>``;
+* ``gigachat``: ``<|function_call|>{"name": N, "arguments": A}`` per call;
 * ``lfm2``: ``<|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|>`` with JSON values;
 * ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
 * ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
@@ -321,6 +322,9 @@ def tool_call_grammar(
         if not parallel:
             array["maxItems"] = 1
         rules = [f"start: {mark('<|tools_prefix|>')} %json {_schema(array)} {mark('<|tools_suffix|>')}"]
+    elif fmt is ToolCallFormat.GIGACHAT:
+        call = f"{mark('<|function_call|>')} %json {_schema(_any_call(tools, 'name', 'arguments'))}"
+        rules = [f"start: {_repeat('call', '', parallel)}", f"call: {call}"]
     elif fmt is ToolCallFormat.LFM2:
         # Python calls with keyword arguments whose values are JSON (valid Python once the parser reads
         # true / false / null), each checked against its property's schema.
