@@ -112,6 +112,8 @@ VENDORED_FORMATS = {
     "meta-llama-Llama-3.2-3B-Instruct": ChatFormat.LLAMA3,
     "google-gemma-2-2b-it": ChatFormat.GEMMA,
     "google-gemma-4-31B-it": ChatFormat.GEMMA4,
+    "LFM2.5-8B-A1B": ChatFormat.CHATML,
+    "openbmb-MiniCPM5-1B": ChatFormat.CHATML,
 }
 
 
