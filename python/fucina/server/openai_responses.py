@@ -179,16 +179,15 @@ def _chat_body(body: ResponsesRequest) -> ChatCompletionRequest:
 
 
 class _Items:
-    """The response's output items, built as the reply streams (ids fixed when an item opens)."""
+    """The response's output items (ids fixed when an item is made, as a stream opens it)."""
 
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def reasoning(self, text: str = "") -> dict[str, Any]:
+    @staticmethod
+    def reasoning(text: str = "") -> dict[str, Any]:
         part = {"type": "reasoning_text", "text": text}
         return {"id": _id("rs"), "type": "reasoning", "summary": [], "content": [part], "status": "completed"}
 
-    def message(self, text: str = "") -> dict[str, Any]:
+    @staticmethod
+    def message(text: str = "") -> dict[str, Any]:
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
         return {"id": _id("msg"), "type": "message", "role": "assistant", "status": "completed", "content": [part]}
 
