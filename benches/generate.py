@@ -55,12 +55,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
+# The peer interpreter: benches/setup_peers.sh's virtualenv, or FUCINA_PEER_PYTHON (one with llama_cpp importable).
+PEER_PY = Path(os.environ.get("FUCINA_PEER_PYTHON", ROOT / "benches" / ".peers" / "bin" / "python"))
 MODELS_DIR = ROOT / "benches" / ".models"
 SYNTHETIC = MODELS_DIR / "qwen3-4b-synthetic-q4_k_m.gguf"
 HYBRIDS = {
@@ -217,7 +219,9 @@ def main() -> None:
         raise SystemExit("peer virtualenv missing: run benches/setup_peers.sh")
     import fucina
 
-    models = {"default": fucina.assets.default_model_path(), "synthetic": SYNTHETIC, **HYBRIDS}
+    models = {"synthetic": SYNTHETIC, **HYBRIDS}
+    if "default" in args.models.split(","):  # only then is the default model's package needed
+        models["default"] = fucina.assets.default_model_path()
     bw = memory_bandwidth(args.threads)
     print(
         f"# {args.threads} threads; memory read bandwidth (numpy, {args.threads} threads) {bw / 1e9:.1f} GB/s; "

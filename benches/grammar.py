@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.resources
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,8 @@ from pathlib import Path
 import fucina
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
+# The peer interpreter: benches/setup_peers.sh's virtualenv, or FUCINA_PEER_PYTHON (one with llama_cpp importable).
+PEER_PY = Path(os.environ.get("FUCINA_PEER_PYTHON", ROOT / "benches" / ".peers" / "bin" / "python"))
 SCHEMAS = ROOT / "tests" / "goldens" / "grammar" / "schemas.json"
 MAX_TOKENS = 300
 

@@ -72,7 +72,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
+# The peer interpreter: benches/setup_peers.sh's virtualenv, or FUCINA_PEER_PYTHON (one with llama_cpp importable).
+PEER_PY = Path(os.environ.get("FUCINA_PEER_PYTHON", ROOT / "benches" / ".peers" / "bin" / "python"))
 MODELS_DIR = ROOT / "benches" / ".models"
 MODELS = {
     "dsv2lite": MODELS_DIR / "deepseek-v2-lite-5l-synthetic-q4_k_m.gguf",

