@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import anthropic
 import httpx
+import jsonschema
 import pytest
 
 import fucina
@@ -67,15 +68,19 @@ def test_a_message_plain_and_streamed(client: anthropic.Anthropic, server: LiveS
         final = stream.get_final_message()
     assert text == block.text and final.stop_reason == m.stop_reason
     assert final.usage.output_tokens == m.usage.output_tokens
+    # Anthropic's usage: input_tokens are the prompt tokens not read from the cache, and the streamed
+    # request (the same prompt again) read all but its last token from the cache.
+    prompt_tokens = m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
+    assert final.usage.input_tokens == 1 and final.usage.cache_read_input_tokens == prompt_tokens - 1
     # The system prompt reached the template.
     assert (
         client.messages.count_tokens(
             model=server.model_id, system="You answer briefly.", messages=ask("Name a planet.")
         ).input_tokens
-        == m.usage.input_tokens
+        == prompt_tokens
     )
     assert client.messages.count_tokens(model=server.model_id, messages=ask("Name a planet.")).input_tokens < (
-        m.usage.input_tokens
+        prompt_tokens
     )
 
 
@@ -118,6 +123,28 @@ def test_stop_sequences_are_reported(client: anthropic.Anthropic, server: LiveSe
     with client.messages.stream(messages=ask("Count from one to ten in words."), stop_sequences=[stop], **kw) as s:
         final = s.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
+
+
+def test_structured_outputs(client: anthropic.Anthropic, server: LiveServer) -> None:
+    # messages.parse(output_format=Model) sends output_config.format; the beta spelled it output_format.
+    schema = {
+        "type": "object",
+        "properties": {"planet": {"type": "string", "maxLength": 20}},
+        "required": ["planet"],
+        "additionalProperties": False,
+    }
+    fmt = {"type": "json_schema", "schema": schema}
+    kw: dict[str, Any] = {"model": server.model_id, "max_tokens": 48, "messages": ask("Name a planet.")}
+    for extra in ({"output_config": {"format": fmt}}, {"output_format": fmt}):
+        m = client.messages.create(**kw, extra_body={**GREEDY, **extra})
+        assert m.stop_reason == "end_turn" and m.content[0].type == "text"
+        jsonschema.validate(json.loads(m.content[0].text), schema)
+    with client.messages.stream(**kw, extra_body={**GREEDY, "output_config": {"format": fmt}}) as stream:
+        text = "".join(stream.text_stream)
+    jsonschema.validate(json.loads(text), schema)
+    with pytest.raises(anthropic.BadRequestError, match="nowhere"):
+        bad = {"type": "json_schema", "schema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}}
+        client.messages.create(**kw, extra_body={"output_config": {"format": bad}})
 
 
 class Script:
@@ -199,6 +226,52 @@ def test_tool_use_round_trip(tool_client: tuple[anthropic.Anthropic, str, Script
     script.reply = None
 
 
+def test_history_as_clients_send_it(tool_client: tuple[anthropic.Anthropic, str, Script]) -> None:
+    # Claude Code and the SDKs send back what they got (thinking blocks, signed or redacted), documents,
+    # tool results as lists of blocks, cache_control everywhere and Anthropic's built-in tools.
+    client, model, script = tool_client
+    script.reply = "Green."
+    ephemeral = {"type": "ephemeral"}
+    document = {"type": "text", "media_type": "text/plain", "data": "The sky is green here."}
+    messages: Any = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "document", "source": document, "title": "Facts", "cache_control": ephemeral},
+                {"type": "text", "text": "What colour is the sky in Paris?"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Ask the tool.", "signature": "c2ln"},
+                {"type": "redacted_thinking", "data": "c2VjcmV0"},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "Sunny, "}, {"type": "text", "text": "green sky"}],
+                    "cache_control": ephemeral,
+                }
+            ],
+        },
+    ]
+    tools: Any = [*WEATHER, {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+    system: Any = [{"type": "text", "text": "Be terse.", "cache_control": ephemeral}]
+    m = client.messages.create(model=model, max_tokens=16, system=system, tools=tools, messages=messages)
+    assert m.stop_reason == "end_turn" and m.content[0].type == "text" and m.content[0].text == "Green."
+    prompt = script.llm.detokenize(script.seen["prompt"], special=True)
+    assert "Be terse." in prompt and "The sky is green here." in prompt
+    assert "<tool_response>\nSunny, green sky\n</tool_response>" in prompt
+    assert "web_search" not in prompt and "c2VjcmV0" not in prompt
+    script.reply = None
+
+
 def test_errors_are_anthropics(client: anthropic.Anthropic, server: LiveServer) -> None:
     model = server.model_id
     with pytest.raises(anthropic.NotFoundError) as e:
@@ -214,6 +287,9 @@ def test_errors_are_anthropics(client: anthropic.Anthropic, server: LiveServer) 
     with_image: Any = [{"role": "user", "content": [image]}]
     with pytest.raises(anthropic.BadRequestError, match="image"):
         client.messages.create(model=model, max_tokens=4, messages=with_image)
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "AAAA"}}
+    with pytest.raises(anthropic.BadRequestError, match="plain-text documents"):
+        client.messages.create(model=model, max_tokens=4, messages=cast(Any, [{"role": "user", "content": [pdf]}]))
     system_role: Any = [{"role": "system", "content": "x"}]
     with pytest.raises(anthropic.BadRequestError, match="role"):
         client.messages.create(model=model, max_tokens=4, messages=system_role)

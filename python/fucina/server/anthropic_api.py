@@ -22,9 +22,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import chat_completion as cc
-from ..grammar import Grammar
+from ..grammar import Grammar, GrammarError
 from ..tool_calls import ParsedReply
-from .anthropic_schema import AnthropicToolChoice, CountTokensRequest, MessagesRequest
+from .anthropic_schema import (
+    AnthropicToolChoice,
+    CountTokensRequest,
+    DocumentBlock,
+    ImageBlock,
+    MessagesRequest,
+    TextBlock,
+)
 from .common import ServerState, completion_budget, gather, sampling_params, stop_list
 from .errors import ApiError
 from .hub import Choice, Job, Sampling
@@ -35,8 +42,39 @@ __all__ = ["router"]
 router = APIRouter()
 
 
+def _document_text(where: str, block: DocumentBlock) -> str:
+    """A document block's text: a plain-text source, or a content source's text blocks."""
+    source = block.source
+    kind = source.get("type")
+    if kind == "text" and isinstance(source.get("data"), str):
+        return str(source["data"])
+    if kind == "content":
+        content = source.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+            return "".join(str(b.get("text", "")) for b in content)
+    raise ApiError(
+        400, f"{where}: only plain-text documents are supported by this model, not {kind!r} sources", param=where
+    )
+
+
+def _result_text(where: str, content: str | list[TextBlock | ImageBlock | DocumentBlock] | None) -> str:
+    """A ``tool_result``'s content as text."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for k, block in enumerate(content):
+        if block.type == "image":
+            raise ApiError(400, f"{where}.content[{k}]: image input is not supported by this model", param=where)
+        texts.append(block.text if block.type == "text" else _document_text(f"{where}.content[{k}]", block))
+    return "".join(texts)
+
+
 def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str, Any]], str]:
-    """The conversation as OpenAI messages, and the trailing assistant prefill ("" if none)."""
+    """The conversation as OpenAI messages, and the trailing assistant prefill ("" if none). An
+    assistant's ``thinking`` blocks become its ``reasoning_content`` (templates that keep reasoning
+    in the history render it); ``redacted_thinking`` blocks are dropped."""
     out: list[dict[str, Any]] = []
     if body.system:
         system = body.system if isinstance(body.system, str) else "".join(b.text for b in body.system)
@@ -47,11 +85,18 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
             out.append({"role": m.role, "content": m.content})
             continue
         texts: list[str] = []
+        reasoning: list[str] = []
         calls: list[dict[str, Any]] = []
         for j, block in enumerate(m.content):
             where = f"messages[{i}].content[{j}]"
             if block.type == "text":
                 texts.append(block.text)
+            elif block.type == "document":
+                texts.append(_document_text(where, block))
+            elif block.type == "thinking":
+                reasoning.append(block.thinking)
+            elif block.type == "redacted_thinking":
+                continue
             elif block.type == "image":
                 raise ApiError(400, f"{where}: image input is not supported by this model", param=where)
             elif block.type == "tool_use":
@@ -64,8 +109,7 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
             else:
                 if m.role != "user":
                     raise ApiError(400, f"{where}: tool_result blocks belong in user messages", param=where)
-                content = block.content
-                result = content if isinstance(content, str) else "".join(t.text for t in content or [])
+                result = _result_text(where, block.content)
                 tool_msg = {"role": "tool", "tool_call_id": block.tool_use_id, "content": result}
                 if block.tool_use_id in names:
                     tool_msg["name"] = names[block.tool_use_id]
@@ -74,6 +118,8 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
             msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
             if calls:
                 msg["tool_calls"] = calls
+            if reasoning:
+                msg["reasoning_content"] = "".join(reasoning)
             out.append(msg)
         elif texts:
             out.append({"role": "user", "content": "".join(texts)})
@@ -88,15 +134,17 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
 
 
 def _tools(body: CountTokensRequest | MessagesRequest) -> list[dict[str, Any]] | None:
-    if not body.tools:
-        return None
-    return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
-        }
-        for t in body.tools
-    ]
+    """The client's own tools in OpenAI's shape (Anthropic's built-in tools are skipped: their schemas
+    are Claude's, and nothing here runs them)."""
+    tools = []
+    for i, t in enumerate(body.tools or []):
+        if t.type not in (None, "custom"):
+            continue
+        if t.input_schema is None:
+            raise ApiError(400, f"tools[{i}].input_schema: Field required", param=f"tools[{i}].input_schema")
+        fn = {"name": t.name, "description": t.description or "", "parameters": t.input_schema}
+        tools.append({"type": "function", "function": fn})
+    return tools or None
 
 
 def _tool_choice(choice: AnthropicToolChoice | None) -> str | dict[str, Any] | None:
@@ -111,9 +159,26 @@ def _tool_choice(choice: AnthropicToolChoice | None) -> str | dict[str, Any] | N
     return {"type": "function", "function": {"name": choice.name}}
 
 
+def _output_grammar(body: CountTokensRequest | MessagesRequest) -> Grammar | None:
+    """The grammar of a structured-output request (``output_config.format``, or the beta's
+    ``output_format``): JSON valid against its schema."""
+    if not isinstance(body, MessagesRequest):
+        return None
+    config = body.output_config
+    fmt = config.format if config is not None and config.format is not None else body.output_format
+    if fmt is None:
+        return None
+    try:
+        return Grammar.json_schema(fmt.schema_)
+    except GrammarError as e:
+        param = "output_config.format" if body.output_format is None else "output_format"
+        raise ApiError(400, f"{param}: {e}", param=param) from None
+
+
 def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tuple[cc._Prompt, Grammar | None]:
-    """The rendered prompt and the grammar that enforces ``tool_choice`` ``any`` / ``tool`` (none after
-    an assistant prefill, which already fixes how the reply starts)."""
+    """The rendered prompt and the grammar of its reply: the calls ``tool_choice`` ``any`` / ``tool``
+    force, else the structured output asked for (none after an assistant prefill, which already fixes
+    how the reply starts)."""
     msgs, prefill = _messages(body)
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
@@ -128,6 +193,8 @@ def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tupl
         return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None
     single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
     grammar = cc._forced_calls(st.llm, prompt, choice, False if single else None)
+    if grammar is None:
+        grammar = _output_grammar(body)
     return prompt.constrained(grammar), grammar
 
 
@@ -154,8 +221,10 @@ def _tool_blocks(parsed: ParsedReply | None) -> list[dict[str, Any]]:
 
 
 def _usage(prompt_tokens: int, choice: Choice) -> dict[str, Any]:
+    """Anthropic's usage: ``input_tokens`` counts the prompt tokens not read from the cache (clients
+    add ``cache_read_input_tokens`` to get the whole prompt, as llama.cpp's server reports it too)."""
     return {
-        "input_tokens": prompt_tokens,
+        "input_tokens": prompt_tokens - choice.cached_tokens,
         "output_tokens": choice.completion_tokens,
         "cache_read_input_tokens": choice.cached_tokens,
         "cache_creation_input_tokens": 0,
@@ -249,22 +318,31 @@ async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: 
     def deltas(think: str, text: str) -> list[bytes]:
         return (block_delta("thinking", think) if think else []) + (block_delta("text", text) if text else [])
 
-    start: dict[str, Any] = {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": len(prompt.ids), "output_tokens": 0},
-    }
+    opened = False
+
+    def open_message() -> list[bytes]:
+        # Sent once the request started, when the prompt's cached tokens are known.
+        nonlocal opened
+        opened = True
+        start: dict[str, Any] = {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": _usage(len(prompt.ids), choice),
+        }
+        return [sse({"type": "message_start", "message": start}, "message_start"), sse({"type": "ping"}, "ping")]
+
     try:
-        yield sse({"type": "message_start", "message": start}, "message_start")
-        yield sse({"type": "ping"}, "ping")
         parsed = None
         async for _, event in job.events():
             choice.add(event)
+            if not opened:
+                for b in open_message():
+                    yield b
             if event[0] == "token":
                 for b in deltas(*splitter.feed(event[3])):
                     yield b
@@ -273,6 +351,9 @@ async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: 
                 parsed = reply.parsed
                 for b in deltas(think, rest):
                     yield b
+        if not opened:
+            for b in open_message():
+                yield b
         for b in close_block():
             yield b
         for block in _tool_blocks(parsed):
@@ -285,7 +366,7 @@ async def _stream(job: Job, prompt: cc._Prompt, msg_id: str, model: str, stops: 
             index += 1
         reason, sequence = _stop_reason(choice, parsed, stops)
         final: dict[str, Any] = {"stop_reason": reason, "stop_sequence": sequence}
-        usage = {"output_tokens": choice.completion_tokens}
+        usage = _usage(len(prompt.ids), choice)
         yield sse({"type": "message_delta", "delta": final, "usage": usage}, "message_delta")
         yield sse({"type": "message_stop"}, "message_stop")
     except ApiError as e:
