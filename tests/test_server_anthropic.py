@@ -125,6 +125,17 @@ def test_stop_sequences_are_reported(client: anthropic.Anthropic, server: LiveSe
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
 
 
+def test_max_tokens_beyond_the_context_stops_when_it_is_full(client: anthropic.Anthropic, server: LiveServer) -> None:
+    # max_tokens is required, and clients send hosted models' sizes (LangChain's default is 4096): as
+    # llama.cpp's server, the reply stops when the context is full rather than the request failing.
+    m = client.messages.create(
+        model=server.model_id, max_tokens=4096, messages=ask("word " * (N_CTX - 32)), extra_body=GREEDY
+    )
+    used = m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) + m.usage.output_tokens
+    assert m.stop_reason in ("end_turn", "max_tokens") and used <= N_CTX
+    assert m.stop_reason == "end_turn" or used == N_CTX
+
+
 def test_structured_outputs(client: anthropic.Anthropic, server: LiveServer) -> None:
     # messages.parse(output_format=Model) sends output_config.format; the beta spelled it output_format.
     schema = {

@@ -296,9 +296,6 @@ def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server
         chat(client, model, "word " * (N_CTX + 10), max_tokens=2)
     assert too_long.value.code == "context_length_exceeded"
     assert f"maximum context length is {N_CTX}" in too_long.value.message
-    with pytest.raises(openai.BadRequestError) as too_many:
-        chat(client, model, "Hi", max_tokens=N_CTX)
-    assert too_many.value.code == "context_length_exceeded" and too_many.value.param == "max_tokens"
     unique = {"name": "x", "schema": {"type": "array", "uniqueItems": True}}
     # "strict": true refuses what cannot be enforced; without it the rest is enforced.
     with pytest.raises(openai.BadRequestError, match="uniqueItems") as bad_schema:
@@ -314,6 +311,18 @@ def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server
     assert (lenient.choices[0].message.content or "").startswith("[")
     with pytest.raises(openai.BadRequestError, match="prompt"):
         client.completions.create(model=model, prompt=[[2, 99_999_999]], max_tokens=2)
+
+
+def test_max_tokens_beyond_the_context_stop_when_it_is_full(client: openai.OpenAI, server: LiveServer) -> None:
+    # As llama.cpp's server: clients sized for hosted models ask for more than a local context holds.
+    r = chat(client, server.model_id, "word " * (N_CTX - 32), max_tokens=4 * N_CTX, extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens + r.usage.completion_tokens == N_CTX
+    text = client.completions.create(
+        model=server.model_id, prompt=[2] + [1234] * (N_CTX - 6), max_tokens=4096, extra_body={"ignore_eos": True}
+    )
+    assert text.choices[0].finish_reason == "length"
+    assert text.usage is not None and text.usage.completion_tokens == 5
 
 
 def test_a_json_schema_response_validates(client: openai.OpenAI, server: LiveServer) -> None:

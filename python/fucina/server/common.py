@@ -142,21 +142,21 @@ def stop_list(stop: str | list[str] | None, param: str = "stop") -> list[str]:
 
 
 def completion_budget(state: ServerState, prompt_tokens: int, requested: int | None, *, param: str) -> int:
-    """The ``max_tokens`` to run with: what was asked (or the room left in the context), within the
-    server's cap. A prompt that leaves no room, or a request for more than the context holds, is a 400
-    naming the limit (OpenAI's ``context_length_exceeded``)."""
+    """The ``max_tokens`` to run with: what was asked, but no more than the room the prompt leaves in
+    the context (llama.cpp's server does the same: clients sized for hosted models send
+    ``max_tokens`` of 4096 and more, which a local context may not hold; the reply then ends with
+    ``finish_reason`` ``"length"`` when the context is full), within the server's cap. A prompt that
+    leaves no room is a 400 naming the limit (OpenAI's ``context_length_exceeded``)."""
     n_ctx = state.n_ctx
-    if prompt_tokens >= n_ctx or (requested is not None and prompt_tokens + requested > n_ctx):
-        asked = f"{prompt_tokens + (requested or 0)} tokens ({prompt_tokens} in the prompt"
-        asked += f", {requested} in the completion)" if requested is not None else ")"
+    if prompt_tokens >= n_ctx:
         raise ApiError(
             400,
-            f"This model's maximum context length is {n_ctx} tokens. However, you requested {asked}. "
-            "Please reduce the length of the prompt or of the completion.",
-            param=param if prompt_tokens >= n_ctx else "max_tokens",
+            f"This model's maximum context length is {n_ctx} tokens. However, your prompt has {prompt_tokens} "
+            "tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
+            param=param,
             code="context_length_exceeded",
         )
-    budget = n_ctx - prompt_tokens if requested is None else requested
+    budget = n_ctx - prompt_tokens if requested is None else min(requested, n_ctx - prompt_tokens)
     if state.max_tokens_cap is not None:
         budget = min(budget, state.max_tokens_cap)
     return budget
