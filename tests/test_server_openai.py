@@ -18,6 +18,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from pydantic import BaseModel, Field
 
 import fucina
 import fucina.cli
@@ -27,6 +28,17 @@ from serverkit import CALL, WEATHER, LiveServer, Processor, live, openai_client,
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+class City(BaseModel):
+    name: str = Field(max_length=24)
+    country: str = Field(max_length=24)
+
+
+class Trip(BaseModel):
+    """A trip: pydantic writes the nested model as "$defs" and a "$ref" to it."""
+
+    cities: list[City] = Field(min_length=1, max_length=1)
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +256,25 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
         assert call.type == "function"
         assert call.function.name in ({"get_weather", "get_time"} if choice == "required" else {"get_time"})
         assert isinstance(json.loads(call.function.arguments), dict)
+
+
+def test_forced_calls_of_pydantic_tools_with_nested_models(client: openai.OpenAI, server: LiveServer) -> None:
+    # openai.pydantic_function_tool (as instructor and LangChain) writes nested models as "$defs" and
+    # "$ref"s; the forced call embeds the schema in the call's, where the refs must still resolve. With a
+    # response_format too (instructor's tool modes send both), the forced call is the reply.
+    tool: Any = openai.pydantic_function_tool(Trip)
+    assert "$defs" in tool["function"]["parameters"]
+    city_format = {"type": "json_schema", "json_schema": {"name": "City", "schema": City.model_json_schema()}}
+    for kw in (
+        {"tool_choice": "required"},
+        {"tool_choice": {"type": "function", "function": {"name": "Trip"}}, "response_format": city_format},
+    ):
+        r = chat(client, server.model_id, "Plan a trip to Paris.", tools=[tool], max_tokens=80, temperature=0, **kw)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c
+        (call,) = c.message.tool_calls or []
+        assert call.function.name == "Trip"
+        assert len(Trip.model_validate_json(call.function.arguments).cities) == 1
 
 
 def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:

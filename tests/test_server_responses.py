@@ -110,6 +110,29 @@ def test_json_schema_answer(client: openai.OpenAI, server: LiveServer) -> None:
     assert set(answer) == {"planet"} and isinstance(answer["planet"], str)
 
 
+def test_a_forced_function_call_wins_over_the_text_format(client: openai.OpenAI, server: LiveServer) -> None:
+    # instructor's RESPONSES_TOOLS mode sends both: the reply is the call, not a JSON answer.
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 24}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    tool: Any = {"type": "function", "name": "get_weather", "parameters": schema, "strict": True}
+    r = client.responses.create(
+        model=server.model_id,
+        input="What is the weather in Paris?",
+        tools=[tool],
+        tool_choice={"type": "function", "name": "get_weather"},
+        text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
+        max_output_tokens=48,
+        temperature=0,
+    )
+    (call,) = r.output
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert set(json.loads(call.arguments)) == {"city"}
+
+
 def test_errors_are_the_clients_own(client: openai.OpenAI, server: LiveServer) -> None:
     model = server.model_id
     with pytest.raises(openai.NotFoundError):

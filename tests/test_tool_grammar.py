@@ -288,6 +288,48 @@ def test_a_tool_without_parameters_takes_an_object(qwen_tok: fucina.Tokenizer) -
         tool_call_grammar(ToolCallFormat.HERMES, [], _text_only)
 
 
+# Schemas as pydantic writes them: nested models under "$defs", recursive ones as a root "$ref".
+TRIP: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "trip",
+        "parameters": {
+            "$defs": {"City": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+            "type": "object",
+            "properties": {"cities": {"type": "array", "items": {"$ref": "#/$defs/City"}}},
+            "required": ["cities"],
+        },
+    },
+}
+KIDS = {"type": "array", "items": {"$ref": "#/$defs/Node"}}
+NODE = {"type": "object", "properties": {"label": {"type": "string"}, "kids": KIDS}, "required": ["label"]}
+TREE: dict[str, Any] = {
+    "type": "function",
+    "function": {"name": "tree", "parameters": {"$ref": "#/$defs/Node", "$defs": {"Node": NODE}}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_schemas_with_refs_compile_in_every_syntax(qwen_tok: fucina.Tokenizer, case: str) -> None:
+    # A call's schema embeds the tool's: its "#/..." pointers must still find what they point at.
+    fmt, source, _, _ = CASES[case]
+    grammar = tool_call_grammar(fmt, [TRIP, TREE, ADD], _text_only, template_source=source)
+    _core.GrammarCompiler(qwen_tok).compile(grammar._core)
+
+
+def test_refs_resolve_against_the_tools_own_schema(qwen_tok: fucina.Tokenizer) -> None:
+    hermes = tool_call_grammar(ToolCallFormat.HERMES, [TRIP, TREE], _text_only)
+    call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
+    assert _accepts(qwen_tok, hermes, call % ("trip", '{"cities": [{"name": "Paris"}]}'))
+    assert not _accepts(qwen_tok, hermes, call % ("trip", '{"cities": [{"town": "Paris"}]}'))
+    assert _accepts(qwen_tok, hermes, call % ("tree", '{"label": "a", "kids": [{"label": "b", "kids": []}]}'))
+    assert not _accepts(qwen_tok, hermes, call % ("tree", '{"label": "a", "kids": [{"name": "b"}]}'))
+    # LFM2 checks each keyword argument against its property's schema alone.
+    lfm2 = tool_call_grammar(ToolCallFormat.LFM2, [TRIP], _text_only)
+    assert _accepts(qwen_tok, lfm2, '<|tool_call_start|>[trip(cities=[{"name": "Paris"}])]<|tool_call_end|>')
+    assert not _accepts(qwen_tok, lfm2, '<|tool_call_start|>[trip(cities=[{"town": "Paris"}])]<|tool_call_end|>')
+
+
 @pytest.fixture(scope="module")
 def llm(gemma_path: Path) -> fucina.LLM:
     return fucina.LLM(gemma_path, n_ctx=2048)

@@ -727,8 +727,9 @@ def create_chat_completion(
     prompt = _render(llm, msgs, tools_, choice, kwargs)
     if not split_reasoning:
         prompt = prompt.without_reasoning()
-    if grammar is None:
-        grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls)
+    if grammar is None or from_format is not None:
+        # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
+        grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls) or grammar
     prompt = prompt.constrained(grammar)
     special = prompt.special
     _, gen = llm._start(

@@ -44,6 +44,7 @@ written as text. Where the template thinks first (it writes ``<think>``), an opt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -61,14 +62,69 @@ def _lit(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+_DEFS_MARK = "x-fucina-defs"
+"""Where :func:`_parameters` leaves a tool's schema for :func:`_schema` to hoist into the root ``$defs``."""
+
+
+def _hoist_defs(value: Any, defs: dict[str, Any]) -> Any:
+    """``value`` without its :data:`_DEFS_MARK` entries, which are gathered into ``defs``."""
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if k == _DEFS_MARK and isinstance(v, Mapping):
+                defs.update({name: _hoist_defs(d, defs) for name, d in v.items()})
+            else:
+                out[k] = _hoist_defs(v, defs)
+        return out
+    if isinstance(value, list):
+        return [_hoist_defs(v, defs) for v in value]
+    return value
+
+
 def _schema(value: Any) -> str:
-    """``value`` (a JSON Schema) as :meth:`Grammar.json_schema` compiles it, for ``%json``."""
+    """``value`` (a JSON Schema) as :meth:`Grammar.json_schema` compiles it, for ``%json``; the tool
+    schemas it embeds that refer to their own parts are placed in its root ``$defs``."""
+    defs: dict[str, Any] = {}
+    value = _hoist_defs(value, defs)
+    if defs and isinstance(value, dict):
+        own = value.get("$defs")
+        value["$defs"] = {**(own if isinstance(own, Mapping) else {}), **defs}
     return _core.Grammar.compiled_json_schema(json.dumps(value))
 
 
+def _has_local_ref(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        ref = value.get("$ref")
+        return (isinstance(ref, str) and ref.startswith("#")) or any(_has_local_ref(v) for v in value.values())
+    return isinstance(value, list) and any(_has_local_ref(v) for v in value)
+
+
+def _rebase(value: Any, base: str) -> Any:
+    """``value`` with its local ``$ref`` pointers (``#``, ``#/$defs/X``) made relative to ``base``."""
+    if isinstance(value, Mapping):
+        out = {k: _rebase(v, base) for k, v in value.items()}
+        ref = value.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            out["$ref"] = base + ref[1:]
+        return out
+    if isinstance(value, list):
+        return [_rebase(v, base) for v in value]
+    return value
+
+
 def _parameters(tool: Mapping[str, Any]) -> Any:
+    """A tool's argument schema. One that refers to its own parts (``#/$defs/X``, as pydantic writes
+    nested models) is embedded in a call's schema, where such pointers would resolve against the call;
+    its pointers are rebased onto a copy of it that :func:`_schema` puts in the root's ``$defs``."""
     params = tool["function"].get("parameters")
-    return params if isinstance(params, Mapping) and params else {"type": "object"}
+    if not isinstance(params, Mapping) or not params:
+        return {"type": "object"}
+    if not _has_local_ref(params):
+        return params
+    text = json.dumps(params, sort_keys=True, ensure_ascii=False)
+    name = "fucina_tool_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    rebased = _rebase(params, f"#/$defs/{name}")
+    return {**rebased, _DEFS_MARK: {name: rebased}}
 
 
 def _call_schema(tool: Mapping[str, Any], name_key: str, args_key: str) -> dict[str, Any]:
@@ -334,12 +390,15 @@ def tool_call_grammar(
             "call: " + " | ".join(f"call{i}" for i in range(len(tools))),
         ]
         for i, tool in enumerate(tools):
-            props = _parameters(tool).get("properties")
+            params = _parameters(tool)
+            props = params.get("properties")
             props = props if isinstance(props, Mapping) else {}
             head = _lit(tool["function"]["name"] + "(")
+            # Each value is a schema of its own: it carries the tool's hoisted definitions along.
+            defs = {_DEFS_MARK: params[_DEFS_MARK]} if _DEFS_MARK in params else {}
             if props:
                 alts = " | ".join(
-                    f"{_lit(str(k) + '=')} %json {_schema(v if isinstance(v, Mapping) else {})}"
+                    f"{_lit(str(k) + '=')} %json {_schema({**v, **defs} if isinstance(v, Mapping) else {})}"
                     for k, v in props.items()
                 )
                 rules += [f"call{i}: {head} (arg{i} ({_lit(', ')} arg{i})*)? {_lit(')')}", f"arg{i}: {alts}"]

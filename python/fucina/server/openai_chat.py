@@ -57,7 +57,7 @@ def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
 def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Job]:
     """Check and render a chat request and put it on the scheduler (the chat and Responses routes)."""
     st.check_model(body.model)
-    grammar = response_format_grammar(body.response_format)
+    answer_format = response_format_grammar(body.response_format)
     processors = st.processors(body.model_dump())
     llm = st.llm
     msgs = cc._messages(chat_messages(body.messages))
@@ -74,8 +74,8 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     prompt = cc._render(llm, msgs, tools, choice, kwargs)
     if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
         prompt = prompt.without_reasoning()
-    if grammar is None:
-        grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls)
+    # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
+    grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls) or answer_format
     prompt = prompt.constrained(grammar)
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
