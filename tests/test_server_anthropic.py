@@ -298,6 +298,9 @@ def test_errors_are_anthropics(client: anthropic.Anthropic, server: LiveServer) 
     with_image: Any = [{"role": "user", "content": [image]}]
     with pytest.raises(anthropic.BadRequestError, match="image"):
         client.messages.create(model=model, max_tokens=4, messages=with_image)
+    odd: Any = [{"role": "user", "content": [{"type": "hologram", "text": "x"}]}]
+    with pytest.raises(anthropic.BadRequestError, match=r"400 messages\[0\]\.content\[0\]: .*'hologram'"):
+        client.messages.create(model=model, max_tokens=4, messages=odd)
     pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "AAAA"}}
     with pytest.raises(anthropic.BadRequestError, match="plain-text documents"):
         client.messages.create(model=model, max_tokens=4, messages=cast(Any, [{"role": "user", "content": [pdf]}]))

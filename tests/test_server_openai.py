@@ -320,6 +320,10 @@ def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server
         chat(client, model, "Hi", max_tokens=2, logit_bias={"999999999": 1})
     with pytest.raises(openai.BadRequestError, match="stop"):
         chat(client, model, "Hi", max_tokens=2, stop=[""])
+    # A value no member of a union takes names the field, not pydantic's union member ("stop.str").
+    with pytest.raises(openai.BadRequestError) as not_a_stop:
+        chat(client, model, "Hi", max_tokens=2, stop=cast(Any, 5))
+    assert not_a_stop.value.param == "stop"
     wizard: Any = [{"role": "wizard", "content": "x"}]
     with pytest.raises(openai.BadRequestError, match=r"messages\[0\].role"):
         client.chat.completions.create(model=model, messages=wizard)

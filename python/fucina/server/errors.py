@@ -85,14 +85,31 @@ def openai_error_body(status: int, message: str, param: str | None = None, code:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "none", "list", "dict", "any"})
+
+
+def _is_label(part: str) -> bool:
+    """Whether a pydantic location part names a union member (``str``, ``list[dict[str,any]]``,
+    ``NamedToolChoice``, ``literal['a','b']``) rather than a field."""
+    return part in _TYPE_LABELS or "[" in part or part[:1].isupper() or part.startswith("function-")
+
+
 def _loc(loc: Sequence[int | str]) -> str:
-    """A pydantic location as a field path: ``messages[0].content``."""
+    """A pydantic location as a field path (``messages[0].content[1].text``): union members' labels
+    and tagged unions' tags left out."""
     out = ""
+    tag_next = False  # the next name is a tagged union's tag, after the item index when in a list
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
+            continue
+        if _is_label(part):
+            tag_next = "tagged-union[" in part
+            continue
+        if tag_next:
+            tag_next = False
+            continue
+        out += f".{part}" if out else part
     return out
 
 
@@ -100,7 +117,9 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     errors = exc.errors()
     if not errors:
         return "invalid request", None
-    first = errors[0]
+    # A value no member of a union takes fails once per member; the deepest failure is the one that
+    # names what is wrong (a content list's bad block, not "Input should be a valid string").
+    first = max(errors, key=lambda e: len(e.get("loc", ())))
     loc = [p for p in first.get("loc", ()) if p != "body"]
     kind = first.get("type", "")
     if kind == "json_invalid":
