@@ -217,3 +217,38 @@ def test_reasoning_item(scripted_server: tuple[LiveServer, fucina.LLM, dict[str,
     assert thought == "91 = 7 * 13." and final.output_text == "No, 91 is not prime."
     assert [o.type for o in final.output] == ["reasoning", "message"]
     assert [getattr(e, "output_index", None) for e in events if e.type == "response.output_item.added"] == [0, 1]
+
+
+def test_reasoning_sent_back_reaches_the_template(
+    scripted_server: tuple[LiveServer, fucina.LLM, dict[str, Any]],
+) -> None:
+    # Clients send a tool-calling turn's reasoning back (pydantic-ai, ...): chat's reasoning_content
+    # (llama.cpp's field) and the Responses API's reasoning items. Qwen3's template keeps the reasoning
+    # of the turn in progress, so the prompt holds what the model wrote.
+    server, llm, script = scripted_server
+    client = openai_client(server)
+    script["reply"] = "It is noon."
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+    messages: Any = [
+        {"role": "user", "content": "What time is it?"},
+        {"role": "assistant", "content": None, "reasoning_content": "Ask the clock.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "12:00"},
+    ]
+    r = client.chat.completions.create(model=server.model_id, messages=messages, max_tokens=16)
+    assert r.choices[0].message.content == "It is noon."
+    thought = "<think>\nAsk the clock.\n</think>\n\n<tool_call>"
+    assert thought in llm.detokenize(script["seen"]["prompt"], special=True)
+    items: Any = [
+        {"role": "user", "content": "What time is it?"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "Ask the clock."}],
+        },
+        {"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "12:00"},
+    ]
+    r2 = client.responses.create(model=server.model_id, input=items, max_output_tokens=16)
+    assert r2.output_text == "It is noon."
+    assert thought in llm.detokenize(script["seen"]["prompt"], special=True)

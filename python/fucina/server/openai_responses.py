@@ -1,7 +1,8 @@
 """``POST /v1/responses``: OpenAI's Responses API over the chat pipeline, as llama.cpp's server offers it.
 
 The request's ``instructions`` and ``input`` (a string, or items: messages, ``function_call`` and
-``function_call_output`` items) become chat messages; ``tools`` (function tools; built-in ones are
+``function_call_output`` items, and ``reasoning`` items, the ``reasoning_content`` of the assistant turn
+they open) become chat messages; ``tools`` (function tools; built-in ones are
 skipped), ``tool_choice``, ``text.format`` (JSON / JSON Schema answers) and ``max_output_tokens`` map to
 their chat fields, and the request runs exactly as ``/v1/chat/completions`` runs it
 (:func:`fucina.server.openai_chat.submit`). The answer is a ``response`` object whose ``output`` holds
@@ -79,6 +80,22 @@ def _text(where: str, content: Any, kinds: tuple[str, ...]) -> str:
     return "".join(texts)
 
 
+def _reasoning_text(item: dict[str, Any]) -> str:
+    """A reasoning item's text: its ``reasoning_text`` parts, else its summary's (encrypted content is
+    not ours to read)."""
+    for key, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            text = "".join(
+                p["text"]
+                for p in parts
+                if isinstance(p, dict) and p.get("type") == kind and isinstance(p.get("text"), str)
+            )
+            if text:
+                return text
+    return ""
+
+
 def _messages(body: ResponsesRequest) -> list[dict[str, Any]]:
     """``instructions`` and ``input`` as chat messages (calls merged into the assistant turn they end)."""
     out: list[dict[str, Any]] = []
@@ -120,7 +137,12 @@ def _messages(body: ResponsesRequest) -> list[dict[str, Any]]:
                 tool["name"] = names[call_id]
             out.append(tool)
         elif kind == "reasoning":
-            continue  # earlier reasoning: chat templates drop it from the history
+            # The reasoning of the assistant turn it opens: templates that keep the reasoning of the turn
+            # in progress (Qwen3's, ...) render it; the rest drop it.
+            text = _reasoning_text(item)
+            if text:
+                msg = assistant()
+                msg["reasoning_content"] = msg.get("reasoning_content", "") + text
         else:
             raise ApiError(
                 400,

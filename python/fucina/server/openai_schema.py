@@ -54,13 +54,16 @@ class ToolCall(Body):
 
 
 class ChatMessage(Body):
-    """One message; ``content`` a string or a list of ``{"type": "text", "text": ...}`` parts."""
+    """One message; ``content`` a string or a list of ``{"type": "text", "text": ...}`` parts. An
+    assistant's ``reasoning_content`` (llama.cpp's field, which clients send back) reaches the template,
+    which keeps the reasoning of the turn in progress (Qwen3's, ...)."""
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
     name: str | None = Field(None, max_length=256)
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = Field(None, max_length=256)
+    reasoning_content: str | None = None
 
 
 class FunctionDefinition(Body):
