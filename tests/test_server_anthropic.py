@@ -136,6 +136,22 @@ def test_max_tokens_beyond_the_context_stops_when_it_is_full(client: anthropic.A
     assert m.stop_reason == "end_turn" or used == N_CTX
 
 
+def test_claude_codes_billing_stamp_does_not_defeat_the_prefix_cache(
+    client: anthropic.Anthropic, server: LiveServer
+) -> None:
+    # Claude Code's system prompt starts with a header whose cch stamp changes on every request.
+    def ask_with(stamp: str) -> anthropic.types.Message:
+        header = f"x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch={stamp};"
+        system: Any = [{"type": "text", "text": header}, {"type": "text", "text": "You are a terse assistant."}]
+        return client.messages.create(
+            model=server.model_id, max_tokens=2, system=system, messages=ask("Name a colour."), extra_body=GREEDY
+        )
+
+    first, second = ask_with("a5145"), ask_with("9c0d2")
+    prompt_tokens = first.usage.input_tokens + (first.usage.cache_read_input_tokens or 0)
+    assert second.usage.input_tokens == 1 and second.usage.cache_read_input_tokens == prompt_tokens - 1
+
+
 def test_structured_outputs(client: anthropic.Anthropic, server: LiveServer) -> None:
     # messages.parse(output_format=Model) sends output_config.format; the beta spelled it output_format.
     schema = {

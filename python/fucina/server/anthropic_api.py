@@ -14,6 +14,7 @@ and ``message_stop``.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,6 +41,16 @@ from .streaming import EventStream, sse
 __all__ = ["router"]
 
 router = APIRouter()
+
+
+_BILLING_HEADER = re.compile(r"^(x-anthropic-billing-header:[^\n]*?\bcch=)[^;\s]{5};")
+
+
+def _stable_billing_header(text: str) -> str:
+    """Claude Code starts its system prompt with ``x-anthropic-billing-header: ...; cch=a5145;``, a
+    stamp that changes on every request: left as is, no request could reuse an earlier one's prompt
+    past it. It is written ``cch=fffff;``, as llama.cpp's server writes it."""
+    return _BILLING_HEADER.sub(r"\1fffff;", text, count=1)
 
 
 def _document_text(where: str, block: DocumentBlock) -> str:
@@ -77,8 +88,8 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
     in the history render it); ``redacted_thinking`` blocks are dropped."""
     out: list[dict[str, Any]] = []
     if body.system:
-        system = body.system if isinstance(body.system, str) else "".join(b.text for b in body.system)
-        out.append({"role": "system", "content": system})
+        blocks = [body.system] if isinstance(body.system, str) else [b.text for b in body.system]
+        out.append({"role": "system", "content": "".join(_stable_billing_header(t) for t in blocks)})
     names: dict[str, str] = {}
     for i, m in enumerate(body.messages):
         if isinstance(m.content, str):
