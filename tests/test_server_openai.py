@@ -239,7 +239,9 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
     client = openai_client(server)
     joke = [{"role": "user", "content": "Tell me a joke about cats."}]
     tools = [*WEATHER, {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
-    choices: list[Any] = ["required", {"type": "function", "function": {"name": "get_time"}}]
+    only_time = {"type": "function", "function": {"name": "get_time"}}
+    allowed = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [only_time]}}
+    choices: list[Any] = ["required", only_time, allowed]
     for choice in choices:
         r = client.chat.completions.create(
             model=server.model_id,
@@ -256,6 +258,12 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
         assert call.type == "function"
         assert call.function.name in ({"get_weather", "get_time"} if choice == "required" else {"get_time"})
         assert isinstance(json.loads(call.function.arguments), dict)
+    unknown = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "name": "x"}]}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=server.model_id, messages=cast(Any, joke), tools=cast(Any, tools), tool_choice=cast(Any, unknown)
+        )
+    assert e.value.param == "tool_choice.allowed_tools.tools[0]"
 
 
 def test_forced_calls_of_pydantic_tools_with_nested_models(client: openai.OpenAI, server: LiveServer) -> None:

@@ -111,7 +111,8 @@ def test_json_schema_answer(client: openai.OpenAI, server: LiveServer) -> None:
 
 
 def test_a_forced_function_call_wins_over_the_text_format(client: openai.OpenAI, server: LiveServer) -> None:
-    # instructor's RESPONSES_TOOLS mode sends both: the reply is the call, not a JSON answer.
+    # instructor's RESPONSES_TOOLS mode sends both: the reply is the call, not a JSON answer. The call is
+    # forced by naming the tool, or by allowing only it.
     schema = {
         "type": "object",
         "properties": {"city": {"type": "string", "maxLength": 24}},
@@ -119,18 +120,23 @@ def test_a_forced_function_call_wins_over_the_text_format(client: openai.OpenAI,
         "additionalProperties": False,
     }
     tool: Any = {"type": "function", "name": "get_weather", "parameters": schema, "strict": True}
-    r = client.responses.create(
-        model=server.model_id,
-        input="What is the weather in Paris?",
-        tools=[tool],
-        tool_choice={"type": "function", "name": "get_weather"},
-        text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
-        max_output_tokens=48,
-        temperature=0,
-    )
-    (call,) = r.output
-    assert call.type == "function_call" and call.name == "get_weather"
-    assert set(json.loads(call.arguments)) == {"city"}
+    other: Any = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
+    named: Any = {"type": "function", "name": "get_weather"}
+    allowed: Any = {"type": "allowed_tools", "mode": "required", "tools": [named]}
+    for choice in (named, allowed):
+        r = client.responses.create(
+            model=server.model_id,
+            input="What is the weather in Paris?",
+            tools=[other, tool],
+            tool_choice=choice,
+            parallel_tool_calls=False,
+            text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
+            max_output_tokens=48,
+            temperature=0,
+        )
+        (call,) = r.output
+        assert call.type == "function_call" and call.name == "get_weather"
+        assert set(json.loads(call.arguments)) == {"city"}
 
 
 def test_errors_are_the_clients_own(client: openai.OpenAI, server: LiveServer) -> None:

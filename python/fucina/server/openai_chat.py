@@ -25,7 +25,7 @@ from .common import ServerState, cached_tokens, completion_budget, gather, sampl
 from .constraints import response_format_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling
-from .openai_schema import ChatCompletionRequest, ChatMessage
+from .openai_schema import AllowedToolsChoice, ChatCompletionRequest, ChatMessage
 from .streaming import EventStream, sse
 
 __all__ = ["router", "chat_messages", "submit"]
@@ -54,6 +54,21 @@ def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
     }
 
 
+def _allowed(tools: list[dict[str, Any]] | None, choice: AllowedToolsChoice) -> list[dict[str, Any]]:
+    """The tools an ``allowed_tools`` choice lets the model call (each named as a chat tool choice,
+    ``{"type": "function", "function": {"name": ...}}``, or as the Responses API names it)."""
+    offered = {t["function"]["name"]: t for t in tools or []}
+    out = []
+    for i, entry in enumerate(choice.allowed_tools.tools):
+        fn = entry.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else entry.get("name")
+        if name not in offered:
+            where = f"tool_choice.allowed_tools.tools[{i}]"
+            raise ApiError(400, f"{where} names {name!r}, which is not one of the tools", param=where)
+        out.append(offered[name])
+    return out
+
+
 def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Job]:
     """Check and render a chat request and put it on the scheduler (the chat and Responses routes)."""
     st.check_model(body.model)
@@ -62,10 +77,11 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     llm = st.llm
     msgs = cc._messages(chat_messages(body.messages))
     tools = cc._tools([t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None, None)
+    tool_choice = body.tool_choice
+    if isinstance(tool_choice, AllowedToolsChoice):
+        tools, tool_choice = _allowed(tools, tool_choice), tool_choice.allowed_tools.mode
     choice = cc._tool_choice(
-        body.tool_choice.model_dump() if not isinstance(body.tool_choice, str | None) else body.tool_choice,
-        None,
-        tools,
+        tool_choice.model_dump() if not isinstance(tool_choice, str | None) else tool_choice, None, tools
     )
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")

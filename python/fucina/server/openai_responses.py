@@ -34,7 +34,7 @@ from .common import ServerState, gather
 from .errors import ApiError
 from .hub import Choice, Job
 from .openai_chat import submit
-from .openai_schema import ChatCompletionRequest, ResponsesRequest
+from .openai_schema import ChatCompletionRequest, ResponsesAllowedTools, ResponsesRequest
 from .streaming import EventStream, sse
 
 __all__ = ["router"]
@@ -175,7 +175,10 @@ def _chat_body(body: ResponsesRequest) -> ChatCompletionRequest:
             {"type": "function", "function": t.model_dump(exclude_none=True, exclude={"type"})} for t in tools
         ]
     choice = body.tool_choice
-    if choice is not None and (tools or isinstance(choice, str)):
+    if isinstance(choice, ResponsesAllowedTools):
+        allowed = {"mode": choice.mode, "tools": choice.tools}
+        chat["tool_choice"] = {"type": "allowed_tools", "allowed_tools": allowed}
+    elif choice is not None and (tools or isinstance(choice, str)):
         chat["tool_choice"] = (
             choice if isinstance(choice, str) else {"type": "function", "function": {"name": choice.name}}
         )

@@ -87,6 +87,18 @@ class NamedToolChoice(Body):
     function: NamedFunction
 
 
+class AllowedTools(Body):
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]] = Field(min_length=1, max_length=_MAX_TOOLS)
+
+
+class AllowedToolsChoice(Body):
+    """``{"type": "allowed_tools", ...}``: only the listed tools may be called, ``mode`` as tool_choice."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
 class JsonSchemaSpec(Body):
     name: str = Field(min_length=1, max_length=256)
     description: str | None = None
@@ -141,7 +153,7 @@ class ChatCompletionRequest(_Sampling):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = Field(None, max_length=_MAX_TOOLS)
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | AllowedToolsChoice | None = None
     parallel_tool_calls: bool | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_format: Literal["auto", "deepseek", "none"] | None = None
@@ -185,6 +197,12 @@ class ResponsesToolChoice(Body):
     name: str = Field(min_length=1, max_length=256)
 
 
+class ResponsesAllowedTools(Body):
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]] = Field(min_length=1, max_length=_MAX_TOOLS)
+
+
 class ResponsesTextFormat(Body):
     type: Literal["text", "json_object", "json_schema"] = "text"
     name: str | None = Field(None, max_length=256)
@@ -211,7 +229,7 @@ class ResponsesRequest(_Sampling):
     instructions: str | None = None
     max_output_tokens: int | None = Field(None, ge=1, le=MAX_INT)
     tools: list[ResponsesTool] | None = Field(None, max_length=_MAX_TOOLS)
-    tool_choice: Literal["none", "auto", "required"] | ResponsesToolChoice | None = None
+    tool_choice: Literal["none", "auto", "required"] | ResponsesToolChoice | ResponsesAllowedTools | None = None
     parallel_tool_calls: bool | None = None
     text: ResponsesText | None = None
     previous_response_id: str | None = None
