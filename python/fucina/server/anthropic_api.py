@@ -3,10 +3,14 @@
 
 Messages are turned into the OpenAI shape :mod:`fucina.chat_completion` renders: ``system`` becomes
 a system message, ``tool_use`` blocks an assistant's ``tool_calls``, ``tool_result`` blocks ``tool``
-messages; tools are offered through the model's template and calls parsed back into ``tool_use``
-blocks. A final assistant message is a prefill: the reply continues it. ``stop_reason`` is
-``end_turn``, ``max_tokens``, ``stop_sequence`` (with the matched ``stop_sequence``) or ``tool_use``.
-A stream sends Anthropic's events in order: ``message_start``, ``ping``, per content block
+messages, ``thinking`` blocks the assistant's ``reasoning_content`` and plain-text ``document`` blocks
+text; the client's own tools are offered through the model's template (Anthropic's built-in tools are
+skipped) and calls parsed back into ``tool_use`` blocks. A final assistant message is a prefill: the
+reply continues it. Structured outputs (``output_config.format``) are enforced by a JSON Schema
+grammar. ``usage.input_tokens`` counts the prompt tokens not read from the cache
+(``cache_read_input_tokens``). ``stop_reason`` is ``end_turn``, ``max_tokens``, ``stop_sequence``
+(with the matched ``stop_sequence``) or ``tool_use``. A stream sends Anthropic's events in order:
+``message_start`` (once the request started), ``ping``, per content block
 ``content_block_start`` / ``content_block_delta``... / ``content_block_stop``, then ``message_delta``
 and ``message_stop``.
 """

@@ -62,7 +62,7 @@ def _allowed(tools: list[dict[str, Any]] | None, choice: AllowedToolsChoice) -> 
     for i, entry in enumerate(choice.allowed_tools.tools):
         fn = entry.get("function")
         name = fn.get("name") if isinstance(fn, dict) else entry.get("name")
-        if name not in offered:
+        if not isinstance(name, str) or name not in offered:
             where = f"tool_choice.allowed_tools.tools[{i}]"
             raise ApiError(400, f"{where} names {name!r}, which is not one of the tools", param=where)
         out.append(offered[name])
