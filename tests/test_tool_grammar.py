@@ -355,11 +355,13 @@ def test_required_always_calls_a_tool(llm: fucina.LLM, seed: int) -> None:
 
 def test_named_tool_choice_calls_that_tool_once(llm: fucina.LLM) -> None:
     choice = {"type": "function", "function": {"name": "add"}}
-    r = _reply(llm, tool_choice=choice, temperature=0)["choices"][0]
-    assert r["finish_reason"] == "tool_calls"
-    (call,) = r["message"]["tool_calls"]
-    assert call["function"]["name"] == "add"
-    assert set(json.loads(call["function"]["arguments"])) == {"a", "b"}
+    # A response_format too shapes answers only: the forced call is the reply.
+    for fmt in (None, {"type": "json_object"}):
+        r = _reply(llm, tool_choice=choice, temperature=0, response_format=fmt)["choices"][0]
+        assert r["finish_reason"] == "tool_calls", fmt
+        (call,) = r["message"]["tool_calls"]
+        assert call["function"]["name"] == "add"
+        assert set(json.loads(call["function"]["arguments"])) == {"a", "b"}
 
 
 def test_required_streams_the_call(llm: fucina.LLM) -> None:
