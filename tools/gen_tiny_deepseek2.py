@@ -306,6 +306,7 @@ def with_dummy_vocab(src: Path, dst: Path) -> None:
 
 def gen_llamacpp() -> None:
     from llama_cpp import Llama
+    from llamacpp_host import golden_suffix, host_isa
 
     for name in configs_names():
         prompts = [p["tokens"] for p in json.loads((DIR / f"{name}.json").read_text())["prompts"]]
@@ -331,9 +332,10 @@ def gen_llamacpp() -> None:
             "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, f16 cache, one batch per prompt",
             "family": name,
             "variant": "q8_0",
+            "isa": host_isa(),
             "prompts": out,
         }
-        (DIR / f"{name}-llamacpp.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        (DIR / f"{name}-llamacpp{golden_suffix()}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
         print(name, "llama.cpp ok")
 
 

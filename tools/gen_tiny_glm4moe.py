@@ -525,6 +525,7 @@ def with_dummy_vocab(src: Path, dst: Path) -> None:
 
 def gen_llamacpp() -> None:
     from llama_cpp import Llama
+    from llamacpp_host import golden_suffix, host_isa
 
     prompts = [p["tokens"] for p in json.loads((DIR / f"{NAME}.json").read_text())["prompts"]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -549,9 +550,10 @@ def gen_llamacpp() -> None:
         "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, f16 cache, one batch per prompt",
         "family": NAME,
         "variant": "q8_0",
+        "isa": host_isa(),
         "prompts": out,
     }
-    (DIR / f"{NAME}-llamacpp.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    (DIR / f"{NAME}-llamacpp{golden_suffix()}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     print(NAME, "llama.cpp ok")
 
 

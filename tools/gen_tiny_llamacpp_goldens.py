@@ -11,8 +11,9 @@ then evaluates the prompts of the family's transformers golden (`<family>.json`,
 from tools/gen_tiny_models.py or tools/gen_tiny_hybrid.py) in one batch with logits
 for every position, 2 threads, and a 12-token greedy continuation (one token per
 decode, as a generation runs). KV cache: f32 for f32 weights, f16 (llama.cpp's
-default) for f16 and q8_0 weights. Writes `<family>-llamacpp.json`: per variant
-and prompt, the logits of every position and the greedy tokens.
+default) for f16 and q8_0 weights. Writes `<family>-llamacpp.json` (an AVX-512
+host) or `<family>-llamacpp-avx2.json` (an AVX2 one; see tools/llamacpp_host.py):
+per variant and prompt, the logits of every position and the greedy tokens.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 from llama_cpp import Llama
+from llamacpp_host import golden_suffix, host_isa
 
 DIR = Path(__file__).resolve().parent.parent / "tests" / "goldens" / "model" / "tiny"
 N_GREEDY = 12
@@ -89,19 +91,6 @@ def run(path: Path, kv_type: int, prompts: list[list[int]]) -> list[dict]:
     return out
 
 
-def host_isa() -> str:
-    """The widest x86-64 vector ISA ggml's native build uses here (fucina's names)."""
-    flags = set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    if "avx512f" in flags:
-        return "avx512"
-    return "avx2" if "avx2" in flags else "scalar"
-
-
 def main() -> None:
     families = sys.argv[1:] or ["qwen3moe"]
     for family in families:
@@ -122,7 +111,8 @@ def main() -> None:
                 with_dummy_vocab(src, dst)
                 doc["variants"][variant] = {"kv": kv_name, "prompts": run(dst, kv_type, prompts)}
                 print(family, variant, "ok")
-        (DIR / f"{family}-llamacpp.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        out = DIR / f"{family}-llamacpp{golden_suffix()}.json"
+        out.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":

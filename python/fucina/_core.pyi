@@ -117,7 +117,11 @@ def experts_replay(
     segmented LRU, Belady and pinned+LRU (``rows``: one dict per policy and capacity)."""
 
 def build_info() -> dict[str, Any]:
-    """Version, build and CPU facts, for bug reports."""
+    """Version, build and CPU facts, for bug reports: ``version``, ``target_arch``,
+    ``target_os``, ``debug``, ``n_cpus``, ``isa`` (the kernels chosen for this CPU, or
+    ``FUCINA_ISA``) and ``ggml_build`` (``"avx2"`` or ``"avx512"``: the llama.cpp build
+    whose vector-width-dependent float orders the logits follow, the one llama.cpp
+    makes on this CPU unless ``FUCINA_GGML_BUILD`` says otherwise)."""
 
 @final
 class TensorInfo:

@@ -22,7 +22,7 @@
 //!   (Q6_K, Q5_K, Q3_K, never repacked on x86-64; Q4_K with rows % 8 != 0) [`matmul`]
 //!   gives every row that order when the call (llama.cpp's op) has at least 8 rows.
 //!
-//! * llamafile's tinyBLAS order ([`TileDot::new_sgemm`]): F32 and F16 weights in a
+//! * llamafile's tinyBLAS order ([`TileDot::new_sgemm`]): F32, F16 and BF16 weights in a
 //!   mul_mat of at least [`SGEMM_MIN_ROWS`] rows, every row (where tinyBLAS takes the
 //!   shape); one-row calls and MoE experts ([`matmul_grouped`]) use the single-row
 //!   order, as llama.cpp's `ggml_vec_dot_f32/f16` and `mul_mat_id` do.

@@ -64,7 +64,7 @@ const LLAMA_CPP_ARGMAX: f64 = 0.99;
 fn q8_0_matches_llama_cpp() {
     for name in MODELS {
         let model = load(&format!("{name}-q8_0"));
-        let g = json(&format!("{name}-llamacpp.json"));
+        let g = llamacpp_json(&format!("{name}-llamacpp"));
         let vocab = model.config().n_vocab;
         let (mut n, mut agree, mut exact, mut worst) = (0usize, 0usize, 0usize, 0f64);
         for p in g["prompts"].as_array().expect("prompts") {

@@ -56,7 +56,11 @@ fn ids(v: &Value) -> Vec<u32> {
 
 #[test]
 fn logits_and_greedy_match_llama_cpp() {
-    let path = fucina_testdata::repo_root().join("tests/goldens/model/gemma3-270m/logits.json");
+    let path = fucina_testdata::llamacpp_golden(
+        &fucina_testdata::repo_root().join("tests/goldens/model/gemma3-270m"),
+        "logits",
+        fucina_quant::GgmlBuild::host() == fucina_quant::GgmlBuild::Avx2,
+    );
     let text = std::fs::read_to_string(&path).expect("goldens");
     let golden: Value = serde_json::from_str(&text).expect("json");
     let model = Arc::new(

@@ -60,7 +60,7 @@ const LLAMA_CPP_ARGMAX: f64 = 0.99;
 #[test]
 fn q8_0_matches_llama_cpp() {
     let model = load("glm4moe-q8_0");
-    let g = json("glm4moe-llamacpp.json");
+    let g = llamacpp_json("glm4moe-llamacpp");
     let vocab = model.config().n_vocab;
     let (mut n, mut agree, mut exact, mut worst) = (0usize, 0usize, 0usize, 0f64);
     for p in g["prompts"].as_array().expect("prompts") {

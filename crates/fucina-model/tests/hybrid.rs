@@ -162,9 +162,18 @@ fn f16_weights() {
 /// worst relative error, fraction of positions whose argmax agrees, whether the
 /// greedy continuations are identical, and the ISA whose kernels made the goldens
 /// (goldens written before the generator recorded it came from an AVX-512 host).
-fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool, String) {
-    let text = std::fs::read_to_string(dir().join(format!("{family}-llamacpp.json")))
-        .expect("llama.cpp golden");
+/// A position whose argmax differs counts as agreeing when llama.cpp's own top-2
+/// margin there is within twice `tie_rel` of its largest logit: a near-tie that an
+/// error inside the variant's relative bound can swap (the f16 DeltaNet recurrence
+/// carries each engine's last-bit roundings along, 1.6e-3 on qwen3next, which
+/// swaps ties of 2.4e-4).
+fn against_llama_cpp(family: &str, variant: &str, tie_rel: f64) -> (f64, f64, bool, String) {
+    let path = fucina_testdata::llamacpp_golden(
+        &dir(),
+        &format!("{family}-llamacpp"),
+        fucina_quant::GgmlBuild::host() == fucina_quant::GgmlBuild::Avx2,
+    );
+    let text = std::fs::read_to_string(path).expect("llama.cpp golden");
     let g: Value = serde_json::from_str(&text).expect("json");
     let v = &g["variants"][variant];
     let kv = match v["kv"].as_str().expect("kv") {
@@ -188,10 +197,21 @@ fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool, String) {
                 .map(|x| x.as_f64().expect("f") as f32)
                 .collect();
             total += 1;
-            agree += usize::from(
-                fucina_engine::argmax(&want)
-                    == fucina_engine::argmax(&ours[i * vocab..(i + 1) * vocab]),
+            let (a, b) = (
+                fucina_engine::argmax(&want),
+                fucina_engine::argmax(&ours[i * vocab..(i + 1) * vocab]),
             );
+            let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let second = want
+                .iter()
+                .enumerate()
+                .filter(|&(k, _)| k != a as usize)
+                .fold(f32::NEG_INFINITY, |m, (_, &v)| m.max(v));
+            let tie = f64::from(want[a as usize] - second) <= 2.0 * tie_rel * f64::from(scale);
+            if a != b && tie {
+                eprintln!("{family}-{variant}: near-tie at position {i} goes the other way");
+            }
+            agree += usize::from(a == b || tie);
         }
         s.reset();
         let want = ids(&p["greedy"]);
@@ -256,11 +276,12 @@ fn tiny_hybrids_match_llama_cpp() {
         .map_or_else(|_| fucina_quant::Isa::best(), |k| k.isa())
         .name();
     for (family, variant, bound, min_agree) in LLAMA_CPP {
-        let (rel, agree, greedy, isa) = against_llama_cpp(family, variant);
-        let bound = match variant == "f16" && isa != host {
+        let bound = |isa: &str| match variant == "f16" && isa != host {
             true => bound.max(CROSS_ISA_F16),
             false => bound,
         };
+        let (rel, agree, greedy, isa) = against_llama_cpp(family, variant, bound(host));
+        let bound = bound(&isa);
         if rel > bound || agree < min_agree {
             failures.push(format!(
                 "{family}-{variant}: {rel:.2e} > {bound:.0e} or argmax agreement {agree:.3}"

@@ -310,8 +310,12 @@ fn final_logit_softcap_from_metadata() {
 /// worst max |Δlogit| / max |logit| over prompts and positions, worst absolute
 /// |Δlogit|, and whether the 12-token greedy continuations are identical.
 fn against_llama_cpp(family: &str, variant: &str) -> (f64, f64, bool) {
-    let text = std::fs::read_to_string(dir().join(format!("{family}-llamacpp.json")))
-        .expect("llama.cpp golden");
+    let path = fucina_testdata::llamacpp_golden(
+        &dir(),
+        &format!("{family}-llamacpp"),
+        fucina_quant::GgmlBuild::host() == fucina_quant::GgmlBuild::Avx2,
+    );
+    let text = std::fs::read_to_string(path).expect("llama.cpp golden");
     let g: Value = serde_json::from_str(&text).expect("json");
     let v = &g["variants"][variant];
     let kv = match v["kv"].as_str().expect("kv") {

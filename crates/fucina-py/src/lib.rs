@@ -32,6 +32,9 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         .map(|k| k.isa().name().to_owned())
         .unwrap_or_else(|e| format!("error: {e}"));
     d.set_item("isa", isa)?;
+    // The llama.cpp x86-64 build whose ISA-dependent float orders (attention dots,
+    // softmax, SiLU) the numerics follow (or forced by FUCINA_GGML_BUILD).
+    d.set_item("ggml_build", fucina_quant::GgmlBuild::host().name())?;
     Ok(d)
 }
 

@@ -1,10 +1,13 @@
 //! The f16 dot products of attention (`q·k` over the head dim, `p·v` over cache
-//! cells) in the float order llama.cpp executes for prompt batches on AVX-512
-//! machines: llamafile's tinyBLAS f16 kernel, one 16-lane FMA accumulator per
-//! output (lane = element index mod 16), reduced with `_mm512_reduce_add_ps`.
+//! cells) in the float order llama.cpp executes for prompt batches: llamafile's
+//! tinyBLAS f16 kernel. A build for AVX-512 keeps one 16-lane FMA accumulator per
+//! output (lane = element index mod 16), reduced with `_mm512_reduce_add_ps`: that
+//! order is this module's; a build for AVX2 keeps one 8-lane accumulator
+//! ([`crate::f16dot_avx2`]). [`dots`] and [`dot`] follow the build
+//! [`GgmlBuild::host`] names, [`dots_for`] and [`dot_for`] the one they are given.
 //!
 //! llama.cpp runs single-token decode through `ggml_vec_dot_f16` instead (four
-//! 16-lane accumulators): that order lives in [`crate::f16dot_vec`], and the
+//! accumulators): that order lives in [`crate::f16dot_vec`], and the
 //! model's forward picks it for one-row batches and, in pinned mode, for every row (so a
 //! batch of rows equals the same rows one at a time, bitwise).
 //!
@@ -13,15 +16,22 @@
 //! cells) changes nothing.
 
 use crate::half::{f16_to_f32, f32_to_f16};
+use crate::GgmlBuild;
 
 /// Element alignment of the inputs (a multiple of the 16 lanes).
 pub const F16_PAD: usize = 64;
 
-/// `_mm512_reduce_add_ps` of 16 lanes in GCC's order (halves, then quarters, …).
+/// `_mm512_reduce_add_ps` of 16 lanes in GCC's order (halves, then [`reduce8`]).
 #[inline(always)]
 pub fn reduce16(v: &[f32; 16]) -> f32 {
-    let t8: [f32; 8] = core::array::from_fn(|k| v[k + 8] + v[k]);
-    let t4: [f32; 4] = core::array::from_fn(|k| t8[k + 4] + t8[k]);
+    reduce8(&core::array::from_fn(|k| v[k + 8] + v[k]))
+}
+
+/// The SSE horizontal sum of 8 lanes that tinyBLAS's `hsum(__m256)` and ggml's AVX2
+/// softmax use: halves (`k + 4` onto `k`), then `(t0 + t2) + (t1 + t3)`.
+#[inline(always)]
+pub fn reduce8(v: &[f32; 8]) -> f32 {
+    let t4: [f32; 4] = core::array::from_fn(|k| v[k + 4] + v[k]);
     (t4[0] + t4[2]) + (t4[1] + t4[3])
 }
 
@@ -54,7 +64,15 @@ pub fn has_fma() -> bool {
 /// long) in tinyBLAS order. FMA hardware is used where present; elsewhere
 /// `mul_add` is the same single-rounding FMA in software.
 pub fn dot(x: &[f32], y: &[f32]) -> f32 {
+    dot_for(GgmlBuild::host(), x, y)
+}
+
+/// [`dot`] in `build`'s prompt order (tinyBLAS with 16 or 8 lanes).
+pub fn dot_for(build: GgmlBuild, x: &[f32], y: &[f32]) -> f32 {
     let y = &y[..x.len().min(y.len())];
+    if build == GgmlBuild::Avx2 {
+        return crate::f16dot_avx2::prompt_dot(x, y);
+    }
     #[cfg(target_arch = "x86_64")]
     if has_fma() {
         // SAFETY: the CPU supports FMA (checked at run time above).
@@ -232,6 +250,19 @@ impl DotsShape {
 /// accumulator chains, which hides the FMA latency a single dot is bound by.
 #[inline]
 pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    dots_for::<N>(GgmlBuild::host(), x, y, sh, out)
+}
+
+/// [`dots`] in `build`'s prompt order: the AVX-512 build's as described above, or
+/// the AVX2 build's ([`crate::f16dot_avx2`]: one 8-lane accumulator per output).
+#[inline]
+pub fn dots_for<const N: usize>(
+    build: GgmlBuild,
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    out: &mut [f32],
+) {
     assert!(
         N > 0 && sh.len.is_multiple_of(16) && out.len() >= (N - 1) * sh.out_stride + sh.ny,
         "dots shape"
@@ -246,6 +277,9 @@ pub fn dots<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32
             out[h * sh.out_stride..][..sh.ny].fill(0.0);
         }
         return;
+    }
+    if build == GgmlBuild::Avx2 {
+        return crate::f16dot_avx2::prompt_dots::<N>(x, y, sh, out);
     }
     match body_choice() {
         #[cfg(target_arch = "x86_64")]
@@ -442,36 +476,43 @@ unsafe fn dots_avx512<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out:
     }
 }
 
-/// A [`dots`]-shaped kernel for a fixed number of `x` vectors.
-pub(crate) type DotsFn = fn(&[f32], &[f32], &DotsShape, &mut [f32]);
-
-/// Run `n` `x` vectors through `kernels[k - 1]` (the `k`-vector form), four at a time.
-pub(crate) fn dots_by_four(
-    kernels: &[DotsFn; 4],
+/// Run `n` `x` vectors through `kernel(k, …)` (the `k`-vector form, `k <= 4`), four
+/// at a time.
+pub(crate) fn by_four(
     n: usize,
     x: &[f32],
-    y: &[f32],
     sh: &DotsShape,
     out: &mut [f32],
+    mut kernel: impl FnMut(usize, &[f32], &mut [f32]),
 ) {
     let mut h = 0;
     while h < n {
         let k = (n - h).min(4);
-        kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]);
+        kernel(k, &x[h * sh.x_stride..], &mut out[h * sh.out_stride..]);
         h += k;
     }
 }
 
 /// [`dots`] for a run-time number `n` of `x` vectors, four at a time.
 pub fn dots_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
-    dots_by_four(
-        &[dots::<1>, dots::<2>, dots::<3>, dots::<4>],
-        n,
-        x,
-        y,
-        sh,
-        out,
-    );
+    dots_n_for(GgmlBuild::host(), n, x, y, sh, out)
+}
+
+/// [`dots_for`] for a run-time number `n` of `x` vectors, four at a time.
+pub fn dots_n_for(
+    build: GgmlBuild,
+    n: usize,
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    out: &mut [f32],
+) {
+    by_four(n, x, sh, out, |k, x, out| match k {
+        1 => dots_for::<1>(build, x, y, sh, out),
+        2 => dots_for::<2>(build, x, y, sh, out),
+        3 => dots_for::<3>(build, x, y, sh, out),
+        _ => dots_for::<4>(build, x, y, sh, out),
+    });
 }
 
 /// Ask for the cache lines of `bytes` ahead of their use (a hint: no effect on
@@ -504,16 +545,19 @@ mod tests {
             .zip(&y)
             .map(|(a, b)| f64::from(*a) * f64::from(*b))
             .sum();
-        let d = dot(&x, &y);
+        let d = dot_for(GgmlBuild::Avx512, &x, &y);
         assert!((f64::from(d) - exact).abs() < 1e-4, "{d} vs {exact}");
         let mut xp = x[..100].to_vec();
         xp.resize(128, 0.0);
-        let part = dot(&xp, &y);
+        let part = dot_for(GgmlBuild::Avx512, &xp, &y);
         let mut xs = x[..100].to_vec();
         xs.resize(192, 0.0);
         let mut ys = y.clone();
         ys.resize(192, 5.0);
-        assert_eq!(part.to_bits(), dot(&xs, &ys).to_bits());
+        assert_eq!(
+            part.to_bits(),
+            dot_for(GgmlBuild::Avx512, &xs, &ys).to_bits()
+        );
         assert_eq!(part.to_bits(), body(&xp, &y).to_bits());
     }
 
@@ -557,19 +601,20 @@ mod tests {
                     }
                 }
                 for h in 0..n {
-                    want[i * n + h] = dot(&x[h * xs..h * xs + len], &yi).to_bits();
+                    want[i * n + h] =
+                        dot_for(GgmlBuild::Avx512, &x[h * xs..h * xs + len], &yi).to_bits();
                 }
             }
             let os = sh.out_stride;
             let mut out = vec![0f32; n * os];
-            dots_n(n, &x, &y, &sh, &mut out);
+            dots_n_for(GgmlBuild::Avx512, n, &x, &y, &sh, &mut out);
             let got: Vec<u32> = (0..ny * n)
                 .map(|k| out[(k % n) * os + k / n].to_bits())
                 .collect();
             assert_eq!(got, want, "{len} {fm:x} {lm:x}");
             for k in 1..=4 {
                 let mut out = vec![0f32; k * os];
-                dots_n(k, &x, &y, &sh, &mut out);
+                dots_n_for(GgmlBuild::Avx512, k, &x, &y, &sh, &mut out);
                 for i in 0..ny {
                     for h in 0..k {
                         assert_eq!(out[h * os + i].to_bits(), want[i * n + h], "{k}");

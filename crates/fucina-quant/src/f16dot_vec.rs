@@ -7,10 +7,14 @@
 //! ([`reduce16`]); elements past the last whole step are added afterwards in f64
 //! (each product rounded to f32 first), and the sum is rounded to f32.
 //!
-//! fucina follows the AVX-512 build's order on every ISA (as for the prompt
-//! order), so results do not depend on the machine. On AVX2 machines each 16-lane
-//! accumulator is a pair of 8-lane registers (lanes 0..8 and 8..16): the same
-//! FMAs on the same lanes in the same order, so the same bits.
+//! That is the AVX-512 build's order; a build for AVX2 steps 32 elements through
+//! four 8-lane accumulators ([`crate::f16dot_avx2`]). [`dots_vec`] and
+//! [`dots_vec_f16`] follow the build [`GgmlBuild::host`] names (the one llama.cpp
+//! makes on this machine), the `_for` forms the one they are given. The AVX-512
+//! order also runs on AVX2 machines (`FUCINA_GGML_BUILD=avx512`, or the scalar
+//! reference): each 16-lane accumulator is then a pair of 8-lane registers (lanes
+//! 0..8 and 8..16), the same FMAs on the same lanes in the same order, so the same
+//! bits.
 //!
 //! Same shapes and masking contract as [`super::f16dot::dots`]; the `y` vectors'
 //! element 0 must sit at a multiple of 64 of llama.cpp's element index (a cache
@@ -20,6 +24,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::f16dot::{chunk_mask, masked_chunk};
 use super::f16dot::{reduce16, DotsShape};
+use crate::GgmlBuild;
 
 const STEP: usize = 64;
 
@@ -470,6 +475,19 @@ fn reduce16x16(v: &[core::arch::x86_64::__m512; 16]) -> core::arch::x86_64::__m5
 /// the module doc) for `N` vectors `x_h` and `sh.ny` vectors `y_i`; `sh.len` need
 /// only be a multiple of 16.
 pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    dots_vec_for::<N>(GgmlBuild::host(), x, y, sh, out)
+}
+
+/// [`dots_vec`] in `build`'s decode order: the AVX-512 build's as described in the
+/// module doc, or the AVX2 build's ([`crate::f16dot_avx2`]: 32-element steps of four
+/// 8-lane accumulators).
+pub fn dots_vec_for<const N: usize>(
+    build: GgmlBuild,
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    out: &mut [f32],
+) {
     assert!(
         N > 0 && sh.len.is_multiple_of(16) && out.len() >= (N - 1) * sh.out_stride + sh.ny,
         "dots_vec shape"
@@ -482,6 +500,9 @@ pub fn dots_vec<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut 
         sh.ny == 0 || y.len() >= (sh.ny - 1) * sh.y_stride + sh.len,
         "dots_vec y bounds"
     );
+    if build == GgmlBuild::Avx2 {
+        return crate::f16dot_avx2::vec_dots::<N>(x, y, sh, out);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if use_avx512() {
@@ -526,20 +547,39 @@ pub struct F16Shape {
 /// AVX-512 BW/VL nor AVX2 with F16C, or `len` not a multiple of 64): the caller
 /// widens instead.
 pub fn dots_vec_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &mut [f32]) -> bool {
+    dots_vec_f16_for(GgmlBuild::host(), n, x, y, sh, out)
+}
+
+/// [`dots_vec_f16`] in `build`'s decode order (the AVX2 build's needs `len` to be a
+/// multiple of its 32-element step, and AVX2 with F16C).
+pub fn dots_vec_f16_for(
+    build: GgmlBuild,
+    n: usize,
+    x: &[f32],
+    y: &[u8],
+    sh: &F16Shape,
+    out: &mut [f32],
+) -> bool {
+    if n == 0 || sh.ny == 0 {
+        return false;
+    }
+    assert!(
+        sh.valid.start <= sh.valid.end
+            && sh.valid.end <= sh.len
+            && x.len() >= (n - 1) * sh.x_stride + sh.len
+            && y.len() >= 2 * ((sh.ny - 1) * sh.y_stride + sh.valid.end)
+            && out.len() >= (n - 1) * sh.out_stride + sh.ny,
+        "dots_vec_f16 shape"
+    );
+    if build == GgmlBuild::Avx2 {
+        return crate::f16dot_avx2::vec_dots_f16(n, x, y, sh, out);
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let avx512 = use_avx512_f16();
-        if !(avx512 || use_avx2()) || !sh.len.is_multiple_of(STEP) || n == 0 || sh.ny == 0 {
+        if !(avx512 || use_avx2()) || !sh.len.is_multiple_of(STEP) {
             return false;
         }
-        assert!(
-            sh.valid.start <= sh.valid.end
-                && sh.valid.end <= sh.len
-                && x.len() >= (n - 1) * sh.x_stride + sh.len
-                && y.len() >= 2 * ((sh.ny - 1) * sh.y_stride + sh.valid.end)
-                && out.len() >= (n - 1) * sh.out_stride + sh.ny,
-            "dots_vec_f16 shape"
-        );
         type F16Kernel = unsafe fn(&[f32], &[u8], &F16Shape, &mut [f32]);
         let kernels: [F16Kernel; 4] = if avx512 {
             [
@@ -653,8 +693,13 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
 
 /// [`dots_vec`] for a run-time number `n` of `x` vectors, four at a time.
 pub fn dots_vec_n(n: usize, x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
-    let kernels = [dots_vec::<1>, dots_vec::<2>, dots_vec::<3>, dots_vec::<4>];
-    super::f16dot::dots_by_four(&kernels, n, x, y, sh, out);
+    let build = GgmlBuild::host();
+    super::f16dot::by_four(n, x, sh, out, |k, x, out| match k {
+        1 => dots_vec_for::<1>(build, x, y, sh, out),
+        2 => dots_vec_for::<2>(build, x, y, sh, out),
+        3 => dots_vec_for::<3>(build, x, y, sh, out),
+        _ => dots_vec_for::<4>(build, x, y, sh, out),
+    });
 }
 
 #[cfg(test)]
@@ -726,7 +771,15 @@ mod tests {
                 let y = vals(ny * len, 11);
                 let sh = packed_shape(len, ny, first, last);
                 let mut out = vec![0f32; 4 * ny];
-                dots_vec_n(4, &x, &y, &sh, &mut out);
+                for h in 0..4 {
+                    dots_vec_for::<1>(
+                        GgmlBuild::Avx512,
+                        &x[h * len..],
+                        &y,
+                        &sh,
+                        &mut out[h * ny..],
+                    );
+                }
                 let mut portable = vec![0f32; 4 * ny];
                 for h in 0..4 {
                     dots_portable::<1>(&x[h * len..], &y, &sh, &mut portable[h * ny..]);
@@ -791,7 +844,7 @@ mod tests {
                 out_stride: ny,
             };
             let mut got = vec![f32::NAN; 4 * ny];
-            if !dots_vec_f16(4, &x, &y16, &sh, &mut got) {
+            if !dots_vec_f16_for(GgmlBuild::Avx512, 4, &x, &y16, &sh, &mut got) {
                 eprintln!("fused f16 dots unavailable on this CPU: nothing to compare");
                 return;
             }
@@ -802,7 +855,7 @@ mod tests {
             }
             let dsh = packed_shape(len, ny, u16::MAX, u16::MAX);
             let mut want = vec![0f32; 4 * ny];
-            dots_vec_n(4, &x, &y, &dsh, &mut want);
+            dots_vec_for::<4>(GgmlBuild::Avx512, &x, &y, &dsh, &mut want);
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.to_bits(), w.to_bits(), "len {len} ny {ny} output {k}");
             }
@@ -900,8 +953,8 @@ mod tests {
             let sh = DotsShape::single(len);
             let mut a = [0f32];
             let mut b = [0f32];
-            dots_vec::<1>(&x, &y, &sh, &mut a);
-            crate::f16dot::dots::<1>(&x, &y, &sh, &mut b);
+            dots_vec_for::<1>(GgmlBuild::Avx512, &x, &y, &sh, &mut a);
+            crate::f16dot::dots_for::<1>(GgmlBuild::Avx512, &x, &y, &sh, &mut b);
             differ += usize::from(a[0].to_bits() != b[0].to_bits());
         }
         assert!(differ > 0);

@@ -14,8 +14,8 @@
 //! groups of 4 activation rows; for every other type the same as [`TileDot::new`].
 //!
 //! [`TileDot::new_sgemm`] is llamafile's tinyBLAS order, which llama.cpp runs on
-//! batched F32 and F16 mul_mats: one vector accumulator per output, then a horizontal
-//! sum ([`sgemm_order_reference`] defines it).
+//! batched F32, F16 and BF16 mul_mats: one vector accumulator per output, then a
+//! horizontal sum ([`sgemm_order_reference`] defines it).
 //!
 //! [`TileDot::new_tiled`] is llama.cpp's tiled K-quant matmul order (ggml-cpu
 //! `tiled/`, taken by mul_mats with >= 8 activation rows over non-repacked K-quant
@@ -140,10 +140,11 @@ impl TileDot {
     }
 
     /// llamafile's tinyBLAS form of `entry` for a `rows × cols` matrix: what llama.cpp
-    /// computes a mul_mat of at least two activation rows with when the weights are F32
-    /// or F16, the build has AVX2 or AVX-512 (8 or 16 lanes) and tinyBLAS takes the
-    /// shape (`cols` a multiple of the lanes, `rows` of 4). `None` otherwise (llama.cpp
-    /// then runs `ggml_vec_dot_*`, the order of [`TileDot::new`]).
+    /// computes a mul_mat of at least two activation rows with when the weights are
+    /// F32, F16 or BF16, the build has AVX2 or AVX-512 (8 or 16 lanes; BF16 with
+    /// AVX512-BF16 takes 32 values per `vdpbf16ps` step) and tinyBLAS takes the shape
+    /// (`cols` a multiple of the step, `rows` of 4). `None` otherwise (llama.cpp then
+    /// runs `ggml_vec_dot_*`, the order of [`TileDot::new`]).
     pub fn new_sgemm(entry: &DotEntry, rows: usize, cols: usize) -> Option<TileDot> {
         #[cfg(target_arch = "x86_64")]
         use crate::arch::x86_64::sgemm::{avx2, avx512};
@@ -156,6 +157,16 @@ impl TileDot {
             (GgmlType::F32, KernelPath::Simd(Isa::Avx2)) => (avx2::f32, 8),
             #[cfg(target_arch = "x86_64")]
             (GgmlType::F16, KernelPath::Simd(Isa::Avx2)) => (avx2::f16, 8),
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::BF16, KernelPath::Simd(Isa::Avx512))
+                if std::arch::is_x86_feature_detected!("avx512bf16") =>
+            {
+                (avx512::bf16_dp, 32)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::BF16, KernelPath::Simd(Isa::Avx512)) => (avx512::bf16, 16),
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::BF16, KernelPath::Simd(Isa::Avx2)) => (avx2::bf16, 8),
             _ => return None,
         };
         (cols.is_multiple_of(lanes) && rows.is_multiple_of(4)).then_some(TileDot {

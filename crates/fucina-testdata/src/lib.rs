@@ -72,3 +72,15 @@ pub fn qwen2_vocab_header() -> PathBuf {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// A llama.cpp golden for the llama.cpp build the caller follows: `<stem>-avx2.json`
+/// in `dir` for the AVX2 build (`avx2`, from `fucina_quant::GgmlBuild::host`) where
+/// that file exists, else `<stem>.json` (made on an AVX-512 host; the generators in
+/// `tools/` name them so).
+pub fn llamacpp_golden(dir: &std::path::Path, stem: &str, avx2: bool) -> PathBuf {
+    let avx2_file = dir.join(format!("{stem}-avx2.json"));
+    if avx2 && avx2_file.exists() {
+        return avx2_file;
+    }
+    dir.join(format!("{stem}.json"))
+}

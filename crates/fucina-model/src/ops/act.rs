@@ -1,8 +1,10 @@
 //! Gated FFN activations: SwiGLU (`silu(g) · u`) and GeGLU with the tanh GELU.
 //!
-//! SwiGLU follows ggml's AVX-512 `ggml_vec_swiglu_f32`, one row at a time: 16-lane
-//! chunks from the row's start through `ggml_v_silu` (`x / (1 + ggml_v_expf(0 − x))`,
-//! the polynomial exponential), the last `len % 16` values through libm's `expf`.
+//! SwiGLU follows ggml's `ggml_vec_swiglu_f32` as the followed llama.cpp build runs
+//! it ([`GgmlBuild::host`]), one row at a time: whole vectors from the row's start
+//! through `ggml_v_silu` (`x / (1 + ggml_v_expf(0 − x))`, the build's polynomial
+//! exponential: 16 lanes and [`ggml_expf`] for AVX-512, 8 lanes and
+//! [`ggml_expf_avx2`] for AVX2), the last `len % lanes` values through libm's `expf`.
 //!
 //! GELU follows ggml's CPU path (`GGML_GELU_FP16`): the gate is rounded to f16 and
 //! looked up in a 65,536-entry table of `f16(gelu_tanh(x))`, with the ±10 clamps.
@@ -11,9 +13,10 @@
 use std::sync::OnceLock;
 
 use fucina_quant::half::{f16_to_f32, f32_to_f16};
+use fucina_quant::GgmlBuild;
 
 use crate::ops::f16dot::to_f16_bits;
-use crate::ops::softmax::ggml_expf;
+use crate::ops::softmax::{ggml_expf, ggml_expf_avx2};
 
 const GELU_COEF_A: f32 = 0.044715;
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -63,34 +66,40 @@ pub fn geglu_f32_inplace(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// Lanes of ggml's AVX-512 SwiGLU loop.
-const SILU_LANES: usize = 16;
-
 /// `gate[i] = silu(gate[i]) · up[i]` over one row (see the module doc for the order).
 pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
+    let build = GgmlBuild::host();
     #[cfg(target_arch = "x86_64")]
     if crate::ops::f16dot::has_fma() {
         // SAFETY: the CPU supports FMA (checked at run time just above).
-        return unsafe { swiglu_fma(gate, up) };
+        return unsafe { swiglu_fma(gate, up, build) };
     }
-    swiglu_body(gate, up)
+    swiglu_build(gate, up, build)
 }
 
-/// [`swiglu_inplace`] with [`ggml_expf`]'s `mul_add`s as FMA instructions (the same
-/// single rounding as the software `fmaf`, much faster).
+/// [`swiglu_inplace`] with the exponential's `mul_add`s as FMA instructions (the
+/// same single rounding as the software `fmaf`, much faster).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
-fn swiglu_fma(gate: &mut [f32], up: &[f32]) {
-    swiglu_body(gate, up)
+fn swiglu_fma(gate: &mut [f32], up: &[f32], build: GgmlBuild) {
+    swiglu_build(gate, up, build)
 }
 
 #[inline(always)]
-fn swiglu_body(gate: &mut [f32], up: &[f32]) {
+fn swiglu_build(gate: &mut [f32], up: &[f32], build: GgmlBuild) {
+    match build {
+        GgmlBuild::Avx512 => swiglu_body::<16>(gate, up, ggml_expf),
+        GgmlBuild::Avx2 => swiglu_body::<8>(gate, up, ggml_expf_avx2),
+    }
+}
+
+#[inline(always)]
+fn swiglu_body<const L: usize>(gate: &mut [f32], up: &[f32], expf: impl Fn(f32) -> f32) {
     let n = gate.len().min(up.len());
-    let whole = n - n % SILU_LANES;
+    let whole = n - n % L;
     for (g, &u) in gate[..whole].iter_mut().zip(&up[..whole]) {
         let x = *g;
-        *g = x / (1.0 + ggml_expf(0.0 - x)) * u;
+        *g = x / (1.0 + expf(0.0 - x)) * u;
     }
     for (g, &u) in gate[whole..n].iter_mut().zip(&up[whole..n]) {
         let x = *g;
@@ -116,27 +125,33 @@ mod tests {
 
     #[test]
     fn swiglu_chunks_and_tail_track_exact_silu() {
-        for len in [1usize, 15, 16, 17, 40, 768] {
+        for len in [1usize, 7, 8, 9, 15, 16, 17, 40, 768] {
             let xs: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 12.0).collect();
             let up: Vec<f32> = (0..len).map(|i| 1.0 + i as f32 * 0.01).collect();
-            let mut g = xs.clone();
-            swiglu_inplace(&mut g, &up);
-            for ((&x, &u), &y) in xs.iter().zip(&up).zip(&g) {
-                let e = f64::from(x) / (1.0 + (-f64::from(x)).exp()) * f64::from(u);
-                assert!(
-                    (f64::from(y) - e).abs() <= 1e-6 * e.abs().max(1.0),
-                    "{x}: {y} vs {e}"
-                );
-            }
-            // The tail is libm's silu, the chunks ggml's polynomial one.
-            let whole = len - len % SILU_LANES;
-            for (i, (&x, &y)) in xs.iter().zip(&g).enumerate() {
-                let want = if i < whole {
-                    x / (1.0 + ggml_expf(0.0 - x)) * up[i]
-                } else {
-                    x / (1.0 + (-x).exp()) * up[i]
+            for build in [GgmlBuild::Avx512, GgmlBuild::Avx2] {
+                let mut g = xs.clone();
+                swiglu_build(&mut g, &up, build);
+                for ((&x, &u), &y) in xs.iter().zip(&up).zip(&g) {
+                    let e = f64::from(x) / (1.0 + (-f64::from(x)).exp()) * f64::from(u);
+                    assert!(
+                        (f64::from(y) - e).abs() <= 1e-6 * e.abs().max(1.0),
+                        "{x}: {y} vs {e}"
+                    );
+                }
+                // The tail is libm's silu, the whole vectors the build's polynomial one.
+                let expf = match build {
+                    GgmlBuild::Avx512 => ggml_expf,
+                    GgmlBuild::Avx2 => ggml_expf_avx2,
                 };
-                assert_eq!(y.to_bits(), want.to_bits(), "{len} {i}");
+                let whole = len - len % build.lanes();
+                for (i, (&x, &y)) in xs.iter().zip(&g).enumerate() {
+                    let want = if i < whole {
+                        x / (1.0 + expf(0.0 - x)) * up[i]
+                    } else {
+                        x / (1.0 + (-x).exp()) * up[i]
+                    };
+                    assert_eq!(y.to_bits(), want.to_bits(), "{build:?} {len} {i}");
+                }
             }
         }
     }

@@ -5,11 +5,13 @@
 //! reference it is tested against, bit for bit.
 //!
 //! Numerics follow llama.cpp's non-flash CPU path for an f16 cache, bit for bit
-//! on AVX-512 machines: the query is rounded to f16 before `q·k`, scores are
-//! soft-capped, scaled and soft-maxed with ggml's exp and chunked sum (see
-//! [`softmax_cells`]), and the probabilities are rounded to f16 before the
-//! weighted sum over V (stored transposed, one dot per output dim); both dots run
-//! in tinyBLAS order over cell-aligned spans (see [`f16dot`]).
+//! with the llama.cpp build for this machine's vector width
+//! ([`fucina_quant::GgmlBuild`]: AVX-512 or AVX2): the query is rounded to f16
+//! before `q·k`, scores are soft-capped, scaled and soft-maxed with ggml's exp and
+//! chunked sum (see [`softmax_cells`]), and the probabilities are rounded to f16
+//! before the weighted sum over V (stored transposed, one dot per output dim); both
+//! dots run in tinyBLAS order over cell-aligned spans (see [`f16dot`]), or
+//! `ggml_vec_dot_f16`'s for decode rows.
 //! A Q8_0 cache quantizes the query to Q8_0 and scores with integer block dots; V
 //! rows are dequantized into the weighted accumulation. An F32 cache is exact.
 

@@ -20,6 +20,15 @@ pub fn json(name: &str) -> Json {
     serde_json::from_str(&text).expect("json")
 }
 
+/// `<stem>.json`'s llama.cpp golden for the build followed here
+/// ([`fucina_testdata::llamacpp_golden`]).
+pub fn llamacpp_json(stem: &str) -> Json {
+    let avx2 = fucina_quant::GgmlBuild::host() == fucina_quant::GgmlBuild::Avx2;
+    let text = std::fs::read_to_string(fucina_testdata::llamacpp_golden(&dir(), stem, avx2))
+        .expect("llama.cpp golden");
+    serde_json::from_str(&text).expect("json")
+}
+
 pub fn ids(v: &Json) -> Vec<u32> {
     v.as_array()
         .expect("array")
