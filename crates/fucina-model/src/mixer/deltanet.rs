@@ -19,9 +19,9 @@ use fucina_gguf::GgufFile;
 use crate::forward::{grow, par_rows, BatchRow};
 use crate::kv_cache::{KvCache, RecurrentGeometry};
 use crate::matmul::{matmul, matmul_many, MatmulScratch};
+use crate::ops::act::silu_inplace;
 use crate::ops::deltanet::{
-    conv_silu, conv_state_after, conv_taps, delta_rows_from, prepare_row, silu, uses_chunks,
-    DeltaScratch,
+    conv_silu, conv_state_after, conv_taps, delta_rows_from, prepare_row, uses_chunks, DeltaScratch,
 };
 use crate::ops::norm::rms_norm_inplace;
 use crate::parallel::{SharedMut, ThreadPool};
@@ -390,12 +390,16 @@ impl DeltaNetWeights {
         {
             let (z_ro, order, nw) = (&s.z, &s.order, &self.norm);
             par_rows(pool, &mut s.core[..m * vw], vw, &|rr, core| {
+                // silu(z) per head row, as ggml's `silu` op runs a row (vector chunks).
+                let mut gate = vec![0f32; dv];
                 for (t, row) in rr.zip(core.chunks_exact_mut(vw)) {
                     let r = order[t];
                     for (h, o) in row.chunks_exact_mut(dv).enumerate() {
                         rms_norm_inplace(o, nw, eps);
-                        for (x, &zv) in o.iter_mut().zip(&z_ro[r * vw + h * dv..]) {
-                            *x *= silu(zv);
+                        gate.copy_from_slice(&z_ro[r * vw + h * dv..r * vw + (h + 1) * dv]);
+                        silu_inplace(&mut gate);
+                        for (x, &g) in o.iter_mut().zip(&gate) {
+                            *x *= g;
                         }
                     }
                 }

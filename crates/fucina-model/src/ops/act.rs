@@ -107,6 +107,44 @@ fn swiglu_body<const L: usize>(gate: &mut [f32], up: &[f32], expf: impl Fn(f32) 
     }
 }
 
+/// `x[i] = silu(x[i])` over one row, as ggml's `ggml_vec_silu_f32` runs a row of the
+/// `silu` op in the followed build: whole vectors through `ggml_v_silu`, the last
+/// `len % lanes` values through libm's `expf` (the DeltaNet convolution and gate).
+pub fn silu_inplace(x: &mut [f32]) {
+    let build = GgmlBuild::host();
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::f16dot::has_fma() {
+        // SAFETY: the CPU supports FMA (checked at run time just above).
+        return unsafe { silu_fma(x, build) };
+    }
+    silu_build(x, build)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn silu_fma(x: &mut [f32], build: GgmlBuild) {
+    silu_build(x, build)
+}
+
+#[inline(always)]
+fn silu_build(x: &mut [f32], build: GgmlBuild) {
+    match build {
+        GgmlBuild::Avx512 => silu_body::<16>(x, ggml_expf),
+        GgmlBuild::Avx2 => silu_body::<8>(x, ggml_expf_avx2),
+    }
+}
+
+#[inline(always)]
+fn silu_body<const L: usize>(x: &mut [f32], expf: impl Fn(f32) -> f32) {
+    let whole = x.len() - x.len() % L;
+    for v in &mut x[..whole] {
+        *v = *v / (1.0 + expf(0.0 - *v));
+    }
+    for v in &mut x[whole..] {
+        *v = *v / (1.0 + (-*v).exp());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +190,21 @@ mod tests {
                     };
                     assert_eq!(y.to_bits(), want.to_bits(), "{build:?} {len} {i}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn silu_rows_are_swiglu_with_unit_up() {
+        for len in [1usize, 7, 8, 9, 16, 17, 128, 131] {
+            let xs: Vec<f32> = (0..len).map(|i| (i as f32 * 0.61).cos() * 9.0).collect();
+            for build in [GgmlBuild::Avx512, GgmlBuild::Avx2] {
+                let mut a = xs.clone();
+                silu_build(&mut a, build);
+                let mut b = xs.clone();
+                swiglu_build(&mut b, &vec![1.0; len], build);
+                let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{build:?} {len}");
             }
         }
     }

@@ -109,7 +109,8 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// `out[t − rows.start][c] = silu(Σ_j w[j][c] · xe[t + j][c])` for the rows `t` in
+/// `out[t − rows.start][c] = silu(Σ_j w[j][c] · xe[t + j][c])` (ggml's vector SiLU
+/// over each row, [`crate::ops::act::silu_inplace`]) for the rows `t` in
 /// `rows`, where `xe` is the `k − 1` rows of `state` (oldest first) followed by the
 /// rows of `x` (`c_all` channels per row; `w` is tap-major, `k × c_all`: ggml's
 /// `ssm_conv1d` transposed by [`conv_taps`], so each tap is one contiguous row). Taps
@@ -138,7 +139,7 @@ pub fn conv_silu(
                 *acc += wv * xv;
             }
         }
-        o.iter_mut().for_each(|v| *v = silu(*v));
+        crate::ops::act::silu_inplace(o);
     }
 }
 

@@ -97,8 +97,11 @@ fn bf16_bf16(w: &[u8], a: &[u8]) -> f32 {
     )
 }
 
-/// Shared float dot: `load` widens 8 elements of `size` bytes to f32 lanes, `one`
-/// widens a single element (for the tail).
+/// Shared float dot in `ggml_vec_dot_bf16`'s AVX2 order: `load` widens 8 elements of
+/// `size` bytes to f32 lanes, four accumulators over 32-element steps (GCC contracts
+/// ggml's `mul` + `add` into one FMA), folded `(0 + 2) + (1 + 3)`, summed as tinyBLAS's
+/// `hsum`; `one` widens a single element of the tail, whose exact products join the
+/// f64 sum.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn float_dot(
@@ -120,14 +123,14 @@ fn float_dot(
             *acc = _mm256_fmadd_ps(load(&x[k * step..]), load(&y[k * step..]), *acc);
         }
     }
-    let mut sum = hsum(_mm256_add_ps(
-        _mm256_add_ps(acc[0], acc[1]),
-        _mm256_add_ps(acc[2], acc[3]),
-    ));
+    let mut sum = f64::from(hsum(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[2]),
+        _mm256_add_ps(acc[1], acc[3]),
+    )));
     for i in main..n {
-        sum += one(&w[i * size..]) * one(&a[i * size..]);
+        sum += f64::from(one(&w[i * size..]) * one(&a[i * size..]));
     }
-    sum
+    sum as f32
 }
 
 safe_entries!(

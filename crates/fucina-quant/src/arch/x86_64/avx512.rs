@@ -54,8 +54,9 @@ fn load_i512(b: &[u8]) -> __m512i {
     unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
 }
 
-/// Shared float dot: `load` widens 16 elements of `size` bytes to f32 lanes, `one`
-/// widens a single element (for the tail).
+/// Shared float dot in `ggml_vec_dot_bf16`'s AVX-512 order: `load` widens 16 elements
+/// of `size` bytes to f32 lanes, two accumulators over 32-element steps (GCC contracts
+/// ggml's `mul` + `add` into one FMA); `one` widens a single element of the tail.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
 fn float_dot(
@@ -77,11 +78,13 @@ fn float_dot(
             *acc = _mm512_fmadd_ps(load(&x[k * step..]), load(&y[k * step..]), *acc);
         }
     }
-    let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    // ggml_vec_dot_bf16: each accumulator reduced on its own, joined (with the tail's
+    // exact products) in an f64 sum.
+    let mut sum = f64::from(_mm512_reduce_add_ps(acc[0])) + f64::from(_mm512_reduce_add_ps(acc[1]));
     for i in main..n {
-        sum += one(&w[i * size..]) * one(&a[i * size..]);
+        sum += f64::from(one(&w[i * size..]) * one(&a[i * size..]));
     }
-    sum
+    sum as f32
 }
 
 /// The SIMD part of ggml's `ggml_vec_dot_f32` / `ggml_vec_dot_f16` on AVX-512
@@ -143,7 +146,9 @@ fn bf16_bf16(w: &[u8], a: &[u8]) -> f32 {
     )
 }
 
-// BF16 · BF16 with `vdpbf16ps` (pairs of exact products added into f32 lanes).
+// BF16 · BF16 with `vdpbf16ps` (pairs of exact products added into f32 lanes), in
+// `ggml_vec_dot_bf16`'s order: two accumulators over 64-element steps, each reduced
+// on its own into an f64 sum with the tail's exact products.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16")]
 fn bf16_bf16_dp(w: &[u8], a: &[u8]) -> f32 {
     let n = (w.len() / 2).min(a.len() / 2);
@@ -166,11 +171,11 @@ fn bf16_bf16_dp(w: &[u8], a: &[u8]) -> f32 {
             *acc = _mm512_dpbf16_ps(*acc, xb, yb);
         }
     }
-    let mut sum = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    let mut sum = f64::from(_mm512_reduce_add_ps(acc[0])) + f64::from(_mm512_reduce_add_ps(acc[1]));
     for i in main..n {
-        sum += widen_bf16(&w[i * 2..]) * widen_bf16(&a[i * 2..]);
+        sum += f64::from(widen_bf16(&w[i * 2..]) * widen_bf16(&a[i * 2..]));
     }
-    sum
+    sum as f32
 }
 
 safe_entries!(
