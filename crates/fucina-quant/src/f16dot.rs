@@ -322,21 +322,36 @@ pub(crate) fn masked_chunk(yi: &[f32], c: usize, m: u16) -> [f32; 16] {
 
 #[inline(always)]
 fn dots_portable<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
+    tinyblas_portable::<N, 16>(x, y, sh, out, reduce16)
+}
+
+/// tinyBLAS's order with `L` lanes (16 or 8), scalar: one accumulator per output,
+/// element `e` into lane `e % L` by a fused multiply-add, elements in order, then
+/// `reduce`. The reference of both builds' prompt order.
+#[inline(always)]
+pub(crate) fn tinyblas_portable<const N: usize, const L: usize>(
+    x: &[f32],
+    y: &[f32],
+    sh: &DotsShape,
+    out: &mut [f32],
+    reduce: fn(&[f32; L]) -> f32,
+) {
     let nc = sh.len / 16;
     for i in 0..sh.ny {
         let yi = &y[i * sh.y_stride..];
-        let mut acc = [[0f32; 16]; N];
+        let mut acc = [[0f32; L]; N];
         for c in 0..nc {
             let yc = masked_chunk(yi, c, chunk_mask(sh, c, nc));
             for (h, a) in acc.iter_mut().enumerate() {
                 let xc = &x[h * sh.x_stride + 16 * c..][..16];
-                for l in 0..16 {
-                    a[l] = xc[l].mul_add(yc[l], a[l]);
+                for (e, (&xv, &yv)) in xc.iter().zip(&yc).enumerate() {
+                    let l = (16 * c + e) % L;
+                    a[l] = xv.mul_add(yv, a[l]);
                 }
             }
         }
         for (h, a) in acc.iter().enumerate() {
-            out[h * sh.out_stride + i] = reduce16(a);
+            out[h * sh.out_stride + i] = reduce(a);
         }
     }
 }

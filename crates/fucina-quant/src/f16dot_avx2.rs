@@ -16,7 +16,9 @@
 //! Each form has a portable body (the reference, scalar `mul_add`s) and an AVX2 one
 //! that keeps the same FMAs on the same lanes in the same order, so the same bits.
 
-use crate::f16dot::{chunk_mask, masked_chunk, reduce8, DotsShape};
+#[cfg(target_arch = "x86_64")]
+use crate::f16dot::masked_chunk;
+use crate::f16dot::{chunk_mask, reduce8, DotsShape};
 use crate::f16dot_vec::F16Shape;
 
 /// Elements per `ggml_vec_dot_f16` step of an AVX2 build.
@@ -62,25 +64,7 @@ pub(crate) fn prompt_dot(x: &[f32], y: &[f32]) -> f32 {
 }
 
 fn prompt_portable<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &mut [f32]) {
-    let nc = sh.len / 16;
-    for i in 0..sh.ny {
-        let yi = &y[i * sh.y_stride..];
-        let mut acc = [[0f32; 8]; N];
-        for c in 0..nc {
-            let yc = masked_chunk(yi, c, chunk_mask(sh, c, nc));
-            for (h, a) in acc.iter_mut().enumerate() {
-                let xc = &x[h * sh.x_stride + 16 * c..][..16];
-                for half in 0..2 {
-                    for (l, a) in a.iter_mut().enumerate() {
-                        *a = xc[8 * half + l].mul_add(yc[8 * half + l], *a);
-                    }
-                }
-            }
-        }
-        for (h, a) in acc.iter().enumerate() {
-            out[h * sh.out_stride + i] = reduce8(a);
-        }
-    }
+    crate::f16dot::tinyblas_portable::<N, 8>(x, y, sh, out, reduce8)
 }
 
 /// tinyBLAS's `hsum(__m256)` ([`reduce8`]) in registers.
@@ -298,21 +282,15 @@ pub(crate) fn vec_dots_f16(n: usize, x: &[f32], y: &[u8], sh: &F16Shape, out: &m
         if !has_avx2() || !sh.len.is_multiple_of(VEC_STEP) {
             return false;
         }
-        type Kernel = unsafe fn(&[f32], &[u8], &F16Shape, &mut [f32]);
-        let kernels: [Kernel; 4] = [
+        let kernels: [crate::f16dot_vec::F16Kernel; 4] = [
             vec_f16_avx2::<1>,
             vec_f16_avx2::<2>,
             vec_f16_avx2::<3>,
             vec_f16_avx2::<4>,
         ];
-        let mut h = 0;
-        while h < n {
-            let k = (n - h).min(4);
-            // SAFETY: AVX2, FMA and F16C were detected at run time; bounds asserted by
-            // the caller.
-            unsafe { kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]) };
-            h += k;
-        }
+        // SAFETY: AVX2, FMA and F16C were detected at run time; bounds asserted by the
+        // caller.
+        unsafe { crate::f16dot_vec::run_f16_kernels(&kernels, n, x, y, sh, out) };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]

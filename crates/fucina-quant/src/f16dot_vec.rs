@@ -580,7 +580,6 @@ pub fn dots_vec_f16_for(
         if !(avx512 || use_avx2()) || !sh.len.is_multiple_of(STEP) {
             return false;
         }
-        type F16Kernel = unsafe fn(&[f32], &[u8], &F16Shape, &mut [f32]);
         let kernels: [F16Kernel; 4] = if avx512 {
             [
                 dots_f16_avx512::<1>,
@@ -596,20 +595,41 @@ pub fn dots_vec_f16_for(
                 dots_f16_avx2::<4>,
             ]
         };
-        let mut h = 0;
-        while h < n {
-            let k = (n - h).min(4);
-            // SAFETY: the kernels' features (AVX-512 F/BW/VL, or AVX2/FMA/F16C) were
-            // detected at run time; bounds asserted above.
-            unsafe { kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]) };
-            h += k;
-        }
+        // SAFETY: the kernels' features (AVX-512 F/BW/VL, or AVX2/FMA/F16C) were detected
+        // at run time; bounds asserted above.
+        unsafe { run_f16_kernels(&kernels, n, x, y, sh, out) };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (n, x, y, sh, out);
         false
+    }
+}
+
+/// A fused f16 body for a fixed number of `x` vectors (its CPU features unchecked).
+#[cfg(target_arch = "x86_64")]
+pub(crate) type F16Kernel = unsafe fn(&[f32], &[u8], &F16Shape, &mut [f32]);
+
+/// Run `n` `x` vectors through `kernels[k - 1]` (the `k`-vector form), four at a time.
+///
+/// # Safety
+/// The CPU has the kernels' features; [`dots_vec_f16`]'s bounds hold for `n` vectors.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn run_f16_kernels(
+    kernels: &[F16Kernel; 4],
+    n: usize,
+    x: &[f32],
+    y: &[u8],
+    sh: &F16Shape,
+    out: &mut [f32],
+) {
+    let mut h = 0;
+    while h < n {
+        let k = (n - h).min(4);
+        // SAFETY: the caller's contract.
+        unsafe { kernels[k - 1](&x[h * sh.x_stride..], y, sh, &mut out[h * sh.out_stride..]) };
+        h += k;
     }
 }
 
