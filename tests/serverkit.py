@@ -2,18 +2,21 @@
 a thread of the test process (so tests can hand it Python logit processors), :class:`ServerProcess`
 runs ``fucina serve`` as a child process (for memory and disconnect tests, where the server must be a
 process of its own). Both listen on a free loopback port. Also the tool the chat tests offer
-(:data:`WEATHER`), a Hermes-syntax call of it (:data:`CALL`) and :func:`scripted` replies."""
+(:data:`WEATHER`), a Hermes-syntax call of it (:data:`CALL`), :func:`scripted` replies and DeepSeek
+templates that write the offered tools into the prompt (:func:`deepseek_listing_tools`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -39,6 +42,18 @@ WEATHER: list[dict[str, Any]] = [
     }
 ]
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
+
+
+def deepseek_listing_tools(name: str) -> str:
+    """The vendored DeepSeek template ``name`` writing the offered tools into the prompt too (its own leave
+    that to the system message), so that a forced call takes the template's call syntax."""
+    source = (TEMPLATES / f"{name}.jinja").read_text("utf-8")
+    tools = "{% if tools %}{{ tools | tojson }}{% endif %}"
+    out, n = re.subn(r"\{\{\s*ns\.system_prompt\s*\}\}", lambda m: m.group(0) + tools, source, count=1)
+    if n != 1:
+        raise ValueError(f"{name}: no system prompt to write the tools after")
+    return out
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 import fucina
 import fucina.cli
 from fucina.server import ServerConfig
-from serverkit import CALL, WEATHER, LiveServer, Processor, live, openai_client, scripted
+from serverkit import CALL, WEATHER, LiveServer, Processor, deepseek_listing_tools, live, openai_client, scripted
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "vendor" / "chat_templates"
 N_CTX = 512
@@ -264,6 +264,30 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
             model=server.model_id, messages=cast(Any, joke), tools=cast(Any, tools), tool_choice=cast(Any, unknown)
         )
     assert e.value.param == "tool_choice.allowed_tools.tools[0]"
+
+
+def test_forced_calls_with_deepseek_markers_written_as_text(gemma_path: Path) -> None:
+    # DeepSeek V3.1's call markers are text on Gemma's vocabulary, and the "▁" in them is SentencePiece's
+    # space escape: the forced call failed on its first marker ("grammar constraint failed", a 500).
+    source = deepseek_listing_tools("deepseek-ai-DeepSeek-V3.1")
+    with live(ServerConfig(model=gemma_path, parallel=2, ctx_size=N_CTX, chat_template=source)) as server:
+        client = openai_client(server)
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            r = chat(
+                client,
+                server.model_id,
+                "What is the weather in Paris?",
+                tools=WEATHER,
+                tool_choice=cast(Any, choice),
+                parallel_tool_calls=False,
+                max_tokens=64,
+                temperature=0,
+            )
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls", c
+            (call,) = c.message.tool_calls or []
+            assert call.function.name == "get_weather"
+            assert set(json.loads(call.function.arguments)) == {"city"}
 
 
 def test_forced_calls_of_pydantic_tools_with_nested_models(client: openai.OpenAI, server: LiveServer) -> None:

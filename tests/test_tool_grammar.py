@@ -13,8 +13,9 @@ import pytest
 
 import fucina
 from fucina import _core
-from fucina.tool_calls import ToolCallFormat, parse_tool_calls
+from fucina.tool_calls import ToolCallFormat, detect_tool_call_format, parse_tool_calls
 from fucina.tool_grammar import tool_call_grammar
+from serverkit import deepseek_listing_tools
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -372,3 +373,30 @@ def test_required_streams_the_call(llm: fucina.LLM) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     with pytest.raises(fucina.ArgumentTypeError, match="parallel_tool_calls"):
         _reply(llm, tool_choice="required", parallel_tool_calls="no")
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("deepseek-ai-DeepSeek-V3.1", ToolCallFormat.DEEPSEEK_V3),
+        ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", ToolCallFormat.DEEPSEEK_R1),
+    ],
+)
+def test_forced_call_with_markers_written_as_text(gemma_path: Path, name: str, fmt: ToolCallFormat) -> None:
+    # On Gemma's vocabulary DeepSeek's markers are text, and their "▁" is SentencePiece's space escape:
+    # the tokenizer reads it as a space, so the forced "<｜tool▁calls▁begin｜>" came back as "tool",
+    # "▁calls" (bytes " calls"), the only token the grammar's mask then allowed, and the grammar rejected
+    # it when it was committed ("grammar constraint failed", a 500 from the server).
+    source = deepseek_listing_tools(name)
+    assert detect_tool_call_format(source) is fmt
+    llm = fucina.LLM(gemma_path, n_ctx=1024, chat_template=source)
+    msgs = [{"role": "user", "content": "Add 2 and 3."}]
+    choice = {"type": "function", "function": {"name": "add"}}
+    for speculation in (True, False):
+        r = llm.create_chat_completion(
+            msgs, tools=TOOLS, tool_choice=choice, temperature=0, max_tokens=96, speculation=speculation
+        )["choices"][0]
+        assert r["finish_reason"] == "tool_calls", (speculation, r)
+        (call,) = r["message"]["tool_calls"]
+        assert call["function"]["name"] == "add"
+        assert set(json.loads(call["function"]["arguments"])) == {"a", "b"}

@@ -290,3 +290,32 @@ fn control_tokens_cannot_be_spelled_by_a_grammar() {
     assert!(out.steps.iter().all(|s| s.0 != marker || !s.1));
     assert_eq!(out.text(), "<start_of_turn>");
 }
+
+#[test]
+fn call_markers_written_as_text_are_forced_as_written() {
+    // DeepSeek's markers are not tokens of Gemma's vocabulary: they are text, and their
+    // `▁` is SentencePiece's space escape, which Gemma's tokenizer reads as a space. The
+    // forced call must come out byte for byte (it failed on the forced `▁calls`).
+    let grammar = Grammar::Lark(
+        "start: \"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\\\"a\\\": \" \
+         /[0-9]{1,3}/ \"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>\""
+            .into(),
+    );
+    let prompt = chat_prompt("Add 2 and 3 with the add tool.");
+    for seed in [None, Some(5)] {
+        let plain = run(&prompt, &grammar, opts(seed, 96, false));
+        let spec = run(&prompt, &grammar, opts(seed, 96, true));
+        assert_eq!(plain, spec, "seed {seed:?}");
+        let text = plain.text();
+        let digits = text
+            .strip_prefix("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": ")
+            .and_then(|t| t.strip_suffix("}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"))
+            .unwrap_or_else(|| panic!("seed {seed:?}: {text:?}"));
+        assert!(
+            !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()),
+            "{text:?}"
+        );
+        assert_eq!(plain.steps.last().and_then(|s| s.3), Some("stop"));
+        assert!(plain.forced > 0, "{text:?}");
+    }
+}

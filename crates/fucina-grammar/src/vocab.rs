@@ -7,6 +7,13 @@
 //! marker (a leading `0xFF`, a byte no UTF-8 text holds), so no grammar can spell them
 //! from text; a grammar reaches them only by naming them. Ids past the tokenizer's
 //! vocabulary (padding rows of the output matrix) are empty and never allowed.
+//!
+//! llguidance commits the tokens it gets from tokenizing forced bytes as exactly those
+//! bytes, so that tokenization must spell them in the trie. The model's own tokenizer
+//! does not always: a SentencePiece vocabulary reads a literal `▁` (its space escape) as
+//! a space, so DeepSeek's `<｜tool▁calls▁begin｜>` written as text comes back as
+//! `tool`, `▁calls`, ... whose bytes are `tool calls`. Such characters are spelled by
+//! their bytes (`Vocab::spell`).
 
 use std::sync::Arc;
 
@@ -63,13 +70,58 @@ impl Vocab {
 }
 
 impl Vocab {
-    fn encode(&self, s: &[u8], special: bool) -> Vec<TokenId> {
+    /// `s` in the model's tokenization, as far as that spells `s` in the trie; a
+    /// character it reads as something else is spelled by its bytes (the vocabulary's
+    /// byte tokens) and the rest tokenized again after it. Empty when some byte of `s`
+    /// has no token at all: nothing is forced then, and the masks, computed from the
+    /// grammar's state, allow only what the vocabulary can spell.
+    fn spell(&self, s: &[u8]) -> Vec<TokenId> {
         if !self.canonical {
             return self.trie.greedy_tokenize(s);
         }
-        self.tokenizer
-            .encode(s, false, special)
-            .unwrap_or_else(|_| self.trie.greedy_tokenize(s))
+        let mut out = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            let ids = self
+                .tokenizer
+                .encode(rest, false, false)
+                .unwrap_or_default();
+            let mut at = 0;
+            for &id in &ids {
+                let bytes = self.trie.token(id);
+                if bytes.is_empty() || !rest[at..].starts_with(bytes) {
+                    break;
+                }
+                out.push(id);
+                at += bytes.len();
+            }
+            rest = &rest[at..];
+            if rest.is_empty() {
+                break;
+            }
+            let n = char_len(rest);
+            let bytes = self.trie.greedy_tokenize(&rest[..n]);
+            if self.trie.decode_raw(&bytes) != rest[..n] {
+                return Vec::new();
+            }
+            out.extend(bytes);
+            rest = &rest[n..];
+        }
+        out
+    }
+}
+
+/// The length of the UTF-8 character `s` starts with (1 for a byte that starts none).
+fn char_len(s: &[u8]) -> usize {
+    let n = match s.first() {
+        Some(b) if *b >= 0xF0 => 4,
+        Some(b) if *b >= 0xE0 => 3,
+        Some(b) if *b >= 0xC0 => 2,
+        _ => 1,
+    };
+    match s.get(..n) {
+        Some(c) if std::str::from_utf8(c).is_ok() => n,
+        _ => 1,
     }
 }
 
@@ -98,11 +150,16 @@ impl TokenizerEnv for Vocab {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
-        self.encode(s, false)
+        self.spell(s)
     }
 
     fn tokenize_bytes_special(&self, s: &[u8]) -> Vec<TokenId> {
-        self.encode(s, true)
+        if !self.canonical {
+            return self.trie.greedy_tokenize(s);
+        }
+        self.tokenizer
+            .encode(s, false, true)
+            .unwrap_or_else(|_| self.trie.greedy_tokenize(s))
     }
 
     fn tokenize_is_canonical(&self) -> bool {
