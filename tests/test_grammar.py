@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numpy as np
+import numpy.typing as npt
 import pydantic
 import pytest
 
@@ -231,6 +233,18 @@ def test_a_grammar_that_cannot_finish_ends_with_length(llm: fucina.LLM) -> None:
     out = llm.create_completion("Letters: ", grammar=fucina.Grammar.regex("[a-z]{500}"), max_tokens=10)
     assert out["choices"][0]["finish_reason"] == "length"
     assert re.fullmatch("[a-z]+", out["choices"][0]["text"])
+
+
+def test_a_grammar_that_cannot_go_on_raises_grammar_error(llm: fucina.LLM) -> None:
+    # A logit processor that writes what the grammar forbids leaves it nothing to follow: the generation
+    # ends with a GrammarError (a request the model cannot write; the server answers 400).
+    (banned,) = llm.tokenize("Z", add_special=False)
+
+    def force(tokens: list[int], logits: npt.NDArray[np.float32]) -> None:
+        logits[banned] = 100.0
+
+    with pytest.raises(fucina.GrammarError, match="grammar constraint failed"):
+        llm.generate("Letters: ", grammar=fucina.Grammar.regex("[a-z]+"), max_tokens=8, logit_processors=force)
 
 
 def test_constrained_speculation_equals_plain_and_forces_tokens(llm: fucina.LLM) -> None:

@@ -266,6 +266,28 @@ def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServ
     assert e.value.param == "tool_choice.allowed_tools.tools[0]"
 
 
+def test_a_grammar_that_cannot_go_on_is_a_400(tool_server: tuple[LiveServer, Script]) -> None:
+    # Where the forced call's grammar picks between the tools' names, the scripted processor writes text
+    # instead, so the grammar has nothing left to follow: the request ends with a 400 naming it (it was
+    # a 500).
+    server, script = tool_server
+    script.reply = "Sorry, no tools today."
+    tools = [*WEATHER, {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    try:
+        with pytest.raises(openai.BadRequestError, match="grammar constraint failed"):
+            chat(
+                openai_client(server),
+                server.model_id,
+                "What is the weather in Paris?",
+                tools=tools,
+                tool_choice="required",
+                max_tokens=32,
+                temperature=0,
+            )
+    finally:
+        script.reply = None
+
+
 def test_forced_calls_with_deepseek_markers_written_as_text(gemma_path: Path) -> None:
     # DeepSeek V3.1's call markers are text on Gemma's vocabulary, and the "▁" in them is SentencePiece's
     # space escape: the forced call failed on its first marker ("grammar constraint failed", a 500).

@@ -57,7 +57,8 @@ class ArgumentTypeError(FucinaError, TypeError):
     """An argument has a type fucina cannot use (the message names it)."""
 
 class GrammarError(InvalidArgumentError):
-    """A grammar, regex or JSON Schema is invalid or uses an unsupported feature (the message names it)."""
+    """A grammar, regex or JSON Schema is invalid or uses an unsupported feature, or generation cannot follow it
+    any further (the message names it)."""
 
 class GrammarWarning(UserWarning):
     """Part of a JSON Schema (a keyword, format or pattern llguidance does not implement) is not enforced."""

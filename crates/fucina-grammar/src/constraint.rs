@@ -272,7 +272,7 @@ impl LogitProcessor for Constraint {
     fn process(&mut self, logits: &mut [f32], _history: &[u32]) -> Result<(), SampleError> {
         let mask = self
             .mask()
-            .map_err(|e| SampleError::Processor(e.to_string()))?;
+            .map_err(|e| SampleError::Constraint(e.to_string()))?;
         let words = mask.as_slice();
         for (w, chunk) in logits.chunks_mut(32).enumerate() {
             let bits = words.get(w).copied().unwrap_or(0);

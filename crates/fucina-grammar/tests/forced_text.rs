@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use fucina_gguf::{Array, Metadata, StringArray, Value};
 use fucina_grammar::{Constraint, Grammar, GrammarCompiler, Vocab};
-use fucina_sample::LogitProcessor;
+use fucina_sample::{LogitProcessor, SampleError};
 use fucina_tokenizer::Tokenizer;
 
 /// A SentencePiece vocabulary: `<unk>`, `<s>`, `</s>`, then (with `bytes`) the 256 byte
@@ -104,5 +104,23 @@ fn a_forced_space_escape_is_committed_as_written() {
         let text = String::from_utf8(text).unwrap();
         assert!(text == "a▁b" || text == "ba▁b▁ab", "{grammar}: {text:?}");
         assert!(c.is_accepting(), "{grammar}");
+    }
+}
+
+#[test]
+fn text_the_vocabulary_cannot_spell_ends_with_a_constraint_error() {
+    // Without byte tokens nothing spells a literal `▁`: the constraint cannot go on, and
+    // says so as a constraint error (a request the model cannot write), not a panic.
+    let tok = spm(false);
+    let compiler = GrammarCompiler::new(Arc::clone(&tok), tok.vocab_size()).unwrap();
+    let mut c = compiler
+        .compile(&Grammar::Lark(r#"start: "a▁b""#.into()))
+        .unwrap();
+    let e = follow(&mut c, &tok).unwrap_err();
+    assert!(e.contains("grammar constraint failed"), "{e}");
+    let mut logits = vec![0.0; tok.vocab_size()];
+    match c.process(&mut logits, &[]) {
+        Err(SampleError::Constraint(m)) => assert!(m.contains("grammar constraint failed"), "{m}"),
+        other => panic!("{other:?}"),
     }
 }

@@ -20,18 +20,20 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::conversation::PyConversation;
-use crate::errors::{fucina_error, raise, value_err};
+use crate::errors::{fucina_error, grammar_err, raise, value_err};
 use crate::grammar::{grammar_error, LazyCompiler, PyGrammar};
 use crate::llm::{model_err, PyModel};
 use crate::tokenizer::PyTokenizer;
 
 /// Map an engine error to the Python hierarchy: bad arguments and sampling
 /// parameters are `InvalidArgumentError`s (`ValueError`), a processor that masks
-/// every token a `FucinaError` + `ValueError` too, model failures as `model_err`.
+/// every token a `FucinaError` + `ValueError` too, a grammar that cannot go on a
+/// `GrammarError` (one of those), model failures as `model_err`.
 pub(crate) fn engine_err(e: EngineError) -> PyErr {
     match e {
         EngineError::Model(m) => model_err(m),
         EngineError::Tokenizer(t) => crate::tokenizer::tok_err(t),
+        EngineError::Sample(SampleError::Constraint(m)) => grammar_err(m),
         e @ (EngineError::InvalidArgument { .. }
         | EngineError::PromptTooLong { .. }
         | EngineError::Sample(_)) => value_err(e.to_string()),

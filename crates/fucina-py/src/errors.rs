@@ -143,8 +143,8 @@ pub fn unsupported_model_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     )
 }
 
-/// `fucina.GrammarError`: a grammar or schema that cannot be compiled (an
-/// `InvalidArgumentError`, so also a `ValueError`).
+/// `fucina.GrammarError`: a grammar or schema that cannot be compiled, or cannot be
+/// followed further while generating (an `InvalidArgumentError`, so also a `ValueError`).
 pub fn grammar_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     GRAMMAR_ERROR
         .get_or_try_init(py, || {
@@ -153,7 +153,7 @@ pub fn grammar_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
                 py,
                 "GrammarError",
                 &bases,
-                "A grammar, regex or JSON Schema is invalid or uses an unsupported feature (the message names it).",
+                "A grammar, regex or JSON Schema is invalid or uses an unsupported feature, or generation cannot follow it any further (the message names it).",
             )
         })
         .map(|t| t.bind(py))

@@ -314,6 +314,8 @@ fn error_kind(e: &EngineError) -> &'static str {
         | EngineError::PromptTooLong { .. }
         | EngineError::Tokenizer(_) => "invalid",
         EngineError::Sample(SampleError::Processor(_)) => "processor",
+        // The request's: bad parameters, every token masked, a grammar that cannot go on
+        // (SampleError::Constraint: what the request asks for cannot be written).
         EngineError::Sample(_) => "invalid",
         EngineError::Scheduler(_) | EngineError::QueueFull { .. } => "unavailable",
         _ => "internal",

@@ -27,4 +27,9 @@ pub enum SampleError {
     /// A [`crate::LogitProcessor`] failed; the message is the processor's own.
     #[error("logit processor failed: {0}")]
     Processor(String),
+    /// A constraint (a grammar) cannot go on from the tokens committed so far: what it
+    /// still requires is more than the vocabulary can spell or than its parser's limits
+    /// allow. The message names the constraint and says why.
+    #[error("{0}")]
+    Constraint(String),
 }
