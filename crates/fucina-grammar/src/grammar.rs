@@ -334,6 +334,9 @@ impl GrammarCompiler {
             message: e.to_string(),
         })?;
         factory.quiet();
+        // A grammar's dead end reaches clients (a 400's message): the reason, not llguidance's
+        // dump of the parser state and the whole grammar.
+        factory.limits_mut().verbose_errors = false;
         Ok(GrammarCompiler {
             factory,
             cache: Mutex::new(HashMap::new()),
