@@ -394,19 +394,11 @@ unsafe fn dots_avx2<const N: usize>(x: &[f32], y: &[f32], sh: &DotsShape, out: &
         let mut a0 = [_mm256_setzero_ps(); N];
         let mut a1 = [_mm256_setzero_ps(); N];
         for c in 0..nc {
-            let m = chunk_mask(sh, c, nc);
-            let t;
-            let yc = if m == u16::MAX {
-                &yi[16 * c..16 * c + 16]
-            } else {
-                t = masked_chunk(yi, c, m);
-                &t[..]
-            };
-            // SAFETY: `yc` holds 16 floats; x_h's chunk c lies inside `x` (asserted
-            // by `dots`); unaligned loads need no alignment.
+            // SAFETY: chunk c of y_i is in bounds (asserted by `dots`); AVX is enabled.
+            let (y0, y1) = unsafe { crate::f16dot_avx2::y_chunk(yi, sh, c, nc) };
+            // SAFETY: x_h's chunk c lies inside `x` (asserted by `dots`); unaligned loads
+            // need no alignment.
             unsafe {
-                let y0 = _mm256_loadu_ps(yc.as_ptr());
-                let y1 = _mm256_loadu_ps(yc.as_ptr().add(8));
                 for h in 0..N {
                     let xh = xp.add(h * sh.x_stride + 16 * c);
                     a0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(xh), y0, a0[h]);

@@ -88,7 +88,7 @@ unsafe fn hsum(v: core::arch::x86_64::__m256) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-unsafe fn y_chunk(
+pub(crate) unsafe fn y_chunk(
     yi: &[f32],
     sh: &DotsShape,
     c: usize,

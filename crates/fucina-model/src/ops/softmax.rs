@@ -236,8 +236,8 @@ mod tests {
         (f64::from(j) * 2f64.powi(n as i32)) as f32
     }
 
-    #[test]
-    fn expf_equals_reference_bitwise() {
+    /// A dense sweep, every 65,537th bit pattern, zeros, infinities and the extremes.
+    fn expf_inputs() -> Vec<f32> {
         let mut xs: Vec<f32> = (-400_000..400_000).map(|i| i as f32 * 4e-4).collect();
         xs.extend((0..u32::MAX).step_by(65_537).map(f32::from_bits));
         xs.extend([
@@ -248,6 +248,12 @@ mod tests {
             f32::MAX,
             f32::MIN,
         ]);
+        xs
+    }
+
+    #[test]
+    fn expf_equals_reference_bitwise() {
+        let xs = expf_inputs();
         for x in xs {
             let (a, b) = (ggml_expf(x), expf_reference(x));
             assert!(
@@ -335,16 +341,7 @@ mod tests {
 
     #[test]
     fn avx2_expf_equals_the_transcription_and_tracks_exp() {
-        let mut xs: Vec<f32> = (-400_000..400_000).map(|i| i as f32 * 4e-4).collect();
-        xs.extend((0..u32::MAX).step_by(65_537).map(f32::from_bits));
-        xs.extend([
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::MAX,
-            f32::MIN,
-        ]);
+        let mut xs = expf_inputs();
         // Both sides of the 126 / 192 switches.
         xs.extend((-14_000..14_000).map(|i| i as f32 * 0.01));
         let mut differs = 0;
