@@ -664,7 +664,8 @@ fn delta_rows_avx2(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc)
+    use super::deltanet_tiles::{Tiles, Ymm};
+    delta_rows_body::<Tiles<Ymm, 4, 2>>(s, h, rows, n, chunked, src, state, o, sc)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -681,9 +682,8 @@ fn delta_rows_avx512(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_rows_body::<super::deltanet_avx512::Avx512Tiles>(
-        s, h, rows, n, chunked, src, state, o, sc,
-    )
+    use super::deltanet_tiles::{Tiles, Zmm};
+    delta_rows_body::<Tiles<Zmm, 4, 4>>(s, h, rows, n, chunked, src, state, o, sc)
 }
 
 /// Which compiled body [`delta_rows`] runs.

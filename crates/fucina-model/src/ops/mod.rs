@@ -5,7 +5,7 @@ pub mod act;
 pub mod attention;
 pub mod deltanet;
 #[cfg(target_arch = "x86_64")]
-mod deltanet_avx512;
+mod deltanet_tiles;
 pub mod norm;
 pub mod rope;
 pub mod softmax;
