@@ -19,7 +19,8 @@ Greedy decoding, `--max-tokens` tokens per task, end-of-generation ignored for (
 last token - time of the first), so prefill is excluded. fucina runs each task plain
 (`speculation=False`) and speculative (the default) in alternating rounds; the peer runs
 `Llama.create_completion` plain and with `draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10)`
-(its default). Printed per task: tok/s of each, speculative/plain for both engines, ours/peer
+(its default). Printed per task: tok/s of each, speculative/plain for both engines (fucina's also as the range
+of the ratios within each round, which a shared machine's noise moves less than the best-of ratio), ours/peer
 for the speculative runs, fucina's tokens per step and acceptance; and the verify cost ratio
 (time of a pinned forward of 1 + k rows over a one-row decode step, from the Rust
 `verify_cost` example so no logits are copied to Python) at k = 1 .. 16.
@@ -173,18 +174,25 @@ def main() -> None:
         vals = [r[key] for r in runs if key in r]
         return (min(vals) if low else max(vals)) if vals else float("nan")
 
+    def spread(runs: list[dict[str, float]], name: str) -> str:
+        # spec/plain within each round (both modes ran in the same process, back to back):
+        # on a shared machine the best-of columns can come from different rounds.
+        r = [x[f"{name}/spec"] / x[f"{name}/plain"] for x in runs if x.get(f"{name}/plain")]
+        return f"{min(r):.2f}-{max(r):.2f}" if r else "-"
+
     print(
         f"model {Path(model).name}, {args.threads} threads, {args.max_tokens} tokens per task, greedy, "
         f"best of {args.repeat} alternating rounds"
     )
-    head = f"{'task':<14}{'plain':>8}{'spec':>8}{'spec/plain':>11}{'tok/step':>9}{'accept':>8}"
+    head = f"{'task':<14}{'plain':>8}{'spec':>8}{'spec/plain':>11}{'rounds':>11}{'tok/step':>9}{'accept':>8}"
     if peer:
         head += f"{'peer plain':>11}{'peer spec':>10}{'peer s/p':>9}{'ours/peer':>10}"
     print(head + "   (tok/s)")
     for name in t:
         p, s = best(ours, f"{name}/plain"), best(ours, f"{name}/spec")
         line = (
-            f"{name:<14}{p:>8.1f}{s:>8.1f}{s / p:>11.2f}{best(ours, f'{name}/tokens_per_step'):>9.2f}"
+            f"{name:<14}{p:>8.1f}{s:>8.1f}{s / p:>11.2f}{spread(ours, name):>11}"
+            f"{best(ours, f'{name}/tokens_per_step'):>9.2f}"
             f"{best(ours, f'{name}/acceptance'):>8.0%}"
         )
         if peer:
