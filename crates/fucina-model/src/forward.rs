@@ -187,25 +187,6 @@ pub(crate) fn par_rows(
     });
 }
 
-/// `f` over `buf` in pieces of [`ROW_TASK_FLOATS`] elements, in parallel: for
-/// element-wise ops, which may split anywhere (a decode step's one logits row
-/// too, which [`par_rows`] would leave to one thread).
-pub(crate) fn par_elems(pool: &ThreadPool, buf: &mut [f32], f: &(dyn Fn(&mut [f32]) + Sync)) {
-    let n = buf.len();
-    let n_tasks = n.div_ceil(ROW_TASK_FLOATS);
-    if n_tasks <= 1 {
-        f(buf);
-        return;
-    }
-    let sh = SharedMut::new(buf);
-    pool.run(n_tasks, &|t| {
-        let start = t * ROW_TASK_FLOATS;
-        let len = ROW_TASK_FLOATS.min(n - start);
-        // SAFETY: task t alone owns elements t·ROW_TASK_FLOATS..+len of the buffer.
-        f(unsafe { sh.slice(start, len) });
-    });
-}
-
 /// `x += norm(o)` (`norm` the optional post-norm), rows in parallel.
 pub(crate) fn residual(
     pool: &ThreadPool,
@@ -378,9 +359,10 @@ impl Model {
         matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
         if let Some(c) = cfg.final_softcap {
-            // Element-wise (libm's tanhf, 262k of them a row on Gemma 4): every
-            // thread takes a share, also of a decode step's single row.
-            par_elems(&self.pool, logits, &|l| soft_cap(l, c));
+            // Element-wise (libm's tanhf, 262k of them a row on Gemma 4): split as
+            // rows of one element, so every thread takes a share, also of a decode
+            // step's single row.
+            par_rows(&self.pool, logits, 1, &|_, l| soft_cap(l, c));
         }
         Ok(&s.logits[..n_out * vsz])
     }
@@ -626,20 +608,21 @@ pub(crate) fn trace_layer(tag: &str, il: usize, x: &[f32], e: usize) {
 mod tests {
     use super::*;
 
-    /// An element-wise op split across the pool gives the serial op's values, the
-    /// last, shorter piece included, and covers every element exactly once.
+    /// An element-wise op split across the pool as one-element rows (the soft cap)
+    /// gives the serial op's values, the last, shorter piece included, and covers
+    /// every element exactly once.
     #[test]
-    fn par_elems_equals_the_serial_op_on_every_element() {
+    fn one_element_rows_split_an_elementwise_op_exactly() {
         let pool = ThreadPool::new(3).expect("pool");
         let n = 3 * ROW_TASK_FLOATS + 1234;
         let src: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 40.0).collect();
         let mut want = src.clone();
         soft_cap(&mut want, 30.0);
         let mut got = src.clone();
-        par_elems(&pool, &mut got, &|l| soft_cap(l, 30.0));
+        par_rows(&pool, &mut got, 1, &|_, l| soft_cap(l, 30.0));
         assert_eq!(got, want);
         let mut counts = vec![0f32; n];
-        par_elems(&pool, &mut counts, &|l| {
+        par_rows(&pool, &mut counts, 1, &|_, l| {
             l.iter_mut().for_each(|x| *x += 1.0)
         });
         assert!(counts.iter().all(|&c| c == 1.0));
