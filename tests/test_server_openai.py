@@ -402,6 +402,45 @@ def test_bad_requests_raise_the_clients_own_errors(client: openai.OpenAI, server
         client.completions.create(model=model, prompt=[[2, 99_999_999]], max_tokens=2)
 
 
+def test_null_means_the_default_for_optional_fields(server: LiveServer) -> None:
+    """Clients built on other SDKs send ``null`` for what they leave unset (``"n": null``,
+    ``"stream": null``): OpenAI reads it as the default, and so does the server; a required field
+    stays required."""
+    model, url = server.model_id, f"{server.url}/v1/chat/completions"
+    base = {"model": model, "messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 4}
+    nulls = {
+        "temperature": 0,
+        "n": None,
+        "stream": None,
+        "stream_options": None,
+        "ignore_eos": None,
+        "stop": None,
+        "seed": None,
+        "logprobs": None,
+        "tools": None,
+        "tool_choice": None,
+        "response_format": None,
+    }
+    plain = httpx.post(url, json={**base, "temperature": 0}, timeout=120)
+    with_nulls = httpx.post(url, json={**base, **nulls}, timeout=120)
+    assert plain.status_code == with_nulls.status_code == 200, with_nulls.text
+    assert len(with_nulls.json()["choices"]) == 1
+    assert with_nulls.json()["choices"][0]["message"] == plain.json()["choices"][0]["message"]
+    streamed = httpx.post(url, json={**base, "stream": True, "stream_options": {"include_usage": None}}, timeout=120)
+    assert streamed.status_code == 200 and streamed.text.rstrip().endswith("data: [DONE]")
+    text = httpx.post(
+        f"{server.url}/v1/completions",
+        json={"model": model, "prompt": "Hi", "max_tokens": 2, "echo": None, "n": None},
+        timeout=120,
+    )
+    assert text.status_code == 200, text.text
+    vectors = httpx.post(f"{server.url}/v1/embeddings", json={"model": model, "input": "Hi", "encoding_format": None})
+    assert vectors.status_code == 200 and isinstance(vectors.json()["data"][0]["embedding"], list)
+    for required in ("model", "messages"):
+        missing = httpx.post(url, json={**base, required: None})
+        assert missing.status_code == 400 and missing.json()["error"]["param"] == required
+
+
 def test_max_tokens_beyond_the_context_stop_when_it_is_full(client: openai.OpenAI, server: LiveServer) -> None:
     # As llama.cpp's server: clients sized for hosted models ask for more than a local context holds.
     r = chat(client, server.model_id, "word " * (N_CTX - 32), max_tokens=4 * N_CTX, extra_body={"ignore_eos": True})

@@ -9,9 +9,12 @@ bound is explicit, so huge numbers, NaN and infinities are 400s naming the field
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "MAX_INT",
@@ -36,10 +39,47 @@ _SEED_MIN = -(2**63)
 _SEED_MAX = 2**64 - 1
 
 
+def _admits_none(annotation: Any) -> bool:
+    if annotation is Any or annotation is None or annotation is type(None):
+        return True
+    if typing.get_origin(annotation) is Annotated:
+        return _admits_none(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_admits_none(a) for a in typing.get_args(annotation))
+    return False
+
+
+@functools.cache
+def _defaulted_by_null(model: type[BaseModel]) -> frozenset[str]:
+    """The keys (names and aliases) of ``model``'s optional fields whose type has no ``null``."""
+    keys: set[str] = set()
+    for name, info in model.model_fields.items():
+        if not info.is_required() and not _admits_none(info.annotation):
+            keys.add(name)
+            if info.alias:
+                keys.add(info.alias)
+    return frozenset(keys)
+
+
 class Body(BaseModel):
-    """Base of every request model: unknown fields ignored, no NaN or infinity anywhere."""
+    """Base of every request model: unknown fields ignored, no NaN or infinity anywhere.
+
+    ``null`` for an optional field means its default, as OpenAI's API reads it: clients built on
+    other SDKs (LangChain, LlamaIndex, the Vercel AI SDK, hand-rolled JSON) send ``"n": null`` or
+    ``"stream": null`` for what they leave unset. A required field stays required.
+    """
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        keys = _defaulted_by_null(cls)
+        if not any(data.get(k, 0) is None for k in keys):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k not in keys}
 
 
 class ToolCallFunction(Body):
