@@ -232,6 +232,67 @@ def test_tool_call_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
     script.reply = None
 
 
+def test_legacy_functions_round_trip(tool_server: tuple[LiveServer, Script]) -> None:
+    """OpenAI's deprecated ``functions`` / ``function_call`` (what older clients and LangChain's
+    ``bind_functions`` send): offered as tools, the call back as ``message.function_call``, the result
+    as a ``function`` message."""
+    server, script = tool_server
+    client = openai_client(server)
+    functions: Any = [WEATHER[0]["function"]]
+    ask: Any = ASK
+    script.reply = CALL
+    r = client.chat.completions.create(model=server.model_id, messages=ask, functions=functions, max_tokens=64)
+    choice = r.choices[0]
+    assert choice.finish_reason == "function_call" and not choice.message.tool_calls
+    call = choice.message.function_call
+    assert call is not None and call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris"}
+    assert '"name": "get_weather"' in script.prompt_text()
+    history: list[Any] = [
+        *ASK,
+        {"role": "assistant", "content": None, "function_call": call.model_dump()},
+        {"role": "function", "name": "get_weather", "content": '{"temperature": 21}'},
+    ]
+    script.reply = "It is 21 degrees in Paris."
+    r2 = client.chat.completions.create(model=server.model_id, messages=history, functions=functions, max_tokens=32)
+    assert r2.choices[0].message.content == "It is 21 degrees in Paris." and r2.choices[0].finish_reason == "stop"
+    prompt = script.prompt_text()
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in prompt
+    assert '<tool_response>\n{"temperature": 21}\n</tool_response>' in prompt
+    script.reply = CALL
+    stream: Any = client.chat.completions.create(
+        model=server.model_id,
+        messages=ask,
+        functions=functions,
+        max_tokens=64,
+        stream=True,
+    )
+    chunks = list(stream)
+    calls = [c.choices[0].delta.function_call for c in chunks if c.choices[0].delta.function_call]
+    assert [(f.name, json.loads(f.arguments or "")) for f in calls] == [("get_weather", {"city": "Paris"})]
+    assert chunks[-1].choices[0].finish_reason == "function_call"
+    script.reply = None
+    # A named function_call forces that call, one call at most; mixing the two APIs is a 400.
+    forced = client.chat.completions.create(
+        model=server.model_id,
+        messages=[{"role": "user", "content": "Tell me a joke."}],
+        functions=functions,
+        function_call={"name": "get_weather"},
+        max_tokens=64,
+        temperature=0,
+    )
+    assert forced.choices[0].finish_reason == "function_call"
+    assert forced.choices[0].message.function_call is not None
+    assert forced.choices[0].message.function_call.name == "get_weather"
+    with pytest.raises(openai.BadRequestError) as both:
+        client.chat.completions.create(
+            model=server.model_id, messages=ask, functions=functions, tools=cast(Any, WEATHER)
+        )
+    assert both.value.param == "functions"
+    with pytest.raises(openai.BadRequestError) as alone:
+        client.chat.completions.create(model=server.model_id, messages=ask, function_call="auto")
+    assert alone.value.param == "function_call"
+
+
 def test_tool_choice_required_and_named_are_enforced(tool_server: tuple[LiveServer, Script]) -> None:
     # No scripted reply: the model itself answers, and the grammar makes the answer a call.
     server, script = tool_server

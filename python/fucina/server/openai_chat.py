@@ -25,7 +25,7 @@ from .common import ServerState, cached_tokens, completion_budget, gather, sampl
 from .constraints import response_format_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling
-from .openai_schema import AllowedToolsChoice, ChatCompletionRequest, ChatMessage
+from .openai_schema import AllowedToolsChoice, ChatCompletionRequest, ChatMessage, NamedFunction, NamedToolChoice
 from .streaming import EventStream, sse
 
 __all__ = ["router", "chat_messages", "submit"]
@@ -35,13 +35,50 @@ router = APIRouter()
 
 def chat_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     """OpenAI messages as the dicts :mod:`fucina.chat_completion` checks (``developer`` is ``system``,
-    the legacy ``function`` role is ``tool``)."""
+    the legacy ``function`` role is ``tool``, answering the legacy ``function_call`` before it, which
+    becomes that assistant message's one tool call)."""
     out: list[dict[str, Any]] = []
-    for m in messages:
+    legacy_id: str | None = None
+    for i, m in enumerate(messages):
         d = m.model_dump(exclude_none=True)
         d["role"] = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+        call = d.pop("function_call", None)
+        if call is not None and m.role == "assistant" and not m.tool_calls:
+            legacy_id = f"call_{i}"
+            d["tool_calls"] = [{"id": legacy_id, "type": "function", "function": call}]
+        elif m.role == "function" and m.tool_call_id is None and legacy_id is not None:
+            d["tool_call_id"] = legacy_id
         out.append(d)
     return out
+
+
+def _legacy_tools(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]] | None, Any]:
+    """``tools`` and ``tool_choice``, from the legacy ``functions`` and ``function_call`` if given."""
+    if body.functions is None:
+        if body.function_call is not None:
+            raise ApiError(400, "function_call needs functions", param="function_call")
+        tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
+        return tools, body.tool_choice
+    if body.tools is not None:
+        raise ApiError(400, "pass tools or the legacy functions, not both", param="functions")
+    if body.tool_choice is not None:
+        raise ApiError(400, "pass tool_choice or the legacy function_call, not both", param="function_call")
+    tools = [{"type": "function", "function": f.model_dump(exclude_none=True)} for f in body.functions]
+    call = body.function_call
+    choice = call if not isinstance(call, NamedFunction) else {"type": "function", "function": call.model_dump()}
+    return tools, choice
+
+
+def legacy_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A reply's message in the legacy ``functions`` API: its first call as ``function_call``."""
+    calls = message.pop("tool_calls", None)
+    if calls:
+        message["function_call"] = calls[0]["function"]
+    return message
+
+
+def _legacy_finish(finish: str | None) -> str | None:
+    return "function_call" if finish == "tool_calls" else finish
 
 
 def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
@@ -76,12 +113,12 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     processors = st.processors(body.model_dump())
     llm = st.llm
     msgs = cc._messages(chat_messages(body.messages))
-    tools = cc._tools([t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None, None)
-    tool_choice = body.tool_choice
+    offered, tool_choice = _legacy_tools(body)
+    tools = cc._tools(offered, None)
     if isinstance(tool_choice, AllowedToolsChoice):
         tools, tool_choice = _allowed(tools, tool_choice), tool_choice.allowed_tools.mode
     choice = cc._tool_choice(
-        tool_choice.model_dump() if not isinstance(tool_choice, str | None) else tool_choice, None, tools
+        tool_choice.model_dump() if isinstance(tool_choice, NamedToolChoice) else tool_choice, None, tools
     )
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
@@ -91,7 +128,8 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
         prompt = prompt.without_reasoning()
     # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
-    grammar = cc._forced_calls(llm, prompt, choice, body.parallel_tool_calls) or answer_format
+    parallel = False if body.functions is not None else body.parallel_tool_calls
+    grammar = cc._forced_calls(llm, prompt, choice, parallel) or answer_format
     prompt = prompt.constrained(grammar)
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
@@ -133,7 +171,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        chunks = _stream(st, job, prompt, meta, n_logprobs is not None, include_usage)
+        chunks = _stream(st, job, prompt, meta, n_logprobs is not None, include_usage, body.functions is not None)
         return EventStream(chunks, job.close)
     choices = await gather(job, request)
     if choices is None:
@@ -147,19 +185,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
             for token, entry in c.logprobs:
                 rows.add(token, entry)
             lp = rows.take() or {"content": [], "refusal": None}
-        out.append(
-            {
-                "index": i,
-                "message": reply.message(),
-                "logprobs": lp,
-                "finish_reason": reply.finish_reason(c.finish_reason),
-            }
-        )
+        message, finish = reply.message(), reply.finish_reason(c.finish_reason)
+        if body.functions is not None:
+            message, finish = legacy_message(message), _legacy_finish(finish)
+        out.append({"index": i, "message": message, "logprobs": lp, "finish_reason": finish})
     return {**meta, "object": "chat.completion", "choices": out, "usage": _usage(len(prompt.ids), choices)}
 
 
 async def _stream(
-    st: ServerState, job: Job, prompt: Any, meta: dict[str, Any], logprobs: bool, include_usage: bool
+    st: ServerState, job: Job, prompt: Any, meta: dict[str, Any], logprobs: bool, include_usage: bool, legacy: bool
 ) -> AsyncIterator[bytes]:
     llm = st.llm
     n = len(job.requests)
@@ -191,10 +225,14 @@ async def _stream(
                 think, rest, reply = splitters[i].finish()
                 if think or rest:
                     yield chunk(i, cc._deltas(think, rest))
+                finish = reply.finish_reason(choices[i].finish_reason)
                 if reply.parsed is not None and reply.parsed.tool_calls:
-                    deltas = [{"index": k, **call} for k, call in enumerate(reply.parsed.tool_calls)]
-                    yield chunk(i, {"tool_calls": deltas})
-                yield chunk(i, {}, reply.finish_reason(choices[i].finish_reason))
+                    calls = reply.parsed.tool_calls
+                    if legacy:
+                        yield chunk(i, {"function_call": calls[0]["function"]})
+                    else:
+                        yield chunk(i, {"tool_calls": [{"index": k, **call} for k, call in enumerate(calls)]})
+                yield chunk(i, {}, _legacy_finish(finish) if legacy else finish)
         if include_usage:
             yield sse(
                 {**meta, "object": "chat.completion.chunk", "choices": [], "usage": _usage(len(prompt.ids), choices)}

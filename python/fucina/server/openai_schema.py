@@ -104,6 +104,8 @@ class ChatMessage(Body):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = Field(None, max_length=256)
     reasoning_content: str | None = None
+    function_call: ToolCallFunction | None = None
+    """An assistant's call in the legacy ``functions`` API (read as its one ``tool_calls`` entry)."""
 
 
 class FunctionDefinition(Body):
@@ -195,6 +197,11 @@ class ChatCompletionRequest(_Sampling):
     tools: list[Tool] | None = Field(None, max_length=_MAX_TOOLS)
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | AllowedToolsChoice | None = None
     parallel_tool_calls: bool | None = None
+    functions: list[FunctionDefinition] | None = Field(None, min_length=1, max_length=_MAX_TOOLS)
+    """The legacy form of ``tools`` (OpenAI's deprecated ``functions`` API): the reply's call comes
+    back as ``message.function_call`` with ``finish_reason`` ``"function_call"``, one call at most."""
+    function_call: Literal["none", "auto"] | NamedFunction | None = None
+    """The legacy form of ``tool_choice`` (with ``functions``)."""
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_format: Literal["auto", "deepseek", "none"] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
