@@ -375,3 +375,101 @@ def test_the_llama_drop_in_keeps_reasoning_in_the_content(gemma_path: Path) -> N
 
     r = llama.create_chat_completion(ASK, max_tokens=32, logits_processor=[processor])
     assert r["choices"][0]["message"] == {"role": "assistant", "content": THOUGHT + "No."}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reasoning budget (llama.cpp's --reasoning-budget): after N tokens in the block its close is forced
+
+
+@pytest.fixture(scope="module")
+def opener(gemma_path: Path) -> fucina.LLM:
+    """Gemma's weights behind a template that opens the block: they never close it themselves."""
+    return fucina.LLM(gemma_path, n_ctx=1024, n_threads=2, chat_template=OPEN_THINK)
+
+
+def _tokens(reply: Any) -> list[str]:
+    return [e["token"] for e in reply["choices"][0]["logprobs"]["content"]]
+
+
+def test_a_reasoning_budget_forces_the_close_after_that_many_tokens(opener: fucina.LLM) -> None:
+    raw: dict[str, Any] = {"max_tokens": 24, "temperature": 0, "logprobs": True, "reasoning_format": "none"}
+    free = _tokens(opener.create_chat_completion(ASK, **raw))
+    assert "</think>" not in "".join(free)
+    assert _tokens(opener.create_chat_completion(ASK, reasoning_budget=-1, **raw)) == free
+    close = len(opener.tokenize("</think>", add_special=False))
+    for n in (0, 1, 5):
+        capped = _tokens(opener.create_chat_completion(ASK, reasoning_budget=n, **raw))
+        assert capped[:n] == free[:n] and "".join(capped[n : n + close]) == "</think>", (n, capped)
+        text = "".join(capped)
+        split = opener.create_chat_completion(ASK, max_tokens=24, temperature=0, reasoning_budget=n)
+        message = split["choices"][0]["message"]
+        assert message["reasoning_content"] == "".join(free[:n]).strip()
+        assert message["content"] == text.split("</think>", 1)[1].lstrip()
+    # The message goes before the close.
+    noted = opener.create_chat_completion(
+        ASK, reasoning_budget=2, reasoning_budget_message=" Enough.", **{**raw, "logprobs": False}
+    )
+    assert noted["choices"][0]["message"]["content"].startswith("".join(free[:2]) + " Enough.</think>")
+
+
+def test_a_reasoning_budget_keeps_speculation_lossless(opener: fucina.LLM) -> None:
+    kw: dict[str, Any] = {"max_tokens": 40, "temperature": 0.9, "seed": 11, "reasoning_budget": 6}
+    on = opener.create_chat_completion(ASK, speculation=True, **kw)
+    off = opener.create_chat_completion(ASK, speculation=False, **kw)
+    assert on["choices"][0]["message"] == off["choices"][0]["message"]
+    chunks = list(opener.create_chat_completion(ASK, stream=True, **kw))
+    thought = "".join(c["choices"][0]["delta"].get("reasoning_content", "") for c in chunks)
+    assert thought == on["choices"][0]["message"]["reasoning_content"]
+
+
+def test_reasoning_budget_arguments(opener: fucina.LLM, gemma_path: Path) -> None:
+    for bad, error in (
+        ("5", fucina.ArgumentTypeError),
+        (True, fucina.ArgumentTypeError),
+        (-2, fucina.InvalidArgumentError),
+    ):
+        with pytest.raises(error, match="reasoning_budget"):
+            opener.create_chat_completion(ASK, max_tokens=4, reasoning_budget=bad)  # type: ignore[arg-type]
+    # No reasoning markers in the template, or a grammar over the reply: nothing to cap.
+    plain = fucina.LLM(gemma_path, n_ctx=1024, n_threads=2)
+    kw: dict[str, Any] = {"max_tokens": 12, "temperature": 0}
+    assert (
+        plain.create_chat_completion(ASK, reasoning_budget=0, **kw)["choices"][0]["message"]
+        == (plain.create_chat_completion(ASK, **kw)["choices"][0]["message"])
+    )
+    fmt = {"type": "json_object"}
+    assert (
+        opener.create_chat_completion(ASK, reasoning_budget=0, response_format=fmt, **kw)["choices"]
+        == (opener.create_chat_completion(ASK, response_format=fmt, **kw)["choices"])
+    )
+
+
+def test_the_server_caps_reasoning_for_both_apis(opener: fucina.LLM) -> None:
+    from fucina.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--reasoning-budget", "3"]).reasoning_budget == 3
+    assert build_parser().parse_args(["serve"]).reasoning_budget == -1
+    from fucina.server import create_app
+
+    with pytest.raises(fucina.InvalidArgumentError, match="reasoning_budget"):
+        create_app(ServerConfig(reasoning_budget=-5), llm=opener)
+    expected = {
+        n: opener.create_chat_completion(ASK, max_tokens=24, temperature=0, reasoning_budget=n)["choices"][0]["message"]
+        for n in (0, 4)
+    }
+    with live(ServerConfig(parallel=2, ctx_size=1024, reasoning_budget=0), llm=opener) as s:
+        oai = openai_client(s)
+        kw: dict[str, Any] = {"model": s.model_id, "messages": ASK, "max_tokens": 24, "temperature": 0}
+        for extra, n in (({}, 0), ({"reasoning_budget_tokens": 4}, 4), ({"thinking_budget_tokens": 4}, 4)):
+            message = oai.chat.completions.create(extra_body=extra, **kw).choices[0].message
+            assert message.content == expected[n]["content"], extra
+            assert (message.model_extra or {}).get("reasoning_content") == expected[n]["reasoning_content"]
+        claude = anthropic_client(s)
+        thinks: dict[str, Any] = {"messages": ASK, "thinking": {"type": "enabled", "budget_tokens": 4}}
+        # This client's create() no longer takes a temperature: it goes in the body as it is.
+        m = claude.messages.create(model=s.model_id, max_tokens=24, extra_body={"temperature": 0}, **thinks)
+        thinking, text = m.content
+        assert thinking.type == "thinking" and thinking.thinking == expected[4]["reasoning_content"]
+        assert text.type == "text" and text.text == expected[4]["content"]
+        with pytest.raises(openai.BadRequestError, match="reasoning_budget_tokens"):
+            oai.chat.completions.create(extra_body={"reasoning_budget_tokens": -3}, **kw)

@@ -369,6 +369,9 @@ _Step = tuple[int, bool, str, str | None, _Logprobs | None]
 part of the output (not for the end-of-generation token that ended it), the text that
 became final, ``"stop"`` / ``"length"`` on the last step, and the logprobs when asked."""
 
+_ReasoningBudget = tuple[Sequence[int], Sequence[int], Sequence[int], int, bool]
+"""``(start_ids, end_ids, forced_ids, budget, open)`` of a reasoning budget."""
+
 @final
 class Engine:
     """A model, its tokenizer and a pool of sequences that generations run on."""
@@ -423,9 +426,12 @@ class Engine:
         speculation: bool = False,
         reference: Sequence[int] | None = None,
         grammar: Grammar | None = None,
+        reasoning_budget: _ReasoningBudget | None = None,
     ) -> Generation:
         """Start continuing ``prompt``; every argument is checked before any compute. With
-        ``conversation``, on its sequence, keeping the common prefix of what it holds."""
+        ``conversation``, on its sequence, keeping the common prefix of what it holds.
+        ``reasoning_budget``: ``(start_ids, end_ids, forced_ids, budget, open)``, at most ``budget``
+        tokens inside a reasoning block, then ``forced_ids`` (``open``: the prompt opened the block)."""
     def check_grammar(self, grammar: Grammar) -> str | None:
         """Compile ``grammar`` against the vocabulary (raises ``GrammarError``); returns what a
         leniently compiled JSON Schema leaves unenforced, if anything."""
@@ -532,6 +538,7 @@ class Scheduler:
         speculation: bool = False,
         processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
         grammar: Grammar | None = None,
+        reasoning_budget: _ReasoningBudget | None = None,
     ) -> ScheduledRequest:
         """Check and queue a generation (``InvalidArgumentError`` for bad arguments or a prompt that
         does not fit, ``QueueFullError`` when the queue is full)."""

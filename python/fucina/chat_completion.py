@@ -476,6 +476,39 @@ def _reasoning_format(value: Any) -> bool:
     return value != "none"
 
 
+_ReasoningBudget = tuple[list[int], list[int], list[int], int, bool]
+
+
+def _reasoning_budget(
+    llm: LLM, prompt: _Prompt, budget: Any, grammar: Grammar | None, message: str = ""
+) -> _ReasoningBudget | None:
+    """The engine's reasoning budget for ``prompt`` (llama.cpp's ``--reasoning-budget``): at most
+    ``budget`` tokens in the reasoning block, then ``message`` and the block's closing marker are
+    forced; ``None`` for no cap (``budget`` ``None`` or -1), for a template without a reasoning block,
+    and under a grammar (which already fixes the whole reply)."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise ArgumentTypeError(f"reasoning_budget must be an int, not {_type_name(budget)}")
+    if budget < -1:
+        raise InvalidArgumentError(f"reasoning_budget must be -1 (no cap) or at least 0, not {budget}")
+    syntax = prompt.reasoning
+    if budget == -1 or syntax is None or grammar is not None:
+        return None
+    if not isinstance(message, str):
+        raise ArgumentTypeError(f"reasoning_budget_message must be a str, not {_type_name(message)}")
+
+    def ids(text: str) -> list[int]:
+        return llm.tokenize(text, add_special=False, parse_special=True)
+
+    # What follows the block is forced too where the family writes a header there (gpt-oss's final
+    # channel), so the forced close never stops at a marker that also ends a message.
+    forced = ids(message + syntax.close + syntax.answer_header + syntax.answer_prefix)
+    if set(forced) & set(llm.chat_stop_ids):
+        return None
+    return (ids(syntax.open), ids(syntax.close), forced, budget, prompt.thinking)
+
+
 def _string_arguments(msg: dict[str, Any]) -> dict[str, Any]:
     if not msg.get("tool_calls"):
         return msg
@@ -692,6 +725,8 @@ def create_chat_completion(
     parallel_tool_calls: bool | None = None,
     reasoning_format: str = "auto",
     reasoning_effort: str | None = None,
+    reasoning_budget: int | None = None,
+    reasoning_budget_message: str = "",
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -725,12 +760,14 @@ def create_chat_completion(
     split_reasoning = _reasoning_format(reasoning_format)
     kwargs = _template_kwargs(chat_template_kwargs, reasoning_effort=reasoning_effort)
     prompt = _render(llm, msgs, tools_, choice, kwargs)
+    rendered = prompt
     if not split_reasoning:
         prompt = prompt.without_reasoning()
     if grammar is None or from_format is not None:
         # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
         grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls) or grammar
     prompt = prompt.constrained(grammar)
+    budget = _reasoning_budget(llm, rendered, reasoning_budget, grammar, reasoning_budget_message)
     special = prompt.special
     _, gen = llm._start(
         prompt.ids,
@@ -745,6 +782,7 @@ def create_chat_completion(
         cache_prompt=cache_prompt,
         speculation=speculation,
         grammar=grammar,
+        reasoning_budget=budget,
     )
     rows = _LogprobRows(llm, special) if n_logprobs is not None else None
     meta = {

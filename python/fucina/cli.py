@@ -472,6 +472,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         prefix_cache=not args.no_prefix_cache,
         kv_cache_type=args.kv_cache_type,
         reasoning_format=args.reasoning_format,
+        reasoning_budget=args.reasoning_budget,
     )
     serve(config, log_level=args.log_level)
     return 0
@@ -586,6 +587,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto/deepseek: a thinking model's reasoning goes to reasoning_content (Anthropic: thinking blocks); "
         "none: it stays in the text (default auto)",
+    )
+    serve.add_argument(
+        "--reasoning-budget",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="tokens a thinking model's reasoning block may take before its closing marker is forced: "
+        "-1 no cap, 0 close it at once (default -1; a request's reasoning_budget_tokens overrides it)",
     )
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=_cmd_serve)

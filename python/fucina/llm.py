@@ -351,6 +351,7 @@ class LLM:
         speculation: bool = True,
         reference: str | Sequence[int] | None = None,
         grammar: Grammar | None = None,
+        reasoning_budget: tuple[list[int], list[int], list[int], int, bool] | None = None,
     ) -> tuple[list[int], _core.Generation]:
         _check_max_tokens(max_tokens)
         stops = _stop_list(stop)
@@ -372,6 +373,7 @@ class LLM:
             speculation=bool(speculation),
             reference=self._reference_ids(reference),
             grammar=as_core(grammar),
+            reasoning_budget=reasoning_budget,
             **params.to_core(),
         )
         return ids, gen
@@ -676,6 +678,8 @@ class LLM:
         parallel_tool_calls: bool | None = None,
         reasoning_format: str = "auto",
         reasoning_effort: str | None = None,
+        reasoning_budget: int | None = None,
+        reasoning_budget_message: str = "",
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -713,6 +717,10 @@ class LLM:
         template as llama.cpp passes it: ``"none"`` sets ``enable_thinking=False`` (Qwen3, Gemma 4,
         ...), any other effort is the template's ``reasoning_effort`` (gpt-oss). While a template has
         reasoning markers, special tokens are kept in the reply's text as they are for tools.
+        ``reasoning_budget`` caps the reasoning block at that many tokens (llama.cpp's
+        ``--reasoning-budget``: ``-1`` or ``None`` for no cap, ``0`` to close it at once): when the cap is
+        reached, ``reasoning_budget_message`` (if any) and the block's closing marker are forced and the
+        model goes on with its answer. It needs a template with reasoning markers and no grammar.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
@@ -768,6 +776,8 @@ class LLM:
             parallel_tool_calls=parallel_tool_calls,
             reasoning_format=reasoning_format,
             reasoning_effort=reasoning_effort,
+            reasoning_budget=reasoning_budget,
+            reasoning_budget_message=reasoning_budget_message,
         )
 
     def _piece(self, token: int) -> str:

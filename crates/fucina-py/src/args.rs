@@ -155,3 +155,34 @@ pub fn path(obj: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
         ))
     }
 }
+
+/// `None` or a reasoning budget `(start_ids, end_ids, forced_ids, budget, open)`:
+/// the token sequences opening and closing the block, what is forced when the
+/// budget runs out, the budget in tokens, and whether the prompt opened the block.
+pub fn reasoning_budget(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<fucina_sample::ReasoningBudget>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let fields: Vec<Bound<'_, PyAny>> = obj
+        .extract()
+        .ok()
+        .filter(|f: &Vec<Bound<'_, PyAny>>| f.len() == 5)
+        .ok_or_else(|| {
+            type_err("reasoning_budget must be (start_ids, end_ids, forced_ids, budget, open)")
+        })?;
+    let open = fields[4]
+        .cast::<PyBool>()
+        .map_err(|_| type_err("reasoning_budget's open flag must be a bool"))?
+        .is_true();
+    fucina_sample::ReasoningBudget::new(
+        token_ids(&fields[0])?,
+        token_ids(&fields[1])?,
+        token_ids(&fields[2])?,
+        count(&fields[3])?,
+        open,
+    )
+    .map(Some)
+    .map_err(|e| value_err(e.to_string()))
+}

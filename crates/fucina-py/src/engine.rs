@@ -145,7 +145,7 @@ impl PyEngine {
         frequency_penalty = 0.0, repeat_last_n = 64, logit_bias = None, stop = Vec::new(),
         stop_ids = Vec::new(), ignore_eos = false, logprobs = None, special = false,
         processors = Vec::new(), on_prefill = None, conversation = None, speculation = false,
-        reference = None, grammar = None
+        reference = None, grammar = None, reasoning_budget = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
@@ -174,6 +174,9 @@ impl PyEngine {
         speculation: bool,
         #[pyo3(from_py_with = crate::args::opt_token_ids)] reference: Option<Vec<u32>>,
         grammar: Option<PyRef<'_, PyGrammar>>,
+        #[pyo3(from_py_with = crate::args::reasoning_budget)] reasoning_budget: Option<
+            fucina_sample::ReasoningBudget,
+        >,
     ) -> PyResult<PyGeneration> {
         let py = slf.py();
         for p in processors.iter().chain(&on_prefill) {
@@ -217,6 +220,9 @@ impl PyEngine {
                 .constraint(py, this.tokenizer.arc(), this.n_vocab, g)?;
             grammar_stats = Some(c.stats_handle());
             constraints.push(Box::new(c));
+        }
+        if let Some(b) = reasoning_budget {
+            constraints.push(Box::new(b));
         }
         let engine = slf.clone().unbind();
         if let Some(c) = &conversation {

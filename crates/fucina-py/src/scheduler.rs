@@ -121,7 +121,7 @@ impl PyScheduler {
         typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0,
         repeat_last_n = 64, logit_bias = None, stop = Vec::new(), stop_ids = Vec::new(),
         ignore_eos = false, logprobs = None, special = false, speculation = false,
-        processors = Vec::new(), grammar = None
+        processors = Vec::new(), grammar = None, reasoning_budget = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
@@ -148,6 +148,9 @@ impl PyScheduler {
         speculation: bool,
         processors: Vec<Py<PyAny>>,
         grammar: Option<PyRef<'_, crate::grammar::PyGrammar>>,
+        #[pyo3(from_py_with = crate::args::reasoning_budget)] reasoning_budget: Option<
+            fucina_sample::ReasoningBudget,
+        >,
     ) -> PyResult<PyScheduledRequest> {
         let mut procs: Vec<Box<dyn LogitProcessor>> = Vec::with_capacity(processors.len() + 1);
         if let Some(g) = &grammar {
@@ -155,6 +158,9 @@ impl PyScheduler {
                 .grammars
                 .constraint(py, &self.tokenizer, self.n_vocab, g)?;
             procs.push(Box::new(c));
+        }
+        if let Some(b) = reasoning_budget {
+            procs.push(Box::new(b));
         }
         for f in processors {
             if !f.bind(py).is_callable() {

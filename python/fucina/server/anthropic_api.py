@@ -190,27 +190,32 @@ def _output_grammar(body: CountTokensRequest | MessagesRequest) -> Grammar | Non
         raise ApiError(400, f"{param}: {e}", param=param) from None
 
 
-def _prompt(st: ServerState, body: CountTokensRequest | MessagesRequest) -> tuple[cc._Prompt, Grammar | None]:
-    """The rendered prompt and the grammar of its reply: the calls ``tool_choice`` ``any`` / ``tool``
-    force, else the structured output asked for (none after an assistant prefill, which already fixes
-    how the reply starts)."""
+def _prompt(
+    st: ServerState, body: CountTokensRequest | MessagesRequest
+) -> tuple[cc._Prompt, Grammar | None, cc._ReasoningBudget | None]:
+    """The rendered prompt, the grammar of its reply (the calls ``tool_choice`` ``any`` / ``tool``
+    force, else the structured output asked for; none after an assistant prefill, which already fixes
+    how the reply starts) and its reasoning budget (``thinking.budget_tokens``, else the server's)."""
     msgs, prefill = _messages(body)
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
     # Anthropic's thinking switch is the template's enable_thinking (Qwen3, Gemma 4, ...).
     thinking = None if body.thinking is None else body.thinking.type != "disabled"
     prompt = cc._render(st.llm, cc._messages(msgs), tools, choice, cc._template_kwargs(None, thinking=thinking))
+    rendered = prompt
     if not cc._reasoning_format(st.reasoning_format):
         prompt = prompt.without_reasoning()
     if prefill:
         # The prefill fixes how the reply starts: no reasoning block is looked for after it.
         extra = st.llm.tokenize(prefill, add_special=False)
-        return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None
+        return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None, None
     single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
     grammar = cc._forced_calls(st.llm, prompt, choice, False if single else None)
     if grammar is None:
         grammar = _output_grammar(body)
-    return prompt.constrained(grammar), grammar
+    asked = body.thinking.budget_tokens if body.thinking is not None and body.thinking.type == "enabled" else None
+    budget = cc._reasoning_budget(st.llm, rendered, st.reasoning_budget if asked is None else asked, grammar)
+    return prompt.constrained(grammar), grammar, budget
 
 
 def _stop_reason(choice: Choice, parsed: ParsedReply | None, stops: list[str]) -> tuple[str, str | None]:
@@ -250,7 +255,7 @@ def _usage(prompt_tokens: int, choice: Choice) -> dict[str, Any]:
 async def messages(body: MessagesRequest, request: Request) -> Any:
     st: ServerState = request.app.state.fucina
     st.check_model(body.model)
-    prompt, grammar = _prompt(st, body)
+    prompt, grammar, reasoning_budget = _prompt(st, body)
     budget = completion_budget(st, len(prompt.ids), body.max_tokens, param="messages")
     stops = stop_list(body.stop_sequences, "stop_sequences")
     params = sampling_params(st, temperature=body.temperature, top_p=body.top_p, top_k=body.top_k)
@@ -262,6 +267,7 @@ async def messages(body: MessagesRequest, request: Request) -> Any:
         special=prompt.special,
         processors=st.processors(body.model_dump()),
         grammar=grammar,
+        reasoning_budget=reasoning_budget,
     )
     job = st.hub.submit([prompt.ids], [settings])
     msg_id = f"msg_{secrets.token_hex(12)}"

@@ -52,6 +52,10 @@ class ServerConfig:
         reasoning_format: ``"auto"`` (llama.cpp's default, or ``"deepseek"``): a thinking model's
             reasoning is returned apart (OpenAI ``reasoning_content``, Anthropic ``thinking`` blocks);
             ``"none"``: left in the text. A chat request's ``reasoning_format`` overrides it.
+        reasoning_budget: tokens a thinking model's reasoning block may take before its closing
+            marker is forced (llama.cpp's ``--reasoning-budget``; -1: no cap, 0: close it at once). A
+            request's ``reasoning_budget_tokens`` (or ``thinking_budget_tokens``, Anthropic's
+            ``thinking.budget_tokens``) overrides it.
     """
 
     model: str | os.PathLike[str] | None = None
@@ -72,6 +76,7 @@ class ServerConfig:
     chat_format: str | None = None
     chat_template: str | None = None
     reasoning_format: str = "auto"
+    reasoning_budget: int = -1
 
 
 ProcessorFactory = Callable[[Mapping[str, Any]], list[Callable[[list[int], Any], None]]]
@@ -102,6 +107,9 @@ def create_app(
         )
     _ = llm.chat_template  # a broken template fails at startup, not at the first request
     cc._reasoning_format(config.reasoning_format)
+    budget = config.reasoning_budget
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < -1:
+        raise _core.InvalidArgumentError(f"reasoning_budget must be -1 (no cap) or at least 0, not {budget!r}")
     scheduler = _core.Scheduler(
         llm.model,
         llm.tokenizer,
@@ -121,6 +129,7 @@ def create_app(
         max_tokens_cap=config.max_tokens,
         extra_processors=processors,
         reasoning_format=config.reasoning_format,
+        reasoning_budget=budget,
     )
 
     @asynccontextmanager

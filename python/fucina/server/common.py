@@ -61,6 +61,8 @@ class ServerState:
     reasoning_format: str = "auto"
     """Whether replies get their reasoning split off, for requests that do not say (see
     :class:`fucina.server.ServerConfig`)."""
+    reasoning_budget: int = -1
+    """Tokens a reasoning block may take, for requests that do not say (-1: no cap)."""
 
     @property
     def llm(self) -> LLM:

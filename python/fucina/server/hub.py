@@ -50,6 +50,7 @@ class Sampling:
     ignore_eos: bool = False
     processors: list[Callable[[list[int], Any], None]] = field(default_factory=list)
     grammar: Grammar | None = None
+    reasoning_budget: tuple[list[int], list[int], list[int], int, bool] | None = None
 
 
 @dataclass
@@ -207,6 +208,7 @@ class Hub:
                             speculation=not s.processors,
                             processors=s.processors,
                             grammar=s.grammar._core if s.grammar is not None else None,
+                            reasoning_budget=s.reasoning_budget,
                             **core,
                         )
                     )

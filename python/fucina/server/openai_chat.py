@@ -125,12 +125,17 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     kwargs = cc._template_kwargs(body.chat_template_kwargs, reasoning_effort=body.reasoning_effort)
     prompt = cc._render(llm, msgs, tools, choice, kwargs)
+    rendered = prompt
     if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
         prompt = prompt.without_reasoning()
     # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
     parallel = False if body.functions is not None else body.parallel_tool_calls
     grammar = cc._forced_calls(llm, prompt, choice, parallel) or answer_format
     prompt = prompt.constrained(grammar)
+    budget_tokens = next(
+        (b for b in (body.reasoning_budget_tokens, body.thinking_budget_tokens) if b is not None), st.reasoning_budget
+    )
+    reasoning_budget = cc._reasoning_budget(llm, rendered, budget_tokens, grammar, body.reasoning_budget_message or "")
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
     params = sampling_params(
@@ -158,6 +163,7 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         ignore_eos=body.ignore_eos,
         processors=processors,
         grammar=grammar,
+        reasoning_budget=reasoning_budget,
     )
     return prompt, st.hub.submit([prompt.ids], [settings], n=body.n)
 

@@ -205,6 +205,12 @@ class ChatCompletionRequest(_Sampling):
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning_format: Literal["auto", "deepseek", "none"] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_budget_tokens: int | None = Field(None, ge=-1, le=MAX_INT)
+    """llama.cpp's cap on the reasoning block's tokens (-1: none; default: the server's)."""
+    thinking_budget_tokens: int | None = Field(None, ge=-1, le=MAX_INT)
+    """Another name llama.cpp's server takes for ``reasoning_budget_tokens``."""
+    reasoning_budget_message: str | None = Field(None, max_length=4096)
+    """Text forced before the closing marker when the budget runs out."""
 
 
 class CompletionRequest(_Sampling):
