@@ -69,7 +69,7 @@ def _legacy_tools(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]] | N
     return tools, choice
 
 
-def legacy_message(message: dict[str, Any]) -> dict[str, Any]:
+def _legacy_message(message: dict[str, Any]) -> dict[str, Any]:
     """A reply's message in the legacy ``functions`` API: its first call as ``function_call``."""
     calls = message.pop("tool_calls", None)
     if calls:
@@ -193,7 +193,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
             lp = rows.take() or {"content": [], "refusal": None}
         message, finish = reply.message(), reply.finish_reason(c.finish_reason)
         if body.functions is not None:
-            message, finish = legacy_message(message), _legacy_finish(finish)
+            message, finish = _legacy_message(message), _legacy_finish(finish)
         out.append({"index": i, "message": message, "logprobs": lp, "finish_reason": finish})
     return {**meta, "object": "chat.completion", "choices": out, "usage": _usage(len(prompt.ids), choices)}
 
