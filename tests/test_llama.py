@@ -287,5 +287,5 @@ def test_unsupported_options_raise(llm: Llama) -> None:
         llm("x", suffix="y")
     with pytest.raises(fucina.InvalidArgumentError, match="exceed context window"):
         llm("word " * 600)
-    with pytest.raises(NotImplementedError, match="embeddings"):
+    with pytest.raises(RuntimeError, match="embedding=True"):
         llm.create_embedding("x")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 import fucina
 import fucina.cli
+from conftest import load_golden
 from fucina.server import ServerConfig
 from serverkit import CALL, WEATHER, LiveServer, Processor, deepseek_listing_tools, live, openai_client, scripted
 
@@ -401,6 +402,11 @@ def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:
     again = client.embeddings.create(model=server.model_id, input="The cat sat.", encoding_format="float")
     assert again.data[0].embedding == pytest.approx(r.data[0].embedding, abs=1e-6)
     assert r.usage.prompt_tokens > 4
+    # llama.cpp's mean pooling (tools/gen_embedding_goldens.py), scaled to unit length.
+    golden = load_golden("model", "embeddings.json")["cases"][1]
+    ours = client.embeddings.create(model=server.model_id, input=golden["text"]).data[0].embedding
+    norm = math.sqrt(sum(v * v for v in golden["embedding"]))
+    assert ours == pytest.approx([v / norm for v in golden["embedding"]], abs=1e-6)
     with pytest.raises(openai.BadRequestError, match="dimensions"):
         client.embeddings.create(model=server.model_id, input="x", dimensions=3)
 

@@ -397,6 +397,9 @@ class Engine:
     def tokenizer(self) -> Tokenizer: ...
     def logits(self, tokens: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
         """Logits of ``tokens`` on a fresh sequence (last token, or every token with ``all``)."""
+    def embed(self, tokens: Sequence[int], *, normalize: bool = True) -> npt.NDArray[np.float32]:
+        """Mean of the final hidden states of ``tokens`` on a temporary sequence (unit length with
+        ``normalize``)."""
     def prompt_logprobs(self, tokens: Sequence[int], n: int) -> list[_Logprobs]:
         """For each token after the first: its logprob given the ones before, and the top ``n``."""
     def generate(

@@ -42,6 +42,9 @@ __all__ = ["Llama", "LlamaGrammar", "LlamaState", "LogitsProcessorList", "Stoppi
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 """llama.cpp's "no seed given" value: each call then draws its seed from the previous one."""
 
+LLAMA_POOLING_TYPE_MEAN = 1
+"""llama.cpp's mean pooling (``pooling_type``), the one fucina's embeddings use."""
+
 # llama.cpp's ggml type ids for the KV cache types fucina has (type_k / type_v).
 _KV_TYPES = {1: "f16", 8: "q8_0"}
 
@@ -147,7 +150,6 @@ _IGNORED: dict[str, Any] = {
     "n_batch": 512,
     "n_ubatch": 512,
     "rope_scaling_type": -1,
-    "pooling_type": -1,
     "attention_type": -1,
     "rope_freq_base": 0.0,
     "rope_freq_scale": 0.0,
@@ -286,6 +288,7 @@ class Llama:
         self._seed = seed or LLAMA_DEFAULT_SEED
         self._logits_all = logits_all
         self._embedding = embedding
+        self._pooling_type = pooling_type
         self._reset_state()
         self._metadata: dict[str, str] | None = None
         if verbose:
@@ -767,14 +770,41 @@ class Llama:
         )
         return self._llm._iter_tokens(gen)
 
-    # -- not available ---------------------------------------------------------------------
-    def create_embedding(self, input: str | list[str], model: str | None = None) -> Any:
-        """Not available yet: fucina has no embedding mode."""
-        raise NotImplementedError("embeddings are not supported by fucina yet")
+    # -- embeddings ---------------------------------------------------------------------------
+    def embed(
+        self, input: str | list[str], normalize: bool = False, truncate: bool = True, return_count: bool = False
+    ) -> Any:
+        """llama-cpp-python's ``embed``: the mean of the final hidden states of each text's tokens (one
+        vector for a str, a list for a list), unit length with ``normalize``; ``truncate`` cuts a text to
+        the context; with ``return_count``, ``(embeddings, total tokens)``. Needs ``embedding=True``, as
+        llama-cpp-python does. Pooling is the mean (``pooling_type`` unspecified or
+        ``LLAMA_POOLING_TYPE_MEAN``): llama-cpp-python on a generative model without a pooling type
+        returns one vector per token instead."""
+        if not self._embedding:
+            raise RuntimeError("Llama model must be created with embedding=True to call this method")
+        if self._pooling_type not in (-1, LLAMA_POOLING_TYPE_MEAN):
+            raise InvalidArgumentError(
+                f"fucina.Llama pools embeddings by their mean only (pooling_type {LLAMA_POOLING_TYPE_MEAN} or "
+                f"unspecified), not pooling_type={self._pooling_type}"
+            )
+        one, inputs = self._llm._embed_inputs(input, bool(truncate))
+        vectors = [self._llm.engine.embed(ids, normalize=bool(normalize)).tolist() for ids in inputs]
+        data: Any = vectors[0] if one else vectors
+        if return_count:
+            return data, sum(len(ids) for ids in inputs)
+        return data
 
-    def embed(self, input: str | list[str], *args: Any, **kwargs: Any) -> Any:
-        """Not available yet: fucina has no embedding mode."""
-        raise NotImplementedError("embeddings are not supported by fucina yet")
+    def create_embedding(self, input: str | list[str], model: str | None = None) -> Any:
+        """llama-cpp-python's ``create_embedding``: OpenAI's embedding list of :meth:`embed`'s vectors (not
+        normalized, as there) with the token usage."""
+        vectors, total = self.embed(input, return_count=True)
+        rows = [vectors] if isinstance(input, str) else vectors
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(rows)],
+            "model": model if model is not None else self.model_path,
+            "usage": {"prompt_tokens": total, "total_tokens": total},
+        }
 
     def close(self) -> None:
         """Nothing to free explicitly (the model is released with the object); kept for llama-cpp code."""

@@ -212,6 +212,70 @@ class LLM:
         """Text of ``ids``."""
         return self.tokenizer.decode(list(ids), special=special)
 
+    # -- embeddings -------------------------------------------------------------------
+    def _embed_ids(self, item: Any, where: str, truncate: bool) -> list[int]:
+        if isinstance(item, str):
+            ids = self.tokenize(item) if item else []
+        elif isinstance(item, Sequence) and item and all(isinstance(t, int) and not isinstance(t, bool) for t in item):
+            ids = [int(t) for t in item]
+        else:
+            kind = type(item).__name__
+            raise ArgumentTypeError(f"{where} must be a str or a non-empty list of token ids, not {kind}")
+        if not ids:
+            raise InvalidArgumentError(f"{where} is empty")
+        if len(ids) > self.n_ctx:
+            if not truncate:
+                raise InvalidArgumentError(
+                    f"{where} has {len(ids)} tokens; the context holds {self.n_ctx} (pass truncate=True to cut it)"
+                )
+            ids = ids[: self.n_ctx]
+        return ids
+
+    def _embed_inputs(self, input: Any, truncate: bool) -> tuple[bool, list[list[int]]]:
+        """(whether ``input`` is one item, the token ids of each item)."""
+        one = isinstance(input, str) or (
+            isinstance(input, Sequence) and bool(input) and all(isinstance(t, int) for t in input)
+        )
+        if one:
+            return True, [self._embed_ids(input, "input", truncate)]
+        if isinstance(input, (bytes, Mapping)) or not isinstance(input, Sequence) or not input:
+            raise ArgumentTypeError(
+                f"input must be a str, a list of str or token ids, not {type(input).__name__ if input else 'empty'}"
+            )
+        return False, [self._embed_ids(x, f"input[{i}]", truncate) for i, x in enumerate(input)]
+
+    def embed(
+        self, input: str | Sequence[str] | Sequence[int], *, normalize: bool = True, truncate: bool = False
+    ) -> list[float] | list[list[float]]:
+        """Embeddings of ``input`` (a text, a list of texts, or token ids): the mean of the model's final
+        hidden states over the text's tokens (llama.cpp's mean pooling, BOS included as the tokenizer adds
+        it), scaled to unit length with ``normalize``; one vector for one input, a list for a list. Each
+        input runs on a temporary sequence (the prompt cache and running generations are untouched). An
+        input longer than the context raises :class:`InvalidArgumentError`, or is cut with ``truncate``.
+        ``fucina serve`` answers ``/v1/embeddings`` the same way."""
+        if not isinstance(normalize, bool):
+            raise ArgumentTypeError(f"normalize must be a bool, not {type(normalize).__name__}")
+        one, inputs = self._embed_inputs(input, bool(truncate))
+        vectors = [self.engine.embed(ids, normalize=normalize).tolist() for ids in inputs]
+        return vectors[0] if one else vectors
+
+    def create_embedding(self, input: str | Sequence[str], model: str | None = None) -> dict[str, Any]:
+        """OpenAI's ``embeddings.create`` answer for ``input`` (unit-length mean-pooled vectors, as
+        ``fucina serve``'s ``/v1/embeddings``): ``{"object": "list", "data": [{"object": "embedding",
+        "embedding", "index"}], "model", "usage": {"prompt_tokens", "total_tokens"}}``."""
+        one, inputs = self._embed_inputs(input, False)
+        data = [
+            {"object": "embedding", "embedding": self.engine.embed(ids).tolist(), "index": i}
+            for i, ids in enumerate(inputs)
+        ]
+        total = sum(len(ids) for ids in inputs)
+        return {
+            "object": "list",
+            "data": data,
+            "model": model if model is not None else str(self.path),
+            "usage": {"prompt_tokens": total, "total_tokens": total},
+        }
+
     # -- chat templates -------------------------------------------------------------
     def _special_text(self, token: int | None) -> str:
         if token is None:

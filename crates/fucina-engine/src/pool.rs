@@ -369,6 +369,14 @@ impl SeqPool {
     /// normalisation), evaluated on a temporary sequence in forwards of `n_batch`
     /// rows without the output head. No other sequence is touched.
     pub fn embed(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.embed_mean(tokens, true)
+    }
+
+    /// [`SeqPool::embed`], scaled to unit length only with `normalize` (else the plain
+    /// mean of the hidden states, what llama.cpp's mean pooling outputs). The forwards
+    /// run in llama.cpp's batch numerics even in pinned mode: they hold this input's rows
+    /// alone, so nothing else can move its result, and it equals llama.cpp's.
+    pub fn embed_mean(&mut self, tokens: &[u32], normalize: bool) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(invalid("tokens", "nothing to embed"));
         }
@@ -389,6 +397,8 @@ impl SeqPool {
         let seq = self.alloc()?;
         let i = seq.0;
         let mut sum = vec![0.0f64; e];
+        let pinned = self.scratch.pinned();
+        self.scratch.set_pinned(false);
         self.scratch.set_hidden_output(true);
         let mut result: Result<()> = Ok(());
         let mut done = 0;
@@ -421,9 +431,13 @@ impl SeqPool {
             done += chunk.len();
         }
         self.scratch.set_hidden_output(false);
+        self.scratch.set_pinned(pinned);
         self.remove(seq);
         result?;
         let n = tokens.len() as f64;
+        if !normalize {
+            return Ok(sum.iter().map(|s| (s / n) as f32).collect());
+        }
         let norm = sum.iter().map(|s| (s / n) * (s / n)).sum::<f64>().sqrt();
         let scale = if norm > 0.0 { 1.0 / (n * norm) } else { 0.0 };
         Ok(sum.iter().map(|s| (s * scale) as f32).collect())

@@ -134,6 +134,22 @@ impl PyEngine {
         }
     }
 
+    /// The embedding of `tokens` (a float32 array of the model's width): the mean of
+    /// their final hidden states, scaled to unit length with `normalize`, computed on a
+    /// temporary sequence with the GIL released.
+    #[pyo3(signature = (tokens, *, normalize = true))]
+    fn embed<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
+        normalize: bool,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let v = py
+            .detach(|| lock(&self.pool).embed_mean(&tokens, normalize))
+            .map_err(engine_err)?;
+        Ok(PyArray1::from_vec(py, v))
+    }
+
     /// Start continuing `prompt` (token ids) on a new sequence. Every argument is
     /// checked here, before any compute. `seed` is required (the Python layer draws
     /// one when the user gives none); `processors` are callables
