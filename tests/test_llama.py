@@ -282,7 +282,7 @@ def test_unsupported_options_raise(llm: Llama) -> None:
     with pytest.raises(fucina.ArgumentTypeError, match="grammar must be a LlamaGrammar"):
         llm("x", grammar=object())
     with pytest.raises(fucina.InvalidArgumentError, match="mirostat"):
-        llm("x", mirostat_mode=2)
+        llm("x", mirostat_mode=3)
     with pytest.raises(fucina.InvalidArgumentError, match="suffix"):
         llm("x", suffix="y")
     with pytest.raises(fucina.InvalidArgumentError, match="exceed context window"):

@@ -48,6 +48,9 @@ def llm(gemma_path: Path) -> fucina.LLM:
         ("seed", 1 << 64),
         ("logit_bias", {-3: 1.0}),
         ("logit_bias", {5: math.nan}),
+        ("mirostat_mode", 3),
+        ("mirostat_tau", math.inf),
+        ("mirostat_eta", math.nan),
     ],
 )
 def test_bad_sampling_values_name_the_field(field: str, value: Any) -> None:
@@ -107,6 +110,25 @@ def test_same_seed_same_tokens_across_calls_and_entry_points(llm: fucina.LLM) ->
     # Other seeds give other continuations (at temperature 0.9 over the full nucleus).
     others = {llm.generate(PROMPT, max_tokens=24, seed=s, **SAMPLED) for s in range(5)}
     assert len(others - {a}) >= 3
+
+
+def test_mirostat_is_seeded_lossless_under_speculation_and_follows_its_target(llm: fucina.LLM) -> None:
+    # The algorithm itself is checked against llama.cpp's samplers in fucina-sample's parity tests.
+    prompt = "Write a list of fruits: apple, banana, cherry, apple, banana, cherry, apple,"
+    for mode in (1, 2):
+        kw: dict[str, Any] = {"max_tokens": 32, "temperature": 0.8, "mirostat_mode": mode, "seed": 7}
+        a = llm.generate(prompt, speculation=False, **kw)
+        assert llm.generate(prompt, speculation=False, **kw) == a
+        # Mirostat's state moves with every committed token: speculation commits the same ones.
+        assert llm.generate(prompt, speculation=True, **kw) == a
+        # A tiny target surprise keeps only near-certain tokens: the greedy continuation.
+        tight = llm.generate(prompt, speculation=False, **{**kw, "mirostat_tau": 0.01, "mirostat_eta": 0.0})
+        assert tight == llm.generate(prompt, max_tokens=32)
+    loose = {
+        llm.generate(prompt, max_tokens=16, temperature=1.0, mirostat_mode=2, mirostat_tau=8.0, seed=s)
+        for s in range(4)
+    }
+    assert len(loose) >= 3
 
 
 def test_greedy_is_the_default_and_ignores_the_seed(llm: fucina.LLM) -> None:

@@ -185,6 +185,17 @@ def test_a_seed_reproduces_a_sampled_completion_whatever_else_runs(client: opena
     assert len(outcomes) > 1
 
 
+def test_mirostat_from_llama_cpp_clients(client: openai.OpenAI, server: LiveServer) -> None:
+    kw: dict[str, Any] = {"max_tokens": 12, "temperature": 0.8, "seed": 5}
+    mirostat = {"mirostat": 2, "mirostat_tau": 4.0, "mirostat_eta": 0.2}
+    a = chat(client, server.model_id, "Tell me a story.", extra_body=mirostat, **kw).choices[0].message.content
+    b = chat(client, server.model_id, "Tell me a story.", extra_body=mirostat, **kw).choices[0].message.content
+    assert a and a == b
+    with pytest.raises(openai.BadRequestError) as bad:
+        chat(client, server.model_id, "Hi", extra_body={"mirostat": 3}, **kw)
+    assert bad.value.param == "mirostat"
+
+
 def test_chat_logprobs(client: openai.OpenAI, server: LiveServer) -> None:
     r = chat(client, server.model_id, "Hello!", max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content

@@ -382,7 +382,86 @@ def real_cases(cases: list[dict[str, Any]], rows: dict[str, Row], names: list[st
         c(f"{row}/boost", row, logit_bias=[[123, 30.0], [top[0], -2.0]])
 
 
+MIROSTAT_OUT = ROOT / "tests" / "goldens" / "sampling" / "mirostat.json"
+
+
+def mirostat_apply(row: np.ndarray, mode: int, tau: float, eta: float, steps: int) -> list[dict[str, Any]]:
+    """llama-cpp-python's Mirostat chain (penalties off, then ``llama_sampler_init_mirostat`` with
+    ``m = 100`` or ``_v2``, no temperature: what ``Llama._init_sampler`` builds for ``mirostat_mode``
+    1 / 2) applied ``steps`` times to ``row``, the sampler keeping its ``mu`` between applies: per
+    step the kept array (ids, logits, probabilities) and the token llama.cpp drew."""
+    n = len(row)
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_penalties(n, 64, 1.0, 0.0, 0.0))
+    if mode == 1:
+        sampler = llama_cpp.llama_sampler_init_mirostat(n, 1234, tau, eta, 100)
+    else:
+        sampler = llama_cpp.llama_sampler_init_mirostat_v2(1234, tau, eta)
+    llama_cpp.llama_sampler_chain_add(chain, sampler)
+    out = []
+    for _ in range(steps):
+        data = (llama_cpp.llama_token_data * n)()
+        for i in range(n):
+            data[i].id = i
+            data[i].logit = float(row[i])
+            data[i].p = 0.0
+        arr = llama_cpp.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
+        size = arr.size
+        out.append(
+            {
+                "ids": b64(np.array([data[i].id for i in range(size)], dtype="<u4")),
+                "logits": b64(f32s([data[i].logit for i in range(size)])),
+                "p": b64(f32s([data[i].p for i in range(size)])),
+                "n": size,
+                "selected": int(data[arr.selected].id),
+                "sorted": True,
+            }
+        )
+    llama_cpp.llama_sampler_free(chain)
+    return out
+
+
+def mirostat_main() -> None:
+    """tests/goldens/sampling/mirostat.json: Mirostat v1 and v2 on synthetic and real Gemma 3 rows at
+    several targets, three applies each (the second and third start from the ``mu`` llama.cpp
+    updated with its own draw)."""
+    rng = np.random.default_rng(SEED + 1)
+    rows: dict[str, Row] = {
+        "normal64": dense(rng.normal(0, 3, 64)),
+        "normal1000": dense(rng.normal(0, 3, 1000)),
+        "zipf2000": dense(-1.1 * np.log(np.arange(1, 2001)) + rng.normal(0, 0.05, 2000)),
+        "ties300": dense(np.round(rng.normal(0, 2, 300) * 2) / 2),
+        "masked200": dense(np.where(rng.uniform(size=200) < 0.5, -np.inf, rng.normal(0, 2, 200))),
+    }
+    real = real_rows()
+    for i in [0, 1, 3]:
+        rows[f"gemma3_{i}"] = quant(real[i])
+    cases = []
+    for name, row in rows.items():
+        for mode in (1, 2):
+            for tau in (0.5, 2.0, 5.0, 9.0):
+                steps = mirostat_apply(row.values, mode, tau, 0.1, 3)
+                if max(st["n"] for st in steps) > MAX_KEPT:
+                    continue  # keep the file small
+                params = dict(DEFAULTS)
+                params.update(mirostat_mode=mode, mirostat_tau=tau, mirostat_eta=0.1, temperature=0.8)
+                cases.append({"name": f"{name}/mirostat{mode}_tau{tau}", "row": name, "params": params, "steps": steps})
+    doc = {
+        "generator": "python tools/gen_sampler_goldens.py --mirostat",
+        "reference": f"llama-cpp-python {llama_cpp.__version__} (its vendored llama.cpp llama-sampler.cpp)",
+        "numpy": np.__version__,
+        "rows": {k: r.enc for k, r in rows.items()},
+        "mirostat_cases": cases,
+    }
+    MIROSTAT_OUT.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    print(f"{len(cases)} Mirostat cases -> {MIROSTAT_OUT} ({MIROSTAT_OUT.stat().st_size / 1e6:.2f} MB)")
+
+
 def main() -> None:
+    if "--mirostat" in sys.argv[1:]:
+        mirostat_main()
+        return
     rng = np.random.default_rng(SEED)
     rows = synthetic(rng)
     cases: list[dict[str, Any]] = []

@@ -717,6 +717,9 @@ def create_chat_completion(
     logprobs: bool | None = None,
     top_logprobs: int | None = None,
     repeat_last_n: int = 64,
+    mirostat_mode: int = 0,
+    mirostat_tau: float = 5.0,
+    mirostat_eta: float = 0.1,
     params: SamplingParams | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     cache_prompt: bool = True,
@@ -752,6 +755,9 @@ def create_chat_completion(
             repeat_last_n=repeat_last_n,
             seed=seed,
             logit_bias=logit_bias,
+            mirostat_mode=mirostat_mode,
+            mirostat_tau=mirostat_tau,
+            mirostat_eta=mirostat_eta,
         )
     elif not isinstance(params, SamplingParams):
         raise ArgumentTypeError(f"params must be a fucina.SamplingParams, not {_type_name(params)}")

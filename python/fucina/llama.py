@@ -477,12 +477,12 @@ class Llama:
         seed: int | None,
         logit_bias: Mapping[int, float] | None,
         mirostat_mode: int,
+        mirostat_tau: float,
+        mirostat_eta: float,
     ) -> SamplingParams:
-        if mirostat_mode:
-            raise InvalidArgumentError(f"mirostat sampling is not supported (mirostat_mode={mirostat_mode})")
         if temperature < 0:
             # llama-cpp-python samples from the untruncated distribution for a negative temperature.
-            temperature, top_k, top_p, min_p, typical_p = 1.0, 0, 1.0, 0.0, 1.0
+            temperature, top_k, top_p, min_p, typical_p, mirostat_mode = 1.0, 0, 1.0, 0.0, 1.0, 0
         return SamplingParams(
             temperature=temperature,
             top_k=top_k,
@@ -495,6 +495,9 @@ class Llama:
             repeat_last_n=self.last_n_tokens_size,
             seed=self._next_seed(seed),
             logit_bias=logit_bias,
+            mirostat_mode=mirostat_mode,
+            mirostat_tau=mirostat_tau,
+            mirostat_eta=mirostat_eta,
         )
 
     def _stopping(self, criteria: Any) -> list[LogitProcessor]:
@@ -554,8 +557,9 @@ class Llama:
     ) -> Any:
         """An OpenAI ``text_completion`` (llama-cpp-python's signature and defaults; see
         :meth:`fucina.LLM.create_completion` for the shape). ``max_tokens`` ``None`` or ``<= 0`` runs to
-        the end of the context; ``tfs_z`` has no effect (as in llama-cpp-python); ``suffix``, mirostat
-        are not supported and raise; ``grammar`` is a :class:`LlamaGrammar` (GBNF or JSON Schema)."""
+        the end of the context; ``tfs_z`` has no effect (as in llama-cpp-python); ``mirostat_mode`` 1 / 2
+        is llama.cpp's Mirostat; ``suffix`` is not supported and raises; ``grammar`` is a
+        :class:`LlamaGrammar` (GBNF or JSON Schema)."""
         if suffix is not None:
             raise InvalidArgumentError("suffix (fill-in-the-middle) is not supported")
         params = self._sampling(
@@ -570,6 +574,8 @@ class Llama:
             seed,
             logit_bias,
             mirostat_mode,
+            mirostat_tau,
+            mirostat_eta,
         )
         prompt_, n_prompt = self._prompt(prompt)
         if n_prompt >= self.n_ctx():
@@ -694,6 +700,8 @@ class Llama:
             seed,
             logit_bias,
             mirostat_mode,
+            mirostat_tau,
+            mirostat_eta,
         )
         return self._llm.create_chat_completion(
             messages,
@@ -763,6 +771,8 @@ class Llama:
             None,
             None,
             mirostat_mode,
+            mirostat_tau,
+            mirostat_eta,
         )
         procs = self._stopping(stopping_criteria) + _wrap_processors(logits_processor)
         _, gen = self._llm._start(

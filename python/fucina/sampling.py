@@ -7,6 +7,10 @@ llama-cpp-python's default chain order for these parameters::
     the last repeat_last_n generated tokens) -> top_k -> typical_p -> top_p (an
     exact nucleus) -> min_p -> temperature -> one categorical draw
 
+or, with ``mirostat_mode`` 1 or 2, llama.cpp's Mirostat v1 / v2 in place of top_k ...
+temperature (llama-cpp-python builds that chain: the temperature then only decides
+greedy or not).
+
 ``temperature <= 0`` is greedy: the argmax after processors, penalties and bias,
 and the random generator is not touched. Otherwise every committed token consumes
 exactly one draw, so a ``seed`` fixes the tokens.
@@ -71,6 +75,9 @@ class SamplingParams:
             ``0``: none); as in llama-cpp-python, prompt tokens are not counted.
         seed: Random seed; ``None`` draws a fresh one per generation.
         logit_bias: ``{token_id: bias}`` added to the logits (``-inf`` bans a token).
+        mirostat_mode: ``0`` off; ``1`` / ``2``: Mirostat v1 / v2 (llama.cpp's, in place of the
+            top-k ... temperature filters), targeting a surprise of ``mirostat_tau`` bits per token
+            and adapting at rate ``mirostat_eta``; its state starts afresh with each generation.
     """
 
     temperature: float = 0.8
@@ -84,6 +91,9 @@ class SamplingParams:
     repeat_last_n: int = 64
     seed: int | None = None
     logit_bias: Mapping[int, float] | None = field(default=None)
+    mirostat_mode: int = 0
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
 
     def __post_init__(self) -> None:
         t = _number("temperature", self.temperature)
@@ -107,6 +117,11 @@ class SamplingParams:
                 raise InvalidArgumentError(f"{name} must be finite, not {getattr(self, name)}")
         if _integer("repeat_last_n", self.repeat_last_n) < -1:
             raise InvalidArgumentError(f"repeat_last_n must be >= -1, not {self.repeat_last_n}")
+        if _integer("mirostat_mode", self.mirostat_mode) not in (0, 1, 2):
+            raise InvalidArgumentError(f"mirostat_mode must be 0 (off), 1 or 2, not {self.mirostat_mode}")
+        for name in ("mirostat_tau", "mirostat_eta"):
+            if math.isinf(_number(name, getattr(self, name))):
+                raise InvalidArgumentError(f"{name} must be finite, not {getattr(self, name)}")
         if self.seed is not None and not 0 <= _integer("seed", self.seed) < _U64:
             raise InvalidArgumentError(f"seed must be in [0, 2**64), not {self.seed}")
         if self.logit_bias is not None:

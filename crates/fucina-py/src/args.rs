@@ -186,3 +186,13 @@ pub fn reasoning_budget(
     .map(Some)
     .map_err(|e| value_err(e.to_string()))
 }
+
+/// `mirostat_mode`: 0 (off), 1 or 2, as llama-cpp-python takes it.
+pub fn mirostat_mode(obj: &Bound<'_, PyAny>) -> PyResult<u8> {
+    match small_int(obj)? {
+        m @ 0..=2 => Ok(m as u8),
+        m => Err(value_err(format!(
+            "mirostat_mode must be 0 (off), 1 or 2, not {m}"
+        ))),
+    }
+}

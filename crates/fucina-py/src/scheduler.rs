@@ -119,7 +119,8 @@ impl PyScheduler {
     #[pyo3(signature = (
         prompt, *, max_tokens, seed, temperature = 0.0, top_k = 40, top_p = 0.95, min_p = 0.05,
         typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0,
-        repeat_last_n = 64, logit_bias = None, stop = Vec::new(), stop_ids = Vec::new(),
+        repeat_last_n = 64,
+        mirostat_mode = 0, mirostat_tau = 5.0, mirostat_eta = 0.1, logit_bias = None, stop = Vec::new(), stop_ids = Vec::new(),
         ignore_eos = false, logprobs = None, special = false, speculation = false,
         processors = Vec::new(), grammar = None, reasoning_budget = None
     ))]
@@ -139,6 +140,9 @@ impl PyScheduler {
         #[pyo3(from_py_with = crate::args::number)] presence_penalty: f32,
         #[pyo3(from_py_with = crate::args::number)] frequency_penalty: f32,
         #[pyo3(from_py_with = crate::args::small_int)] repeat_last_n: i32,
+        #[pyo3(from_py_with = crate::args::mirostat_mode)] mirostat_mode: u8,
+        #[pyo3(from_py_with = crate::args::number)] mirostat_tau: f32,
+        #[pyo3(from_py_with = crate::args::number)] mirostat_eta: f32,
         #[pyo3(from_py_with = crate::args::logit_bias)] logit_bias: Option<Vec<(u32, f32)>>,
         stop: Vec<String>,
         #[pyo3(from_py_with = crate::args::token_ids)] stop_ids: Vec<u32>,
@@ -185,6 +189,9 @@ impl PyScheduler {
                 repeat_last_n,
                 seed,
                 logit_bias: logit_bias.unwrap_or_default(),
+                mirostat_mode,
+                mirostat_tau,
+                mirostat_eta,
             },
             stop,
             stop_ids,

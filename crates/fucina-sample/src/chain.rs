@@ -68,6 +68,70 @@ impl Chain {
         Ok(())
     }
 
+    /// llama.cpp's Mirostat samplers in place of the filter chain (llama-cpp-python's
+    /// `mirostat_mode` 1 and 2, with `mu` the sampler's running state): the whole row
+    /// sorted as `llama_sampler_softmax_impl` sorts it, its softmax, then
+    /// * v1: the Zipf exponent `s_hat` fitted over the top 100 probabilities and the
+    ///   top-k its `k = (ε·2^mu / (1 − n_vocab^−ε))^(1/s_hat)` keeps (ε = s_hat − 1);
+    /// * v2: the candidates before the first whose surprise `−log2 p` exceeds `mu`;
+    ///
+    /// and the kept set's softmax again, all in llama.cpp's f32 arithmetic. Leaves the
+    /// kept candidates with their probabilities in `self.toks`, sorted.
+    pub fn mirostat(&mut self, row: &[f32], mode: u8, mu: f32) -> Result<(), SampleError> {
+        self.materialized = false;
+        self.sorted = false;
+        self.partial_sort_inplace(row, row.len());
+        self.softmax_sorted()?;
+        let keep = if mode == 1 {
+            let toks = &self.toks;
+            let (mut sum_ti_bi, mut sum_ti_sq) = (0f32, 0f32);
+            for i in 0..(MIROSTAT_M - 1).min(toks.len().saturating_sub(1)) {
+                let t_i = ((i + 2) as f32 / (i + 1) as f32).ln();
+                let b_i = (toks[i].p / toks[i + 1].p).ln();
+                sum_ti_bi += t_i * b_i;
+                sum_ti_sq += t_i * t_i;
+            }
+            let s_hat = sum_ti_bi / sum_ti_sq;
+            let epsilon_hat = s_hat - 1.0;
+            let n_vocab = row.len() as f32;
+            let k = ((epsilon_hat * 2f32.powf(mu)) / (1.0 - n_vocab.powf(-epsilon_hat)))
+                .powf(1.0 / s_hat);
+            c_int(k).max(1) as usize
+        } else {
+            self.toks
+                .iter()
+                .position(|t| -t.p.log2() > mu)
+                .unwrap_or(self.toks.len())
+                .max(1)
+        };
+        self.toks.truncate(keep);
+        self.softmax_sorted()
+    }
+
+    /// `llama_sampler_softmax_impl` on the sorted working set: f32 `expf(l − max)`
+    /// summed in f32, each p divided by the sum.
+    fn softmax_sorted(&mut self) -> Result<(), SampleError> {
+        let toks = &mut self.toks;
+        if toks.is_empty() {
+            return Err(SampleError::AllTokensMasked);
+        }
+        // llama.cpp reads data[0] of its sorted array: the max whenever its bucket sort
+        // was truthful (see `dist_probs`).
+        let max_l = fold_max(toks);
+        if !max_l.is_finite() {
+            return Err(SampleError::AllTokensMasked);
+        }
+        let mut sum = 0f32;
+        for t in toks.iter_mut() {
+            t.p = (t.logit - max_l).exp();
+            sum += t.p;
+        }
+        for t in toks.iter_mut() {
+            t.p /= sum;
+        }
+        Ok(())
+    }
+
     fn size(&self, row: &[f32]) -> usize {
         if self.materialized {
             self.toks.len()
@@ -345,6 +409,20 @@ impl Chain {
     }
 }
 
+/// Mirostat v1's `m`: the top probabilities its Zipf fit reads (llama-cpp-python's 100).
+const MIROSTAT_M: usize = 100;
+
+/// C++'s `int(k)` on x86-64 (`cvttss2si`): truncation toward zero, and INT_MIN for NaN
+/// and for values out of the i32 range (Rust's `as` saturates instead).
+fn c_int(k: f32) -> i32 {
+    // NaN is in no range.
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&k) {
+        k as i32
+    } else {
+        i32::MIN
+    }
+}
+
 /// llama.cpp's unsorted max: `std::max` folded from the first element.
 fn fold_max(toks: &[Candidate]) -> f32 {
     let mut m = toks[0].logit;
@@ -414,5 +492,20 @@ fn window_search(
     } else {
         window.truncate(last);
         Kept::Window
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_int_is_cvttss2si() {
+        assert_eq!(c_int(3.9), 3);
+        assert_eq!(c_int(-3.9), -3);
+        assert_eq!(c_int(f32::NAN), i32::MIN);
+        assert_eq!(c_int(f32::INFINITY), i32::MIN);
+        assert_eq!(c_int(3e9), i32::MIN);
+        assert_eq!(c_int(-2_147_483_648.0), i32::MIN);
     }
 }

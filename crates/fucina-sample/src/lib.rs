@@ -13,7 +13,10 @@
 //!    `presence_penalty` over the last `repeat_last_n` counted tokens);
 //! 4. greedy (`temperature <= 0`): the first argmax, no draw. Otherwise
 //!    top-k → typical → top-p → min-p (all with `min_keep = 1`, as
-//!    llama-cpp-python passes) → temperature → softmax and one draw.
+//!    llama-cpp-python passes) → temperature → softmax and one draw; or, with
+//!    `mirostat_mode` 1 or 2, llama.cpp's Mirostat v1 / v2 in place of those
+//!    filters (llama-cpp-python's chain: no temperature), whose running `mu`
+//!    the sampler keeps for the generation.
 //!
 //! Each filter replays the llama.cpp sampler of the same name, including the
 //! edge cases: `top_k <= 0` is off and a larger-than-vocabulary `top_k` keeps

@@ -34,6 +34,14 @@ pub struct SamplingParams {
     pub seed: u64,
     /// `(token, bias)` added to logits; -inf bans the token; repeated ids add up.
     pub logit_bias: Vec<(u32, f32)>,
+    /// 0: the filter chain; 1 or 2: llama.cpp's Mirostat (v1 or v2) in its place, as
+    /// llama-cpp-python's `mirostat_mode` (top-k, typical, top-p, min-p and the
+    /// temperature are then unused; temperature <= 0 is still greedy). Default 0.
+    pub mirostat_mode: u8,
+    /// Mirostat's target surprise (its `mu` starts at twice this). Finite. Default 5.
+    pub mirostat_tau: f32,
+    /// Mirostat's learning rate. Finite. Default 0.1.
+    pub mirostat_eta: f32,
 }
 
 impl Default for SamplingParams {
@@ -50,6 +58,9 @@ impl Default for SamplingParams {
             repeat_last_n: 64,
             seed: DEFAULT_SEED,
             logit_bias: Vec::new(),
+            mirostat_mode: 0,
+            mirostat_tau: 5.0,
+            mirostat_eta: 0.1,
         }
     }
 }
@@ -108,6 +119,14 @@ impl SamplingParams {
                 format!("must be >= -1, got {}", self.repeat_last_n),
             ));
         }
+        if self.mirostat_mode > 2 {
+            return Err(invalid(
+                "mirostat_mode",
+                format!("must be 0 (off), 1 or 2, got {}", self.mirostat_mode),
+            ));
+        }
+        finite("mirostat_tau", self.mirostat_tau)?;
+        finite("mirostat_eta", self.mirostat_eta)?;
         for &(id, bias) in &self.logit_bias {
             if id as usize >= n_vocab {
                 return Err(invalid(

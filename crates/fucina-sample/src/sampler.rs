@@ -16,6 +16,8 @@ pub struct Sampler {
     penalty_start: usize,
     chain: Chain,
     window: Vec<u32>,
+    /// Mirostat's running maximum surprise (`2 · tau` at the start of a generation).
+    mu: f32,
 }
 
 impl Sampler {
@@ -24,6 +26,7 @@ impl Sampler {
         params.validate(n_vocab)?;
         Ok(Sampler {
             rng: Rng::new(params.seed),
+            mu: 2.0 * params.mirostat_tau,
             params,
             n_vocab,
             draws: 0,
@@ -74,7 +77,41 @@ impl Sampler {
         self.run(logits, history, processors)?;
         let u = self.rng.next_f64();
         self.draws += 1;
-        Ok(pick(&self.chain.toks, u))
+        let picked = self.chain.toks[pick(&self.chain.toks, u)];
+        self.mirostat_update(picked.p);
+        Ok(picked.id)
+    }
+
+    /// Mirostat's update for `token` drawn elsewhere from the set the last
+    /// [`Sampler::candidates`] call left (what [`Sampler::sample`] does after its own
+    /// draw); false, and no update, when the token is not in that set or Mirostat is off.
+    pub fn mirostat_accept(&mut self, token: u32) -> bool {
+        if self.params.mirostat_mode == 0 || self.params.is_greedy() {
+            return false;
+        }
+        match self.chain.toks.iter().find(|c| c.id == token) {
+            Some(c) => {
+                let p = c.p;
+                self.mirostat_update(p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// llama.cpp's Mirostat step after a draw of probability `p`: `mu -= eta · (−log2 p − tau)`
+    /// in f32 (nothing with Mirostat off).
+    fn mirostat_update(&mut self, p: f32) {
+        if self.params.mirostat_mode != 0 {
+            let e = -p.log2() - self.params.mirostat_tau;
+            self.mu -= self.params.mirostat_eta * e;
+        }
+    }
+
+    /// Mirostat's current `mu` (its maximum surprise; `2 · mirostat_tau` before the
+    /// first draw of a generation).
+    pub fn mirostat_mu(&self) -> f32 {
+        self.mu
     }
 
     /// The kept candidates and the probabilities the draw uses: after
@@ -111,11 +148,12 @@ impl Sampler {
     }
 
     /// Restart the draw stream from `seed` (a new generation with the same
-    /// sampler); resets [`Sampler::draws`].
+    /// sampler); resets [`Sampler::draws`] and Mirostat's `mu`.
     pub fn reseed(&mut self, seed: u64) {
         self.params.seed = seed;
         self.rng = Rng::new(seed);
         self.draws = 0;
+        self.mu = 2.0 * self.params.mirostat_tau;
     }
 
     fn prepare(
@@ -161,29 +199,31 @@ impl Sampler {
         if stats.max == f32::NEG_INFINITY {
             return Err(SampleError::AllTokensMasked);
         }
-        self.chain.run(logits, &stats, &self.params)
+        match self.params.mirostat_mode {
+            0 => self.chain.run(logits, &stats, &self.params),
+            mode => self.chain.mirostat(logits, mode, self.mu),
+        }
     }
 }
 
-/// Inverse CDF: the first candidate whose running f64 sum of p exceeds
-/// `u * total`. Strict `>` never picks a zero-probability candidate; rounding
-/// that runs off the end falls back to the last candidate with p > 0.
-fn pick(cands: &[Candidate], u: f64) -> u32 {
+/// Inverse CDF: the index of the first candidate whose running f64 sum of p
+/// exceeds `u * total`. Strict `>` never picks a zero-probability candidate;
+/// rounding that runs off the end falls back to the last candidate with p > 0.
+/// `cands` is never empty (the chain refuses an empty set).
+fn pick(cands: &[Candidate], u: f64) -> usize {
     let total: f64 = cands.iter().map(|c| c.p as f64).sum();
     let target = u * total;
     let mut cum = 0.0f64;
-    for c in cands {
+    for (i, c) in cands.iter().enumerate() {
         cum += c.p as f64;
         if cum > target {
-            return c.id;
+            return i;
         }
     }
     cands
         .iter()
-        .rev()
-        .find(|c| c.p > 0.0)
-        .or(cands.last())
-        .map_or(0, |c| c.id)
+        .rposition(|c| c.p > 0.0)
+        .unwrap_or(cands.len().saturating_sub(1))
 }
 
 #[cfg(test)]
@@ -194,9 +234,13 @@ mod tests {
     fn pick_skips_zero_probability_and_covers_the_range() {
         let c = |id, p| Candidate { id, logit: 0.0, p };
         let cands = [c(5, 0.0), c(1, 0.25), c(2, 0.75), c(9, 0.0)];
-        assert_eq!(pick(&cands, 0.0), 1);
-        assert_eq!(pick(&cands, 0.2499), 1);
-        assert_eq!(pick(&cands, 0.25), 2);
-        assert_eq!(pick(&cands, 0.999_999), 2);
+        let id = |u| cands[pick(&cands, u)].id;
+        assert_eq!(id(0.0), 1);
+        assert_eq!(id(0.2499), 1);
+        assert_eq!(id(0.25), 2);
+        assert_eq!(id(0.999_999), 2);
+        // Rounding past the end: the last candidate with p > 0.
+        let short = [c(4, 0.5), c(6, 0.5), c(8, 0.0)];
+        assert_eq!(short[pick(&short, 1.0)].id, 6);
     }
 }

@@ -28,7 +28,7 @@ fn candidates_match_llama_cpp() {
             .iter()
             .map(|(k, v)| (k.clone(), build_row(v)))
             .collect();
-        for case in doc["cases"].as_array().unwrap() {
+        for case in doc["cases"].as_array().into_iter().flatten() {
             let name = case["name"].as_str().unwrap();
             let row = &rows[case["row"].as_str().unwrap()];
             n_cases += 1;
@@ -112,6 +112,76 @@ fn candidates_match_llama_cpp() {
     assert!(
         failures.is_empty(),
         "{} of {n_cases} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Mirostat v1 and v2 (`tools/gen_sampler_goldens.py --mirostat`): three applies per case,
+/// each from the `mu` llama.cpp's sampler left after its own draw (ours updated with
+/// [`Sampler::mirostat_accept`] on llama.cpp's drawn token), so the kept sets check the
+/// truncation and the update alike.
+#[test]
+fn mirostat_matches_llama_cpp() {
+    let (mut n_cases, mut failures) = (0, Vec::new());
+    for doc in common::golden::documents() {
+        let Some(cases) = doc["mirostat_cases"].as_array() else {
+            continue;
+        };
+        let rows: std::collections::HashMap<String, Vec<f32>> = doc["rows"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), build_row(v)))
+            .collect();
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let row = &rows[case["row"].as_str().unwrap()];
+            let mut sampler = Sampler::new(params(&case["params"]), row.len()).unwrap();
+            n_cases += 1;
+            for (k, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+                let mut logits = row.clone();
+                let got = sampler
+                    .candidates(&mut logits, &[], &mut [])
+                    .unwrap()
+                    .to_vec();
+                let ids = b64_u32(step["ids"].as_str().unwrap());
+                let lg = b64_f32(step["logits"].as_str().unwrap());
+                let p = b64_f32(step["p"].as_str().unwrap());
+                let same = got.len() == ids.len()
+                    && got
+                        .iter()
+                        .zip(&ids)
+                        .zip(&lg)
+                        .zip(&p)
+                        .all(|(((c, &i), &l), &p)| {
+                            c.id == i
+                                && c.logit.to_bits() == l.to_bits()
+                                && (c.p - p).abs() <= P_TOLERANCE
+                        });
+                if !same {
+                    failures.push(format!(
+                        "{name} step {k}: {} kept by llama.cpp, {} by us; first {:?} vs {:?}",
+                        ids.len(),
+                        got.len(),
+                        &ids[..ids.len().min(6)],
+                        got.iter().map(|c| c.id).take(6).collect::<Vec<_>>()
+                    ));
+                    break;
+                }
+                let drawn = step["selected"].as_u64().unwrap() as u32;
+                assert!(
+                    sampler.mirostat_accept(drawn),
+                    "{name}: llama.cpp drew {drawn}, outside the kept set"
+                );
+            }
+        }
+    }
+    println!("{n_cases} Mirostat cases");
+    assert!(n_cases >= 50, "only {n_cases} Mirostat cases");
+    assert!(
+        failures.is_empty(),
+        "{} differ:\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -50,6 +50,11 @@ fn params(n: usize) -> impl Strategy<Value = SamplingParams> {
             ),
             0..6,
         ),
+        (
+            prop_oneof![2 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => 0u8..=255],
+            prop_oneof![0.0f32..12.0, prop::num::f32::ANY],
+            prop_oneof![0.0f32..1.0, prop::num::f32::ANY],
+        ),
     )
         .prop_map(
             |(
@@ -60,6 +65,7 @@ fn params(n: usize) -> impl Strategy<Value = SamplingParams> {
                 repeat_last_n,
                 seed,
                 logit_bias,
+                (mirostat_mode, mirostat_tau, mirostat_eta),
             )| {
                 SamplingParams {
                     temperature,
@@ -73,6 +79,9 @@ fn params(n: usize) -> impl Strategy<Value = SamplingParams> {
                     repeat_last_n,
                     seed,
                     logit_bias,
+                    mirostat_mode,
+                    mirostat_tau,
+                    mirostat_eta,
                 }
             },
         )

@@ -24,6 +24,7 @@ __all__ = [
     "ServerState",
     "Defaults",
     "sampling_params",
+    "request_sampling",
     "stop_list",
     "completion_budget",
     "gather",
@@ -100,6 +101,9 @@ def sampling_params(
     frequency_penalty: float | None = None,
     seed: int | None = None,
     logit_bias: Mapping[str, float] | None = None,
+    mirostat: int | None = None,
+    mirostat_tau: float | None = None,
+    mirostat_eta: float | None = None,
 ) -> SamplingParams:
     """The request's sampling, defaults filled in (a 400 naming the field for a bad value)."""
     d = state.defaults
@@ -129,9 +133,34 @@ def sampling_params(
             frequency_penalty=frequency_penalty or 0.0,
             seed=None if seed is None else seed % (1 << 64),
             logit_bias=bias,
+            mirostat_mode=mirostat or 0,
+            mirostat_tau=5.0 if mirostat_tau is None else mirostat_tau,
+            mirostat_eta=0.1 if mirostat_eta is None else mirostat_eta,
         )
     except (_core.InvalidArgumentError, _core.ArgumentTypeError) as e:
         raise ApiError(400, str(e)) from None
+
+
+def request_sampling(state: ServerState, body: Any) -> SamplingParams:
+    """The sampling an OpenAI request body asks for (chat and text completions, Responses): its
+    OpenAI fields and llama.cpp's extensions, defaults filled in."""
+    return sampling_params(
+        state,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        typical_p=body.typical_p,
+        repeat_penalty=body.repeat_penalty,
+        repeat_last_n=body.repeat_last_n,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        seed=body.seed,
+        logit_bias=body.logit_bias,
+        mirostat=body.mirostat,
+        mirostat_tau=body.mirostat_tau,
+        mirostat_eta=body.mirostat_eta,
+    )
 
 
 def stop_list(stop: str | list[str] | None, param: str = "stop") -> list[str]:

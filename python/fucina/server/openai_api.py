@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ..llm import _Logprobs
-from .common import ServerState, completion_budget, drain, gather, sampling_params, stop_list
+from .common import ServerState, completion_budget, drain, gather, request_sampling, stop_list
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling, raise_event_error
 from .openai_schema import CompletionRequest, DetokenizeRequest, EmbeddingRequest, TokenizeRequest
@@ -87,20 +87,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     if body.echo and body.logprobs is not None:
         raise ApiError(400, "echo with logprobs (the prompt's logprobs) is not supported", param="echo")
     prompts = _token_lists(st, body.prompt, "prompt")
-    params = sampling_params(
-        st,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        min_p=body.min_p,
-        typical_p=body.typical_p,
-        repeat_penalty=body.repeat_penalty,
-        repeat_last_n=body.repeat_last_n,
-        presence_penalty=body.presence_penalty,
-        frequency_penalty=body.frequency_penalty,
-        seed=body.seed,
-        logit_bias=body.logit_bias,
-    )
+    params = request_sampling(st, body)
     stops = stop_list(body.stop)
     processors = st.processors(body.model_dump())
     settings = [

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import chat_completion as cc
-from .common import ServerState, cached_tokens, completion_budget, gather, sampling_params, stop_list
+from .common import ServerState, cached_tokens, completion_budget, gather, request_sampling, stop_list
 from .constraints import response_format_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling
@@ -138,20 +138,7 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     reasoning_budget = cc._reasoning_budget(llm, rendered, budget_tokens, grammar, body.reasoning_budget_message or "")
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     budget = completion_budget(st, len(prompt.ids), requested, param="messages")
-    params = sampling_params(
-        st,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        min_p=body.min_p,
-        typical_p=body.typical_p,
-        repeat_penalty=body.repeat_penalty,
-        repeat_last_n=body.repeat_last_n,
-        presence_penalty=body.presence_penalty,
-        frequency_penalty=body.frequency_penalty,
-        seed=body.seed,
-        logit_bias=body.logit_bias,
-    )
+    params = request_sampling(st, body)
     special = prompt.special
     settings = Sampling(
         max_tokens=budget,

@@ -181,6 +181,10 @@ class _Sampling(Body):
     typical_p: float | None = Field(None, gt=0, le=1)
     repeat_penalty: float | None = Field(None, gt=0, le=100)
     repeat_last_n: int | None = Field(None, ge=-1, le=MAX_INT)
+    mirostat: int | None = Field(None, ge=0, le=2)
+    """llama.cpp's Mirostat: 0 off, 1 or 2 (v1 / v2) in place of top-k ... temperature."""
+    mirostat_tau: float | None = Field(None, ge=0, le=100)
+    mirostat_eta: float | None = Field(None, ge=0, le=10)
     ignore_eos: bool = False
 
 

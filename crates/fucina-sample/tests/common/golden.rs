@@ -122,6 +122,9 @@ pub fn params(p: &Value) -> SamplingParams {
         frequency_penalty: f("frequency_penalty"),
         repeat_last_n: i("repeat_last_n"),
         logit_bias,
+        mirostat_mode: p.get("mirostat_mode").and_then(Value::as_u64).unwrap_or(0) as u8,
+        mirostat_tau: p.get("mirostat_tau").map_or(5.0, |v| num(v) as f32),
+        mirostat_eta: p.get("mirostat_eta").map_or(0.1, |v| num(v) as f32),
         ..SamplingParams::default()
     }
 }
