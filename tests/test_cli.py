@@ -101,6 +101,14 @@ def test_run_samples_by_default_and_a_seed_fixes_it(gemma_path: Path) -> None:
     assert a.stdout == b.stdout
     outs = {fucina("run", prompt, "-n", "16", "-c", "64", "--seed", str(s)).stdout for s in range(4)}
     assert len(outs) >= 2, "sampling with different seeds gave one continuation"
+    # llama-cli's Mirostat flags: a seed fixes it too, and a near-zero target is the greedy text.
+    m = ("--mirostat", "2", "--mirostat-ent", "4", "--mirostat-lr", "0.2", "--seed", "5")
+    c = fucina("run", prompt, "-n", "16", "-c", "64", *m)
+    assert c.returncode == 0 and c.stdout == fucina("run", prompt, "-n", "16", "-c", "64", *m).stdout, c.stderr
+    tight = fucina(
+        "run", prompt, "-n", "16", "-c", "64", "--mirostat", "1", "--mirostat-ent", "0.01", "--mirostat-lr", "0"
+    )
+    assert tight.stdout == fucina("run", prompt, "-n", "16", "-c", "64", "--temp", "0").stdout
 
 
 def test_run_rejects_bad_values_without_a_traceback() -> None:

@@ -148,6 +148,9 @@ def _sampling(args: argparse.Namespace) -> SamplingParams:
         min_p=args.min_p,
         repeat_penalty=args.repeat_penalty,
         seed=args.seed,
+        mirostat_mode=args.mirostat,
+        mirostat_tau=args.mirostat_ent,
+        mirostat_eta=args.mirostat_lr,
     )
 
 
@@ -159,6 +162,15 @@ def _add_sampling(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-p", type=float, default=0.05, help="min-p sampling; 0 is off (default 0.05)")
     p.add_argument("--repeat-penalty", type=float, default=1.0, help="repetition penalty; 1 is off (default 1.0)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one each run)")
+    p.add_argument(
+        "--mirostat",
+        type=int,
+        choices=[0, 1, 2],
+        default=0,
+        help="Mirostat sampling in place of top-k/top-p/min-p: 1 or 2 (default 0: off)",
+    )
+    p.add_argument("--mirostat-lr", type=float, default=0.1, help="Mirostat learning rate, eta (default 0.1)")
+    p.add_argument("--mirostat-ent", type=float, default=5.0, help="Mirostat target entropy, tau (default 5.0)")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
