@@ -147,3 +147,43 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The reasoning budget's draft check agrees with its mask: every token of the valid
+    /// prefix passes `process` when its turn comes, the first token past it does not, and
+    /// the forced tokens it offers are what the mask then allows.
+    #[test]
+    fn reasoning_budget_drafts_agree_with_its_mask(
+        start in prop::collection::vec(0u32..5, 1..3),
+        end in prop::collection::vec(0u32..5, 1..3),
+        message in prop::collection::vec(0u32..8, 0..3),
+        budget in 0usize..6,
+        open in any::<bool>(),
+        draft in prop::collection::vec(0u32..8, 0..24),
+    ) {
+        use fucina_sample::{LogitProcessor, ReasoningBudget};
+        let forced: Vec<u32> = message.iter().chain(&end).copied().collect();
+        let mut b = ReasoningBudget::new(start, end, forced, budget, open).unwrap();
+        let n = b.clone().valid_prefix_len(&[], &draft);
+        prop_assert!(n <= draft.len());
+        for (k, &t) in draft.iter().enumerate().take(n + 1) {
+            let offered = b.forced_tokens(&[]);
+            let mut row = vec![0f32; 8];
+            b.process(&mut row, &[]).unwrap();
+            let allowed: Vec<u32> = (0..8u32).filter(|&i| row[i as usize].is_finite()).collect();
+            if let Some(&next) = offered.first() {
+                prop_assert_eq!(allowed, vec![next]);
+            } else {
+                prop_assert_eq!(allowed.len(), 8);
+            }
+            let passes = row[t as usize].is_finite();
+            prop_assert_eq!(passes, k < n, "token {} at {} (valid prefix {})", t, k, n);
+            if !passes {
+                break;
+            }
+            b.commit(t);
+        }
+    }
+}
