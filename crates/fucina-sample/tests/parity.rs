@@ -123,7 +123,7 @@ fn candidates_match_llama_cpp() {
 /// truncation and the update alike.
 #[test]
 fn mirostat_matches_llama_cpp() {
-    let (mut n_cases, mut failures) = (0, Vec::new());
+    let (mut n_cases, mut n_applies, mut worst_p, mut failures) = (0, 0, 0.0f32, Vec::new());
     for doc in common::golden::documents() {
         let Some(cases) = doc["mirostat_cases"].as_array() else {
             continue;
@@ -148,6 +148,12 @@ fn mirostat_matches_llama_cpp() {
                 let ids = b64_u32(step["ids"].as_str().unwrap());
                 let lg = b64_f32(step["logits"].as_str().unwrap());
                 let p = b64_f32(step["p"].as_str().unwrap());
+                n_applies += 1;
+                if got.len() == ids.len() {
+                    for (c, &p) in got.iter().zip(&p) {
+                        worst_p = worst_p.max((c.p - p).abs());
+                    }
+                }
                 let same = got.len() == ids.len()
                     && got
                         .iter()
@@ -177,7 +183,7 @@ fn mirostat_matches_llama_cpp() {
             }
         }
     }
-    println!("{n_cases} Mirostat cases");
+    println!("{n_cases} Mirostat cases, {n_applies} applies, worst |Δp| = {worst_p:e}");
     assert!(n_cases >= 50, "only {n_cases} Mirostat cases");
     assert!(
         failures.is_empty(),
