@@ -134,6 +134,20 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def apply_chain(chain: Any, logits: np.ndarray) -> tuple[Any, Any]:
+    """A ``llama_token_data_array`` of ``logits`` (ids in order, unsorted) after ``chain`` ran on it:
+    (its data, the array)."""
+    n = len(logits)
+    data = (llama_cpp.llama_token_data * n)()
+    for i in range(n):
+        data[i].id = i
+        data[i].logit = float(logits[i])
+        data[i].p = 0.0
+    arr = llama_cpp.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
+    llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
+    return data, arr
+
+
 def run_llama(row: np.ndarray, params: dict[str, Any], counted: list[int]) -> dict[str, Any]:
     """Apply llama-cpp-python's chain to `row` and return what the dist sampler saw."""
     n = len(row)
@@ -163,13 +177,7 @@ def run_llama(row: np.ndarray, params: dict[str, Any], counted: list[int]) -> di
         add(llama_cpp.llama_sampler_init_dist(1234))
     for tok in counted:
         llama_cpp.llama_sampler_accept(chain, tok)
-    data = (llama_cpp.llama_token_data * n)()
-    for i in range(n):
-        data[i].id = i
-        data[i].logit = float(logits[i])
-        data[i].p = 0.0
-    arr = llama_cpp.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
-    llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
+    data, arr = apply_chain(chain, logits)
     size = arr.size
     out_ids = np.array([data[i].id for i in range(size)], dtype="<u4")
     out_logits = f32s([data[i].logit for i in range(size)])
@@ -400,13 +408,7 @@ def mirostat_apply(row: np.ndarray, mode: int, tau: float, eta: float, steps: in
     llama_cpp.llama_sampler_chain_add(chain, sampler)
     out = []
     for _ in range(steps):
-        data = (llama_cpp.llama_token_data * n)()
-        for i in range(n):
-            data[i].id = i
-            data[i].logit = float(row[i])
-            data[i].p = 0.0
-        arr = llama_cpp.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
-        llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
+        data, arr = apply_chain(chain, row)
         size = arr.size
         out.append(
             {

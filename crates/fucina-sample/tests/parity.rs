@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::golden::{b64_f32, b64_u32, build_row, golden_dir, params};
+use common::golden::{b64_f32, b64_u32, doc_rows, golden_dir, params};
 use fucina_sample::Sampler;
 
 /// Probability budget per candidate. Ours are computed with llama.cpp's own
@@ -22,12 +22,7 @@ fn candidates_match_llama_cpp() {
     let (mut n_cases, mut n_real, mut n_nan, mut failures) = (0, 0, 0, Vec::new());
     let mut worst_p = 0.0f32;
     for doc in &docs {
-        let rows: std::collections::HashMap<String, Vec<f32>> = doc["rows"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), build_row(v)))
-            .collect();
+        let rows = doc_rows(doc);
         for case in doc["cases"].as_array().into_iter().flatten() {
             let name = case["name"].as_str().unwrap();
             let row = &rows[case["row"].as_str().unwrap()];
@@ -128,12 +123,7 @@ fn mirostat_matches_llama_cpp() {
         let Some(cases) = doc["mirostat_cases"].as_array() else {
             continue;
         };
-        let rows: std::collections::HashMap<String, Vec<f32>> = doc["rows"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), build_row(v)))
-            .collect();
+        let rows = doc_rows(&doc);
         for case in cases {
             let name = case["name"].as_str().unwrap();
             let row = &rows[case["row"].as_str().unwrap()];

@@ -129,6 +129,16 @@ pub fn params(p: &Value) -> SamplingParams {
     }
 }
 
+/// A golden document's rows by name, rebuilt.
+pub fn doc_rows(doc: &Value) -> std::collections::HashMap<String, Vec<f32>> {
+    doc["rows"]
+        .as_object()
+        .expect("rows")
+        .iter()
+        .map(|(k, v)| (k.clone(), build_row(v)))
+        .collect()
+}
+
 /// Every golden document in the golden folder, in file-name order.
 pub fn documents() -> Vec<Value> {
     let Ok(dir) = std::fs::read_dir(golden_dir()) else {
