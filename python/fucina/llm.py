@@ -93,6 +93,9 @@ def _params(base: SamplingParams, params: SamplingParams | None, overrides: dict
     return SamplingParams(**fields)
 
 
+_POOLINGS = ("mean", "cls", "last")
+
+
 class LLM:
     """A model with its tokenizer, generating text.
 
@@ -245,24 +248,40 @@ class LLM:
         return False, [self._embed_ids(x, f"input[{i}]", truncate) for i, x in enumerate(input)]
 
     def embed(
-        self, input: str | Sequence[str] | Sequence[int], *, normalize: bool = True, truncate: bool = False
+        self,
+        input: str | Sequence[str] | Sequence[int],
+        *,
+        normalize: bool = True,
+        truncate: bool = False,
+        pooling: str | None = None,
     ) -> list[float] | list[list[float]]:
-        """Embeddings of ``input`` (a text, a list of texts, or token ids): the mean of the model's final
-        hidden states over the text's tokens (llama.cpp's mean pooling, BOS included as the tokenizer adds
-        it), scaled to unit length with ``normalize``; one vector for one input, a list for a list. Each
-        input runs on a temporary sequence (the prompt cache and running generations are untouched). An
-        input longer than the context raises :class:`InvalidArgumentError`, or is cut with ``truncate``.
-        ``fucina serve`` answers ``/v1/embeddings`` the same way."""
+        """Embeddings of ``input`` (a text, a list of texts, or token ids): the model's final hidden states
+        over the text's tokens (special tokens included as the tokenizer adds them) pooled as llama.cpp
+        pools them, scaled to unit length with ``normalize``; one vector for one input, a list for a list.
+        ``pooling`` is ``"mean"``, ``"cls"`` (first token) or ``"last"`` (last token); by default the one
+        the GGUF declares (``{arch}.pooling_type``: embedding models such as Qwen3-Embedding pool their
+        last token), the mean where it declares none (:attr:`pooling`). Each input runs on a temporary
+        sequence (the prompt cache and running generations are untouched). An input longer than the
+        context raises :class:`InvalidArgumentError`, or is cut with ``truncate``. ``fucina serve``
+        answers ``/v1/embeddings`` the same way."""
         if not isinstance(normalize, bool):
             raise ArgumentTypeError(f"normalize must be a bool, not {type(normalize).__name__}")
+        if pooling is not None and pooling not in _POOLINGS:
+            raise InvalidArgumentError(f"pooling must be one of {', '.join(_POOLINGS)} or None, not {pooling!r}")
         one, inputs = self._embed_inputs(input, bool(truncate))
-        vectors = [self.engine.embed(ids, normalize=normalize).tolist() for ids in inputs]
+        vectors = [self.engine.embed(ids, normalize=normalize, pooling=pooling).tolist() for ids in inputs]
         return vectors[0] if one else vectors
 
+    @property
+    def pooling(self) -> str:
+        """How :meth:`embed` pools by default: what the GGUF declares, ``"mean"`` where it declares none."""
+        return self.engine.pooling
+
     def create_embedding(self, input: str | Sequence[str], model: str | None = None) -> dict[str, Any]:
-        """OpenAI's ``embeddings.create`` answer for ``input`` (unit-length mean-pooled vectors, as
-        ``fucina serve``'s ``/v1/embeddings``): ``{"object": "list", "data": [{"object": "embedding",
-        "embedding", "index"}], "model", "usage": {"prompt_tokens", "total_tokens"}}``."""
+        """OpenAI's ``embeddings.create`` answer for ``input`` (unit-length vectors pooled as :meth:`embed`
+        pools by default, as ``fucina serve``'s ``/v1/embeddings``): ``{"object": "list", "data":
+        [{"object": "embedding", "embedding", "index"}], "model", "usage": {"prompt_tokens",
+        "total_tokens"}}``."""
         one, inputs = self._embed_inputs(input, False)
         data = [
             {"object": "embedding", "embedding": self.engine.embed(ids).tolist(), "index": i}

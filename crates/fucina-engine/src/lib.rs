@@ -46,6 +46,6 @@ pub use logprobs::{log_probs, prompt_logprobs, TokenLogprobs, MAX_TOP_LOGPROBS};
 pub use persist::{
     decode_state, decode_state_full, encode_state, model_fingerprint, KvSidecar, RestoredState,
 };
-pub use pool::{Captured, SeqId, SeqPool, DEFAULT_N_BATCH};
+pub use pool::{Captured, Pooling, SeqId, SeqPool, DEFAULT_N_BATCH};
 pub use scheduler::{Event, Metrics, Outcome, Request, RequestHandle, Scheduler, SchedulerConfig};
 pub use session::{argmax, Session};

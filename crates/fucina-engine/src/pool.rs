@@ -31,6 +31,33 @@ impl SeqId {
     }
 }
 
+/// How an embedding pools a text's final hidden states (llama.cpp's `pooling_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean over the text's tokens (llama.cpp's `LLAMA_POOLING_TYPE_MEAN`).
+    Mean,
+    /// The first token's state (`LLAMA_POOLING_TYPE_CLS`).
+    Cls,
+    /// The last token's state (`LLAMA_POOLING_TYPE_LAST`: Qwen3-Embedding and other
+    /// decoder embedding models).
+    Last,
+}
+
+impl Pooling {
+    /// The pooling the model's GGUF declares in `{arch}.pooling_type` (1 mean, 2 CLS,
+    /// 3 last); the mean for a model that declares none, or one that gives no single
+    /// vector per text (0 none, 4 rank).
+    pub fn of_model(model: &Model) -> Pooling {
+        let md = model.file().metadata();
+        let key = format!("{}.pooling_type", md.architecture().unwrap_or_default());
+        match md.get_u64(&key) {
+            Ok(Some(2)) => Pooling::Cls,
+            Ok(Some(3)) => Pooling::Last,
+            _ => Pooling::Mean,
+        }
+    }
+}
+
 /// Live sequences over one model.
 #[derive(Debug)]
 pub struct SeqPool {
@@ -364,19 +391,27 @@ impl SeqPool {
         Ok(&mut self.all)
     }
 
-    /// The embedding of `tokens`: the mean of their hidden states after the model's
-    /// final norm, scaled to unit length (llama.cpp's mean pooling with Euclidean
-    /// normalisation), evaluated on a temporary sequence in forwards of `n_batch`
-    /// rows without the output head. No other sequence is touched.
+    /// The embedding of `tokens`: their hidden states after the model's final norm,
+    /// pooled as the model declares ([`Pooling::of_model`]: the mean unless its GGUF
+    /// says CLS or last token, as embedding models such as Qwen3-Embedding do) and
+    /// scaled to unit length (llama.cpp's pooling with Euclidean normalisation),
+    /// evaluated on a temporary sequence in forwards of `n_batch` rows without the
+    /// output head. No other sequence is touched.
     pub fn embed(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.embed_mean(tokens, true)
+        let pooling = Pooling::of_model(&self.model);
+        self.embed_pooled(tokens, pooling, true)
     }
 
-    /// [`SeqPool::embed`], scaled to unit length only with `normalize` (else the plain
-    /// mean of the hidden states, what llama.cpp's mean pooling outputs). The forwards
-    /// run in llama.cpp's batch numerics even in pinned mode: they hold this input's rows
-    /// alone, so nothing else can move its result, and it equals llama.cpp's.
-    pub fn embed_mean(&mut self, tokens: &[u32], normalize: bool) -> Result<Vec<f32>> {
+    /// [`SeqPool::embed`] with the given `pooling`, scaled to unit length only with
+    /// `normalize` (else the pooled vector as llama.cpp's pooling outputs it). The
+    /// forwards run in llama.cpp's batch numerics even in pinned mode: they hold this
+    /// input's rows alone, so nothing else can move its result, and it equals llama.cpp's.
+    pub fn embed_pooled(
+        &mut self,
+        tokens: &[u32],
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Vec<f32>> {
         if tokens.is_empty() {
             return Err(invalid("tokens", "nothing to embed"));
         }
@@ -416,9 +451,26 @@ impl SeqPool {
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)
             {
                 Ok(hidden) => {
-                    for row in hidden.chunks_exact(e) {
-                        for (s, &v) in sum.iter_mut().zip(row) {
-                            *s += f64::from(v);
+                    for (r, row) in hidden.chunks_exact(e).enumerate() {
+                        let at = done + r;
+                        match pooling {
+                            Pooling::Mean => {
+                                for (s, &v) in sum.iter_mut().zip(row) {
+                                    *s += f64::from(v);
+                                }
+                            }
+                            Pooling::Cls | Pooling::Last => {
+                                let pick = if pooling == Pooling::Cls {
+                                    0
+                                } else {
+                                    tokens.len() - 1
+                                };
+                                if at == pick {
+                                    for (s, &v) in sum.iter_mut().zip(row) {
+                                        *s = f64::from(v);
+                                    }
+                                }
+                            }
                         }
                     }
                 }
@@ -434,7 +486,10 @@ impl SeqPool {
         self.scratch.set_pinned(pinned);
         self.remove(seq);
         result?;
-        let n = tokens.len() as f64;
+        let n = match pooling {
+            Pooling::Mean => tokens.len() as f64,
+            Pooling::Cls | Pooling::Last => 1.0,
+        };
         if !normalize {
             return Ok(sum.iter().map(|s| (s / n) as f32).collect());
         }

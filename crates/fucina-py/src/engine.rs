@@ -134,20 +134,44 @@ impl PyEngine {
         }
     }
 
-    /// The embedding of `tokens` (a float32 array of the model's width): the mean of
-    /// their final hidden states, scaled to unit length with `normalize`, computed on a
-    /// temporary sequence with the GIL released.
-    #[pyo3(signature = (tokens, *, normalize = true))]
+    /// The embedding of `tokens` (a float32 array of the model's width): their final
+    /// hidden states pooled by `pooling` (`"mean"`, `"cls"`, `"last"`; `None`: what the
+    /// model's GGUF declares, else the mean), scaled to unit length with `normalize`,
+    /// computed on a temporary sequence with the GIL released.
+    #[pyo3(signature = (tokens, *, normalize = true, pooling = None))]
     fn embed<'py>(
         &self,
         py: Python<'py>,
         #[pyo3(from_py_with = crate::args::token_ids)] tokens: Vec<u32>,
         normalize: bool,
+        pooling: Option<&str>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let pooling = match pooling {
+            None => fucina_engine::Pooling::of_model(lock(&self.pool).model()),
+            Some("mean") => fucina_engine::Pooling::Mean,
+            Some("cls") => fucina_engine::Pooling::Cls,
+            Some("last") => fucina_engine::Pooling::Last,
+            Some(other) => {
+                return Err(value_err(format!(
+                    "pooling must be 'mean', 'cls' or 'last', not {other:?}"
+                )))
+            }
+        };
         let v = py
-            .detach(|| lock(&self.pool).embed_mean(&tokens, normalize))
+            .detach(|| lock(&self.pool).embed_pooled(&tokens, pooling, normalize))
             .map_err(engine_err)?;
         Ok(PyArray1::from_vec(py, v))
+    }
+
+    /// The pooling the model's GGUF declares for embeddings (`"mean"` where it
+    /// declares none).
+    #[getter]
+    fn pooling(&self) -> &'static str {
+        match fucina_engine::Pooling::of_model(lock(&self.pool).model()) {
+            fucina_engine::Pooling::Mean => "mean",
+            fucina_engine::Pooling::Cls => "cls",
+            fucina_engine::Pooling::Last => "last",
+        }
     }
 
     /// Start continuing `prompt` (token ids) on a new sequence. Every argument is

@@ -212,7 +212,7 @@ impl PyScheduler {
     }
 
     /// Queue an embedding of `tokens`: its request ends with an `("embedding",
-    /// vector)` event (the mean of the final hidden states, unit length).
+    /// vector)` event (the final hidden states pooled as the model declares, unit length).
     fn embed(
         &self,
         py: Python<'_>,

@@ -226,7 +226,7 @@ def _model_card(st: ServerState, name: str) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/embeddings", summary="Create embeddings (OpenAI): mean-pooled final hidden states")
+@router.post("/v1/embeddings", summary="Create embeddings (OpenAI): pooled final hidden states")
 async def embeddings(body: EmbeddingRequest, request: Request) -> Any:
     st = _state(request)
     st.check_model(body.model)

@@ -223,8 +223,8 @@ impl Scheduler {
         self.enqueue(|req| Job::Generate(req, Box::new(request)))
     }
 
-    /// Queue an embedding of `tokens` (the mean of the final hidden states, unit
-    /// length; see [`SeqPool::embed`]): an [`Event::Embedding`] answers it.
+    /// Queue an embedding of `tokens` (the final hidden states pooled as the model
+    /// declares, unit length; see [`SeqPool::embed`]): an [`Event::Embedding`] answers it.
     pub fn embed(&self, tokens: Vec<u32>) -> Result<RequestHandle> {
         if tokens.is_empty() {
             return Err(invalid("input", "nothing to embed"));
