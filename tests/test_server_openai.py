@@ -418,8 +418,13 @@ def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:
     ours = client.embeddings.create(model=server.model_id, input=golden["text"]).data[0].embedding
     norm = math.sqrt(sum(v * v for v in golden["embedding"]))
     assert ours == pytest.approx([v / norm for v in golden["embedding"]], abs=1e-6)
+    # OpenAI's shortening: the first components, back at unit length.
+    short = client.embeddings.create(model=server.model_id, input=golden["text"], dimensions=64).data[0].embedding
+    head = [v / norm for v in golden["embedding"][:64]]
+    head_norm = math.sqrt(sum(v * v for v in head))
+    assert short == pytest.approx([v / head_norm for v in head], abs=1e-6) and len(short) == 64
     with pytest.raises(openai.BadRequestError, match="dimensions"):
-        client.embeddings.create(model=server.model_id, input="x", dimensions=3)
+        client.embeddings.create(model=server.model_id, input="x", dimensions=641)
 
 
 def test_tokenize_detokenize_health_and_metrics(server: LiveServer) -> None:

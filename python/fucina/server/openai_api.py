@@ -10,6 +10,7 @@ in OpenAI's ``tokens`` / ``token_logprobs`` / ``top_logprobs`` / ``text_offset``
 from __future__ import annotations
 
 import base64
+import math
 import struct
 import time
 import uuid
@@ -226,13 +227,21 @@ def _model_card(st: ServerState, name: str) -> dict[str, Any]:
     }
 
 
+def _shortened(vector: list[float], dimensions: int) -> list[float]:
+    """OpenAI's ``dimensions``: the first ``dimensions`` components, scaled back to unit length (what
+    Matryoshka-trained embedding models, Qwen3-Embedding among them, are made for)."""
+    head = vector[:dimensions]
+    norm = math.sqrt(sum(x * x for x in head))
+    return [x / norm for x in head] if norm > 0 else head
+
+
 @router.post("/v1/embeddings", summary="Create embeddings (OpenAI): pooled final hidden states")
 async def embeddings(body: EmbeddingRequest, request: Request) -> Any:
     st = _state(request)
     st.check_model(body.model)
     n_embd = st.llm.model.n_embd
-    if body.dimensions is not None and body.dimensions != n_embd:
-        raise ApiError(400, f"dimensions must be {n_embd} (the model's width) or omitted", param="dimensions")
+    if body.dimensions is not None and body.dimensions > n_embd:
+        raise ApiError(400, f"dimensions must be at most {n_embd} (the model's width)", param="dimensions")
     inputs = _token_lists(st, body.input, "input")
     for i, ids in enumerate(inputs):
         if len(ids) > st.n_ctx:
@@ -248,6 +257,8 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Any:
         return Response(status_code=499)
     data = []
     for i, v in enumerate(vectors):
+        if body.dimensions is not None and body.dimensions < n_embd:
+            v = _shortened(v, body.dimensions)
         emb: list[float] | str = v
         if body.encoding_format == "base64":
             emb = base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()
