@@ -807,13 +807,11 @@ class Llama:
                 "fucina.Llama pools embeddings by their mean, first or last token (pooling_type 1, 2, 3 or "
                 f"unspecified), not pooling_type={self._pooling_type}"
             )
-        pooling = _POOLING_NAMES[self._pooling_type]
-        one, inputs = self._llm._embed_inputs(input, bool(truncate))
-        vectors = [self._llm.engine.embed(ids, normalize=bool(normalize), pooling=pooling).tolist() for ids in inputs]
+        one, vectors, total = self._llm._embeddings(
+            input, normalize=bool(normalize), truncate=bool(truncate), pooling=_POOLING_NAMES[self._pooling_type]
+        )
         data: Any = vectors[0] if one else vectors
-        if return_count:
-            return data, sum(len(ids) for ids in inputs)
-        return data
+        return (data, total) if return_count else data
 
     def create_embedding(self, input: str | list[str], model: str | None = None) -> Any:
         """llama-cpp-python's ``create_embedding``: OpenAI's embedding list of :meth:`embed`'s vectors (not

@@ -247,6 +247,14 @@ class LLM:
             )
         return False, [self._embed_ids(x, f"input[{i}]", truncate) for i, x in enumerate(input)]
 
+    def _embeddings(
+        self, input: Any, *, normalize: bool, truncate: bool, pooling: str | None
+    ) -> tuple[bool, list[list[float]], int]:
+        """(whether ``input`` is one item, each item's embedding, the tokens embedded)."""
+        one, inputs = self._embed_inputs(input, truncate)
+        vectors = [self.engine.embed(ids, normalize=normalize, pooling=pooling).tolist() for ids in inputs]
+        return one, vectors, sum(len(ids) for ids in inputs)
+
     def embed(
         self,
         input: str | Sequence[str] | Sequence[int],
@@ -268,8 +276,7 @@ class LLM:
             raise ArgumentTypeError(f"normalize must be a bool, not {type(normalize).__name__}")
         if pooling is not None and pooling not in _POOLINGS:
             raise InvalidArgumentError(f"pooling must be one of {', '.join(_POOLINGS)} or None, not {pooling!r}")
-        one, inputs = self._embed_inputs(input, bool(truncate))
-        vectors = [self.engine.embed(ids, normalize=normalize, pooling=pooling).tolist() for ids in inputs]
+        one, vectors, _ = self._embeddings(input, normalize=normalize, truncate=bool(truncate), pooling=pooling)
         return vectors[0] if one else vectors
 
     @property
@@ -282,12 +289,8 @@ class LLM:
         pools by default, as ``fucina serve``'s ``/v1/embeddings``): ``{"object": "list", "data":
         [{"object": "embedding", "embedding", "index"}], "model", "usage": {"prompt_tokens",
         "total_tokens"}}``."""
-        one, inputs = self._embed_inputs(input, False)
-        data = [
-            {"object": "embedding", "embedding": self.engine.embed(ids).tolist(), "index": i}
-            for i, ids in enumerate(inputs)
-        ]
-        total = sum(len(ids) for ids in inputs)
+        _, vectors, total = self._embeddings(input, normalize=True, truncate=False, pooling=None)
+        data = [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)]
         return {
             "object": "list",
             "data": data,

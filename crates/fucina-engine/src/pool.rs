@@ -56,6 +56,22 @@ impl Pooling {
             _ => Pooling::Mean,
         }
     }
+
+    /// `"mean"`, `"cls"` or `"last"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Last => "last",
+        }
+    }
+
+    /// The pooling [`Pooling::name`] calls `name`.
+    pub fn from_name(name: &str) -> Option<Pooling> {
+        [Pooling::Mean, Pooling::Cls, Pooling::Last]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
 }
 
 /// Live sequences over one model.
@@ -432,6 +448,12 @@ impl SeqPool {
         let seq = self.alloc()?;
         let i = seq.0;
         let mut sum = vec![0.0f64; e];
+        // The one position CLS / last-token pooling keeps (the mean keeps them all).
+        let keep = match pooling {
+            Pooling::Mean => None,
+            Pooling::Cls => Some(0),
+            Pooling::Last => Some(tokens.len() - 1),
+        };
         let pinned = self.scratch.pinned();
         self.scratch.set_pinned(false);
         self.scratch.set_hidden_output(true);
@@ -452,24 +474,9 @@ impl SeqPool {
             {
                 Ok(hidden) => {
                     for (r, row) in hidden.chunks_exact(e).enumerate() {
-                        let at = done + r;
-                        match pooling {
-                            Pooling::Mean => {
-                                for (s, &v) in sum.iter_mut().zip(row) {
-                                    *s += f64::from(v);
-                                }
-                            }
-                            Pooling::Cls | Pooling::Last => {
-                                let pick = if pooling == Pooling::Cls {
-                                    0
-                                } else {
-                                    tokens.len() - 1
-                                };
-                                if at == pick {
-                                    for (s, &v) in sum.iter_mut().zip(row) {
-                                        *s = f64::from(v);
-                                    }
-                                }
+                        if keep.is_none_or(|k| k == done + r) {
+                            for (s, &v) in sum.iter_mut().zip(row) {
+                                *s += f64::from(v);
                             }
                         }
                     }
@@ -486,9 +493,10 @@ impl SeqPool {
         self.scratch.set_pinned(pinned);
         self.remove(seq);
         result?;
-        let n = match pooling {
-            Pooling::Mean => tokens.len() as f64,
-            Pooling::Cls | Pooling::Last => 1.0,
+        let n = if keep.is_some() {
+            1.0
+        } else {
+            tokens.len() as f64
         };
         if !normalize {
             return Ok(sum.iter().map(|s| (s / n) as f32).collect());

@@ -148,14 +148,11 @@ impl PyEngine {
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let pooling = match pooling {
             None => fucina_engine::Pooling::of_model(lock(&self.pool).model()),
-            Some("mean") => fucina_engine::Pooling::Mean,
-            Some("cls") => fucina_engine::Pooling::Cls,
-            Some("last") => fucina_engine::Pooling::Last,
-            Some(other) => {
-                return Err(value_err(format!(
-                    "pooling must be 'mean', 'cls' or 'last', not {other:?}"
-                )))
-            }
+            Some(name) => fucina_engine::Pooling::from_name(name).ok_or_else(|| {
+                value_err(format!(
+                    "pooling must be 'mean', 'cls' or 'last' or None, not {name:?}"
+                ))
+            })?,
         };
         let v = py
             .detach(|| lock(&self.pool).embed_pooled(&tokens, pooling, normalize))
@@ -167,11 +164,7 @@ impl PyEngine {
     /// declares none).
     #[getter]
     fn pooling(&self) -> &'static str {
-        match fucina_engine::Pooling::of_model(lock(&self.pool).model()) {
-            fucina_engine::Pooling::Mean => "mean",
-            fucina_engine::Pooling::Cls => "cls",
-            fucina_engine::Pooling::Last => "last",
-        }
+        fucina_engine::Pooling::of_model(lock(&self.pool).model()).name()
     }
 
     /// Start continuing `prompt` (token ids) on a new sequence. Every argument is

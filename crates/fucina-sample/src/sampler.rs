@@ -86,16 +86,13 @@ impl Sampler {
     /// [`Sampler::candidates`] call left (what [`Sampler::sample`] does after its own
     /// draw); false, and no update, when the token is not in that set or Mirostat is off.
     pub fn mirostat_accept(&mut self, token: u32) -> bool {
-        if self.params.mirostat_mode == 0 || self.params.is_greedy() {
-            return false;
-        }
-        match self.chain.toks.iter().find(|c| c.id == token) {
-            Some(c) => {
-                let p = c.p;
+        let drawn = self.chain.toks.iter().find(|c| c.id == token).map(|c| c.p);
+        match drawn {
+            Some(p) if self.params.mirostat_mode != 0 && !self.params.is_greedy() => {
                 self.mirostat_update(p);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -106,12 +103,6 @@ impl Sampler {
             let e = -p.log2() - self.params.mirostat_tau;
             self.mu -= self.params.mirostat_eta * e;
         }
-    }
-
-    /// Mirostat's current `mu` (its maximum surprise; `2 · mirostat_tau` before the
-    /// first draw of a generation).
-    pub fn mirostat_mu(&self) -> f32 {
-        self.mu
     }
 
     /// The kept candidates and the probabilities the draw uses: after
