@@ -14,6 +14,10 @@ gemm_kernels!(
     8
 );
 
+tile_entry!(q4_0_q8_0, q4_0_tile);
+tile_entry!(q5_0_q8_0, q5_0_tile);
+tile_entry!(q8_0_q8_0, q8_0_tile);
+
 // The integer primitives of `avx512` (kept identical: the bitwise tests compare them).
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]

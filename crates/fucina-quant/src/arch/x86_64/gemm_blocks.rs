@@ -11,8 +11,10 @@
 //! identical to the single-row module's), `q4_k_rows` (Q4_K rows: `q4_k_rows_ymm` here,
 //! or a wider one), `legacy_tile` (the Q8_0-activation tile:
 //! `legacy_tile_ymm` here, or a wider one; `off` is a bias that makes the decoded
-//! quants unsigned, for kernels that need it), the Q6_K tile entry `q6_k_q8_k` (e.g.
-//! `tile_entry!(q6_k_q8_k, rows q6_k_rows_ymm)`) and the tile shape `$wr × $r`.
+//! quants unsigned, for kernels that need it), the tile entries `q6_k_q8_k` (e.g.
+//! `tile_entry!(q6_k_q8_k, rows q6_k_rows_ymm)`) and `q4_0_q8_0`, `q5_0_q8_0`,
+//! `q8_0_q8_0` (e.g. `tile_entry!(q8_0_q8_0, q8_0_tile)`, or a kernel of its own), and
+//! the tile shape `$wr × $r`.
 
 macro_rules! gemm_kernels {
     ($feat:literal, $wr:literal, $r:literal, $rk:literal) => {
@@ -115,15 +117,36 @@ macro_rules! gemm_kernels {
             }
         }
 
+        /// A Q4_0 block's 32 signed quants (−8..=7).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q4_0_quants(x: &[u8]) -> __m256i {
+            _mm256_sub_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(8))
+        }
+
+        /// A Q5_0 block's 32 signed quants (−16..=15).
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q5_0_quants(x: &[u8]) -> __m256i {
+            let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+            let hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+            _mm256_sub_epi8(_mm256_or_si256(nibbles(&x[6..22]), hb), _mm256_set1_epi8(16))
+        }
+
+        /// A Q8_0 block's 32 signed quants.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn q8_0_quants(x: &[u8]) -> __m256i {
+            load_i256(&x[2..34])
+        }
+
         #[target_feature(enable = $feat)]
         #[inline]
         fn q4_0_tile<const W: usize, const N: usize>(
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 18, a, 8, |x| {
-                _mm256_sub_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(8))
-            })
+            legacy_tile(w, 18, a, 8, |x| q4_0_quants(x))
         }
 
         #[target_feature(enable = $feat)]
@@ -132,14 +155,7 @@ macro_rules! gemm_kernels {
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 22, a, 16, |x| {
-                let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
-                let hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-                _mm256_sub_epi8(
-                    _mm256_or_si256(nibbles(&x[6..22]), hb),
-                    _mm256_set1_epi8(16),
-                )
-            })
+            legacy_tile(w, 22, a, 16, |x| q5_0_quants(x))
         }
 
         #[target_feature(enable = $feat)]
@@ -148,7 +164,7 @@ macro_rules! gemm_kernels {
             w: &[&[u8]; W],
             a: &[&[u8]; N],
         ) -> [[f32; W]; N] {
-            legacy_tile(w, 34, a, -128, |x| load_i256(&x[2..34]))
+            legacy_tile(w, 34, a, -128, |x| q8_0_quants(x))
         }
 
         /// Exact sum of the eight i32 lanes (as `blocks.rs`).
@@ -421,12 +437,11 @@ macro_rules! gemm_kernels {
             };
         }
 
-        tile_entry!(q4_0_q8_0, q4_0_tile);
-        tile_entry!(q5_0_q8_0, q5_0_tile);
-        tile_entry!(q8_0_q8_0, q8_0_tile);
         tile_entry!(q4_k_q8_k, rows q4_k_rows);
         tile_entry!(q5_k_q8_k, rows q5_k_rows);
-        // `q6_k_q8_k` (the Q6_K tile entry) comes from the invoking module.
+        // `q6_k_q8_k` (the Q6_K tile entry) and the Q8_0-activation entries `q4_0_q8_0`,
+        // `q5_0_q8_0`, `q8_0_q8_0` (e.g. `tile_entry!(q8_0_q8_0, q8_0_tile)`) come from
+        // the invoking module.
 
         /// The kernels of this module as safe function pointers.
         mod entry {
