@@ -54,9 +54,13 @@ const W_DECODE: usize = 64;
 /// Bytes of packed weight rows unpacked at a time for the kernels of an order the
 /// packed layout lacks (about L2-sized: every activation row of the call passes them).
 const UNPACK_BYTES: usize = 1 << 20;
-/// Most weight rows per tile-kernel call with several activation rows (each kernel
-/// asks for its number, [`TileDot::weights_per_call`]).
+/// Granularity of the chunks of weight rows that threads claim.
 const W_TILE_MAX: usize = 16;
+/// Most weight rows per tile-kernel call with several activation rows (each kernel
+/// asks for its number, [`TileDot::weights_per_call`]; the output buffer holds
+/// `ROW_TILE * W_TILE_MAX` values, which bounds it further by the activation rows per
+/// call).
+const W_CALL_MAX: usize = 64;
 
 /// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
 /// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
@@ -565,13 +569,15 @@ impl<'a> Plan<'a> {
             };
             for (tiles, s0, s1) in [(&self.prompt, 0, gemm_rows), (&self.single, gemm_rows, m)] {
                 let row_tile = tiles.rows_per_call().clamp(1, ROW_TILE);
-                let w_tile = tiles.weights_per_call().clamp(1, W_TILE_MAX);
+                let w_tile = tiles
+                    .weights_per_call()
+                    .clamp(1, W_CALL_MAX.min(vals.len() / row_tile));
                 for r0 in (s0..s1).step_by(row_tile) {
                     let r1 = (r0 + row_tile).min(s1);
                     let acts = &act[r0 * act_row..r1 * act_row];
                     for w0 in (b0..b1).step_by(w_tile) {
                         let nw = (b1 - w0).min(w_tile);
-                        let mut ws: [&[u8]; W_TILE_MAX] = [&[]; W_TILE_MAX];
+                        let mut ws: [&[u8]; W_CALL_MAX] = [&[]; W_CALL_MAX];
                         for (s, o) in ws.iter_mut().zip(w0 - first..w0 - first + nw) {
                             *s = &src[o * rb..(o + 1) * rb];
                         }

@@ -195,14 +195,14 @@ impl TileDot {
     }
 
     /// Weight rows worth passing per [`TileDot::dots`] call with several activation
-    /// rows: 16 for Q4_K on AVX-512 (two 8-row halves per 512-bit register) and for the
+    /// rows: 16 for Q4_K on AVX-512 (two 8-row halves per 512-bit register), 64 for the
     /// Q8_0-activation types on AVX2 (which regroup the activation rows once per
     /// call), else 8.
     pub fn weights_per_call(&self) -> usize {
         use GgmlType::{Q4_0, Q4_K, Q5_0, Q8_0};
         match (self.entry.path, self.entry.ty) {
             (KernelPath::Simd(Isa::Avx512), Q4_K) => 16,
-            (KernelPath::Simd(Isa::Avx2), Q4_0 | Q5_0 | Q8_0) if self.tile.is_some() => 16,
+            (KernelPath::Simd(Isa::Avx2), Q4_0 | Q5_0 | Q8_0) if self.tile.is_some() => 64,
             _ => 8,
         }
     }

@@ -3,7 +3,7 @@
 //! weight rows × up to 4 activation rows below [`GROUP_MIN`] activation rows (decode,
 //! a small verify batch: the weights stream from memory) and one weight row × up to
 //! 8 regrouped activation rows from there on ([`legacy_rows`]: compute-bound batches);
-//! K-quants one weight row × 4 activation rows.
+//! Q6_K one weight row × 6 activation rows, the other K-quants one × 4.
 
 use super::gemm_blocks::gemm_kernels;
 
@@ -74,11 +74,10 @@ fn q4_k_rows<const N: usize>(w: &[u8], a: &[&[u8]; N]) -> [f32; N] {
 }
 
 /// Fewest activation rows that [`legacy_rows`] takes; fewer go through the 2 × 4
-/// tiles. Measured on a 2-core Zen 4 (AVX2, 2 threads, Gemma 3 270M's matrices): at
-/// 1 to 3 rows the regrouping and the single weight stream cost more than they save
-/// (a 2-row verify step 1.3 → 1.8 one-row steps); from 4 on the regrouped kernel is
-/// ahead (8 rows: the Q8_0 output head 28.4 → 23.1 ms, a Q5_0 FFN matrix 302 → 221 µs).
-const GROUP_MIN: usize = 4;
+/// tiles. Measured on a 2-core Zen 4 (AVX2, 2 threads, Gemma 3 270M, a pinned forward
+/// against a one-row step): 2 rows cost 1.29 steps through the tiles and 1.40
+/// regrouped, 3 rows 1.78 and 1.67, 8 rows 4.07 and 3.17.
+const GROUP_MIN: usize = 3;
 
 macro_rules! legacy_entry {
     ($name:ident, $tiles:ident, $ts:literal, $quants:ident) => {
