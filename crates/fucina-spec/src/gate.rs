@@ -244,7 +244,14 @@ impl CostGate {
             }
             _ => table_cost(rows),
         };
-        self.accepted_per_verify += EWMA * (accepted as f64 - self.accepted_per_verify);
+        if drafted > 0 && accepted == drafted {
+            // A draft accepted whole says nothing about where the copy ends: the next
+            // budget doubles at once (2·accepted + 2) instead of creeping up the average,
+            // which took a copied file 5 verifies to reach the 16-token cap.
+            self.accepted_per_verify = self.accepted_per_verify.max(accepted as f64);
+        } else {
+            self.accepted_per_verify += EWMA * (accepted as f64 - self.accepted_per_verify);
+        }
         self.window.push_back((committed, cost, drafted));
         while self.window.len() > self.opts.rate_window.max(1) {
             self.window.pop_front();
@@ -380,6 +387,7 @@ mod tests {
         assert_eq!(g.state(), GateState::On);
         assert!(g.est_speedup() > 3.0);
         assert!(g.budget() > 4, "high acceptance raises the budget");
+        assert_eq!(g.budget(), 10, "a draft of 4 accepted whole: 2 * 4 + 2");
         for _ in 0..12 {
             g.record_verify(5, 4, 4, 5, 0.014);
         }
@@ -392,5 +400,23 @@ mod tests {
         assert_eq!(g.min_match(), 4);
         g.switch_off();
         assert!(g.allows(true), "a long match probes at once");
+    }
+
+    #[test]
+    fn whole_acceptance_doubles_the_budget_and_rejections_bring_it_down() {
+        let mut g = CostGate::new(SpecOptions::default());
+        assert_eq!(g.budget(), 4);
+        g.record_verify(5, 4, 4, 5, 0.014);
+        assert_eq!(g.budget(), 10);
+        g.record_verify(11, 10, 10, 11, 0.02);
+        assert_eq!(g.budget(), 16, "capped at max_draft");
+        for _ in 0..20 {
+            g.record_verify(17, 16, 1, 2, 0.03);
+        }
+        assert!(
+            g.budget() <= 5,
+            "mostly rejected drafts shrink it: {}",
+            g.budget()
+        );
     }
 }
