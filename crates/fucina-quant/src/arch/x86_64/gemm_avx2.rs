@@ -18,24 +18,9 @@ tile_entry!(q8_0_tiles, q8_0_tile);
 /// rows: 1: 23, 2: 34, 4: 40, 5 and 6: 48, 7: 43, 8: 38).
 const RK6: usize = 6;
 
-/// Q6_K: one weight row × [`RK6`] activation rows (a super-block's 6-bit quants are
-/// assembled once for all of them).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn q6_k_q8_k(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
-    use crate::arch::x86_64::gemm_blocks::part_rows;
-    drive_tiles(
-        ws,
-        acts,
-        stride,
-        out,
-        |w: &[&[u8]; 1], a: &[&[u8]; RK6]| rows_tile(w, a, |x, a| q6_k_rows_ymm::<RK6>(x, a)),
-        |w: &[&[u8]; 1], a, out| {
-            part_rows!(a, out, |aa| rows_tile(w, &aa, |x, a| q6_k_rows_ymm(x, a)))
-        },
-        |w, a| rows_tile(w, a, |x, a| q6_k_rows_ymm::<RK6>(x, a)),
-        |w, a, out| part_rows!(a, out, |aa| rows_tile(w, &aa, |x, a| q6_k_rows_ymm(x, a))),
-    )
-}
+// Q6_K: one weight row × `RK6` activation rows (a super-block's 6-bit quants are
+// assembled once for all of them).
+tile_entry!(q6_k_q8_k, rows q6_k_rows_ymm, RK6);
 
 // The integer primitives of `avx2` (kept identical: the bitwise tests compare them).
 

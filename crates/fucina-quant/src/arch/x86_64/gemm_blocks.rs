@@ -430,6 +430,10 @@ macro_rules! gemm_kernels {
                 }
             };
             ($name:ident, rows $kernel:ident) => {
+                tile_entry!($name, rows $kernel, RK);
+            };
+            // One weight row × `$n` activation rows per tile.
+            ($name:ident, rows $kernel:ident, $n:expr) => {
                 #[target_feature(enable = $feat)]
                 fn $name(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
                     drive_tiles(
@@ -437,11 +441,11 @@ macro_rules! gemm_kernels {
                         acts,
                         stride,
                         out,
-                        |w: &[&[u8]; 1], a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
+                        |w: &[&[u8]; 1], a: &[&[u8]; $n]| rows_tile(w, a, |x, a| $kernel::<{ $n }>(x, a)),
                         |w: &[&[u8]; 1], a, out| crate::arch::x86_64::gemm_blocks::part_rows!(
                             a, out, |aa| rows_tile(w, &aa, |x, a| $kernel(x, a))
                         ),
-                        |w, a| rows_tile(w, a, |x, a| $kernel::<RK>(x, a)),
+                        |w, a| rows_tile(w, a, |x, a| $kernel::<{ $n }>(x, a)),
                         |w, a, out| crate::arch::x86_64::gemm_blocks::part_rows!(
                             a, out, |aa| rows_tile(w, &aa, |x, a| $kernel(x, a))
                         ),
