@@ -202,7 +202,7 @@ impl TileDot {
         use GgmlType::{Q4_0, Q4_K, Q5_0, Q8_0};
         match (self.entry.path, self.entry.ty) {
             (KernelPath::Simd(Isa::Avx512), Q4_K) => 16,
-            (KernelPath::Simd(Isa::Avx2), Q4_0 | Q5_0 | Q8_0) if self.tile.is_some() => 64,
+            (KernelPath::Simd(Isa::Avx2), Q4_0 | Q5_0 | Q8_0) => 64,
             _ => 8,
         }
     }
