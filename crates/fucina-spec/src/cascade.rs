@@ -11,6 +11,15 @@
 //! (their common prefix with the draft): below `mute_acceptance` the source is muted
 //! for `mute_commits` committed tokens, then probed again. Muted sources keep
 //! observing, so they stay in sync.
+//!
+//! A copy survives small edits: once the conversation matches [`FOLLOW_MIN`] tokens of
+//! earlier text, the index follows where the copy reads, and when the stream leaves it
+//! (an edited token, a prompt cut inside a word that the model re-spells) it looks for
+//! the stream coming back within [`RESYNC_SKIP`] tokens of where it left: the next
+//! token where the copy expected it (an insertion) or as many tokens on (a
+//! substitution), or two tokens in a row anywhere in the window. Back in step, it
+//! drafts the copy's continuation at once instead of waiting for a suffix match to
+//! grow long enough again.
 
 use std::collections::VecDeque;
 
@@ -20,6 +29,61 @@ use crate::{DraftSource, TopKRow};
 
 /// Drafted tokens each source's acceptance gate remembers.
 pub const GATE_WINDOW: usize = 64;
+
+/// A suffix match this long marks the stream as copying earlier text.
+pub const FOLLOW_MIN: usize = 8;
+
+/// How far past the token where the stream left a copy it may come back (skipped or
+/// edited source tokens), and how many tokens off the copy before it is given up.
+pub const RESYNC_SKIP: usize = 16;
+
+/// Where the stream copies earlier text of itself, followed across small edits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Follow {
+    /// Stream index of the token the copy expects next.
+    next: usize,
+    /// Tokens matched in a row since the copy was found or found again.
+    run: usize,
+    /// Tokens observed since the copy last matched (0: in step).
+    lost: usize,
+}
+
+impl Follow {
+    /// Track the token just appended at stream index `i` of `tokens`; `false` when the
+    /// copy is lost for good.
+    fn step(&mut self, tokens: &[u32], i: usize) -> bool {
+        let t = tokens[i];
+        if self.lost == 0 && self.next < i && tokens[self.next] == t {
+            self.next += 1;
+            self.run += 1;
+            return true;
+        }
+        self.lost += 1;
+        self.run = 0;
+        let (next, lost) = (self.next, self.lost);
+        let end = (next + lost + RESYNC_SKIP).min(i);
+        // Back in step: right where the copy expected (an insertion), `lost - 1` tokens
+        // on (as many tokens replaced), or anywhere in the window with the token before
+        // matching too.
+        let back = (next..end).find(|&p| {
+            tokens[p] == t
+                && (p == next
+                    || p + 1 == next + lost
+                    || (p > next && lost >= 2 && tokens[p - 1] == tokens[i - 1]))
+        });
+        if let Some(p) = back {
+            self.next = p + 1;
+            self.lost = 0;
+            self.run = if p > next && lost >= 2 && tokens[p - 1] == tokens[i - 1] {
+                2
+            } else {
+                1
+            };
+            return true;
+        }
+        lost <= RESYNC_SKIP
+    }
+}
 
 /// A source's rolling acceptance.
 #[derive(Clone, Debug, Default)]
@@ -86,6 +150,8 @@ pub struct SpeculationIndex {
     recycling: Recycling,
     recycling_gate: Gate,
     pending: Option<(Source, Vec<u32>)>,
+    /// The copy of earlier conversation text the stream is making, if any.
+    follow: Option<Follow>,
     commits: u64,
     /// Draft budget per matched token: `beta · (1 + match_len)` (default 2).
     pub beta: usize,
@@ -113,6 +179,7 @@ impl SpeculationIndex {
             recycling: Recycling::new(),
             recycling_gate: Gate::default(),
             pending: None,
+            follow: None,
             commits: 0,
             beta: 2,
             min_match: 2,
@@ -183,10 +250,16 @@ impl SpeculationIndex {
                 ""
             }
         };
+        let copy = match self.follow {
+            Some(f) if f.lost == 0 => format!(", copying (run {})", f.run),
+            Some(f) => format!(", copy lost {} tokens ago", f.lost),
+            None => String::new(),
+        };
         format!(
-            "conversation: {} tokens, match {}{}; references: {}; recycling{}",
+            "conversation: {} tokens, match {}{}{}; references: {}; recycling{}",
             self.conversation.token_count(),
             self.conversation.match_len(),
+            copy,
             muted(&self.conversation_gate),
             self.references.len(),
             muted(&self.recycling_gate),
@@ -195,6 +268,29 @@ impl SpeculationIndex {
 }
 
 impl SpeculationIndex {
+    /// Follow the copy over the token just appended to the conversation.
+    fn follow_last(&mut self) {
+        let sam = &self.conversation;
+        if sam.is_poisoned() {
+            self.follow = None;
+            return;
+        }
+        let m = sam.match_len();
+        let i = sam.token_count() - 1;
+        let refind = m >= FOLLOW_MIN && self.follow.is_none_or(|f| f.lost > 0 || m > f.run);
+        if refind {
+            self.follow = sam.match_next().map(|next| Follow {
+                next,
+                run: m,
+                lost: 0,
+            });
+        } else if let Some(f) = &mut self.follow {
+            if !f.step(sam.tokens(), i) {
+                self.follow = None;
+            }
+        }
+    }
+
     /// The longest current match of an unmuted exact-match source.
     pub fn best_match(&self) -> usize {
         let commits = self.commits;
@@ -232,8 +328,13 @@ impl SpeculationIndex {
                 best = Some((Source::Reference(i), r.cursor.len()));
             }
         }
-        let source = match best {
-            Some((source, m)) if m >= self.min_match.max(min_match) => {
+        // A copy back in step after an edit drafts its continuation where the suffix
+        // match is still too short (it is the conversation's draft: same gate).
+        let copy = self
+            .follow
+            .filter(|f| f.lost == 0 && !self.conversation_gate.muted(commits));
+        let source = match (best, copy) {
+            (Some((source, m)), _) if m >= self.min_match.max(min_match) => {
                 let budget = max.min(self.beta * (1 + m));
                 match source {
                     Source::Reference(i) => {
@@ -245,6 +346,15 @@ impl SpeculationIndex {
                     }
                 }
                 source
+            }
+            (_, Some(f)) => {
+                let tokens = self.conversation.tokens();
+                let budget = max
+                    .min(self.beta * (1 + f.run))
+                    .min(self.conversation.max_draft);
+                let stop = tokens.len().min(f.next + budget);
+                out.extend_from_slice(&tokens[f.next.min(stop)..stop]);
+                Source::Conversation
             }
             _ if guesses && !self.recycling_gate.muted(commits) => {
                 self.recycling
@@ -268,7 +378,10 @@ impl DraftSource for SpeculationIndex {
         }
         self.settle(committed);
         self.commits += committed.len() as u64;
-        self.conversation.append(committed);
+        for &t in committed {
+            self.conversation.append(&[t]);
+            self.follow_last();
+        }
         for r in &mut self.references {
             for &t in committed {
                 r.index.advance(&mut r.cursor, t);
@@ -311,6 +424,80 @@ mod tests {
         index.suggest(&[1, 2, 3, 4, 1, 2, 3], 16, &mut out);
         assert_eq!(out.first(), Some(&4));
         assert!(index.wants_topk());
+    }
+
+    /// A long stretch of distinct tokens to copy.
+    fn text() -> Vec<u32> {
+        (100..140).collect()
+    }
+
+    /// What the index drafts under expensive rows (exact matches of 4, no guesses).
+    fn draft(index: &mut SpeculationIndex) -> Vec<u32> {
+        let mut out = Vec::new();
+        index.suggest_with(&[], 6, 4, false, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_copy_is_followed_across_an_insertion_a_substitution_and_a_deletion() {
+        let a = text();
+        // A prompt cut inside a word: the copy's token 12 comes back re-spelled as two
+        // tokens, then the copy goes on where it was expected.
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&a);
+        index.observe(&a[..12]);
+        index.observe(&[7, 8]);
+        assert!(
+            draft(&mut index).is_empty(),
+            "off the copy: nothing to draft"
+        );
+        index.observe(&[a[12]]);
+        assert_eq!(
+            draft(&mut index),
+            &a[13..17],
+            "back where the copy expected it"
+        );
+
+        // One token replaced by another, then the copy again.
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&a);
+        index.observe(&a[..20]);
+        index.observe(&[9]);
+        index.observe(&[a[21]]);
+        assert_eq!(draft(&mut index), &a[22..26]);
+
+        // Three source tokens skipped: two tokens in a row further on find it again.
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&a);
+        index.observe(&a[..20]);
+        index.observe(&[a[23]]);
+        assert!(draft(&mut index).is_empty());
+        index.observe(&[a[24]]);
+        assert_eq!(
+            draft(&mut index),
+            &a[25..31],
+            "two tokens of evidence: budget 6"
+        );
+        // Drafted tokens committed: the suffix match takes over.
+        index.observe(&a[25..31]);
+        assert_eq!(draft(&mut index), &a[31..37]);
+    }
+
+    #[test]
+    fn a_copy_left_for_long_is_dropped_and_short_matches_alone_do_not_draft() {
+        let a = text();
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&a);
+        index.observe(&a[..20]);
+        index.observe(&(500..500 + RESYNC_SKIP as u32 + 1).collect::<Vec<_>>());
+        index.observe(&[a[20]]);
+        assert!(draft(&mut index).is_empty(), "the copy was given up");
+        assert!(!index.summary().contains("cop"));
+
+        // A one-token match with no copy behind it drafts nothing where rows are costly.
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&[1, 2, 3, 4, 5, 6, 7, 3]);
+        assert!(draft(&mut index).is_empty());
     }
 
     #[test]

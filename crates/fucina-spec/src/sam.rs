@@ -191,6 +191,12 @@ impl SamIndex {
         }
     }
 
+    /// Stream index of the token that followed the most recent earlier occurrence of
+    /// the matched suffix (where a draft starts); `None` with no match or when poisoned.
+    pub fn match_next(&self) -> Option<usize> {
+        (self.match_len() > 0).then(|| self.match_end as usize + 1)
+    }
+
     /// Append to `out` up to `max` (and [`SamIndex::max_draft`]) tokens that followed
     /// the most recent earlier occurrence of the matched suffix; nothing when the match
     /// is shorter than [`SamIndex::min_match`]. Returns how many.
