@@ -49,11 +49,10 @@ struct Follow {
 }
 
 impl Follow {
-    /// Track the token just appended at stream index `i` of `tokens`; `false` when the
-    /// copy is lost for good.
-    fn step(&mut self, tokens: &[u32], i: usize) -> bool {
-        let t = tokens[i];
-        if self.lost == 0 && self.next < i && tokens[self.next] == t {
+    /// Track the copy over one more observed token `t` (after `prev`), the copied text
+    /// being `source[..limit]`: `false` when the copy is lost for good.
+    fn step(&mut self, source: &[u32], limit: usize, t: u32, prev: Option<u32>) -> bool {
+        if self.lost == 0 && self.next < limit && source[self.next] == t {
             self.next += 1;
             self.run += 1;
             return true;
@@ -61,27 +60,53 @@ impl Follow {
         self.lost += 1;
         self.run = 0;
         let (next, lost) = (self.next, self.lost);
-        let end = (next + lost + RESYNC_SKIP).min(i);
+        let two = |p: usize| p > next && lost >= 2 && Some(source[p - 1]) == prev;
         // Back in step: right where the copy expected (an insertion), `lost - 1` tokens
         // on (as many tokens replaced), or anywhere in the window with the token before
         // matching too.
-        let back = (next..end).find(|&p| {
-            tokens[p] == t
-                && (p == next
-                    || p + 1 == next + lost
-                    || (p > next && lost >= 2 && tokens[p - 1] == tokens[i - 1]))
-        });
+        let end = (next + lost + RESYNC_SKIP).min(limit);
+        let back =
+            (next..end).find(|&p| source[p] == t && (p == next || p + 1 == next + lost || two(p)));
         if let Some(p) = back {
-            self.next = p + 1;
-            self.lost = 0;
-            self.run = if p > next && lost >= 2 && tokens[p - 1] == tokens[i - 1] {
-                2
-            } else {
-                1
+            *self = Follow {
+                next: p + 1,
+                run: if two(p) { 2 } else { 1 },
+                lost: 0,
             };
             return true;
         }
         lost <= RESYNC_SKIP
+    }
+
+    /// Follow a copy over one observed token: found afresh where a match of `m` tokens
+    /// (continuing at `found`) is long and longer than the copy's own run, stepped
+    /// otherwise; dropped when lost.
+    fn track(
+        follow: &mut Option<Follow>,
+        m: usize,
+        found: Option<usize>,
+        source: &[u32],
+        limit: usize,
+        t: u32,
+        prev: Option<u32>,
+    ) {
+        if m >= FOLLOW_MIN && follow.is_none_or(|f| f.lost > 0 || m > f.run) {
+            *follow = found.map(|next| Follow {
+                next,
+                run: m,
+                lost: 0,
+            });
+        } else if let Some(f) = follow {
+            if !f.step(source, limit, t, prev) {
+                *follow = None;
+            }
+        }
+    }
+
+    /// The copy's continuation, up to `max` tokens of `source`.
+    fn draft(&self, source: &[u32], max: usize, out: &mut Vec<u32>) {
+        let stop = source.len().min(self.next + max);
+        out.extend_from_slice(&source[self.next.min(stop)..stop]);
     }
 }
 
@@ -139,6 +164,8 @@ struct FrozenRef {
     index: SamIndex,
     cursor: Cursor,
     gate: Gate,
+    /// The copy of this document the stream is making, if any.
+    follow: Option<Follow>,
 }
 
 /// The cascade of draft sources over one stream.
@@ -202,6 +229,7 @@ impl SpeculationIndex {
             index,
             cursor,
             gate: Gate::default(),
+            follow: None,
         });
     }
 
@@ -268,29 +296,6 @@ impl SpeculationIndex {
 }
 
 impl SpeculationIndex {
-    /// Follow the copy over the token just appended to the conversation.
-    fn follow_last(&mut self) {
-        let sam = &self.conversation;
-        if sam.is_poisoned() {
-            self.follow = None;
-            return;
-        }
-        let m = sam.match_len();
-        let i = sam.token_count() - 1;
-        let refind = m >= FOLLOW_MIN && self.follow.is_none_or(|f| f.lost > 0 || m > f.run);
-        if refind {
-            self.follow = sam.match_next().map(|next| Follow {
-                next,
-                run: m,
-                lost: 0,
-            });
-        } else if let Some(f) = &mut self.follow {
-            if !f.step(sam.tokens(), i) {
-                self.follow = None;
-            }
-        }
-    }
-
     /// The longest current match of an unmuted exact-match source.
     pub fn best_match(&self) -> usize {
         let commits = self.commits;
@@ -329,10 +334,21 @@ impl SpeculationIndex {
             }
         }
         // A copy back in step after an edit drafts its continuation where the suffix
-        // match is still too short (it is the conversation's draft: same gate).
-        let copy = self
-            .follow
-            .filter(|f| f.lost == 0 && !self.conversation_gate.muted(commits));
+        // matches are still too short (the longest run since it was found again; ties:
+        // the conversation, then the first reference), under its source's gate.
+        let mut copy: Option<(Source, Follow)> = None;
+        let live =
+            |f: &Option<Follow>, gate: &Gate| f.filter(|f| f.lost == 0 && !gate.muted(commits));
+        if let Some(f) = live(&self.follow, &self.conversation_gate) {
+            copy = Some((Source::Conversation, f));
+        }
+        for (i, r) in self.references.iter().enumerate() {
+            if let Some(f) = live(&r.follow, &r.gate) {
+                if copy.is_none_or(|(_, c)| f.run > c.run) {
+                    copy = Some((Source::Reference(i), f));
+                }
+            }
+        }
         let source = match (best, copy) {
             (Some((source, m)), _) if m >= self.min_match.max(min_match) => {
                 let budget = max.min(self.beta * (1 + m));
@@ -347,14 +363,14 @@ impl SpeculationIndex {
                 }
                 source
             }
-            (_, Some(f)) => {
-                let tokens = self.conversation.tokens();
-                let budget = max
-                    .min(self.beta * (1 + f.run))
-                    .min(self.conversation.max_draft);
-                let stop = tokens.len().min(f.next + budget);
-                out.extend_from_slice(&tokens[f.next.min(stop)..stop]);
-                Source::Conversation
+            (_, Some((source, f))) => {
+                let index = match source {
+                    Source::Reference(i) => &self.references[i].index,
+                    _ => &self.conversation,
+                };
+                let budget = max.min(self.beta * (1 + f.run)).min(index.max_draft);
+                f.draft(index.tokens(), budget, out);
+                source
             }
             _ if guesses && !self.recycling_gate.muted(commits) => {
                 self.recycling
@@ -379,12 +395,21 @@ impl DraftSource for SpeculationIndex {
         self.settle(committed);
         self.commits += committed.len() as u64;
         for &t in committed {
+            let prev = self.conversation.tokens().last().copied();
             self.conversation.append(&[t]);
-            self.follow_last();
-        }
-        for r in &mut self.references {
-            for &t in committed {
+            let sam = &self.conversation;
+            if sam.is_poisoned() {
+                self.follow = None;
+            } else {
+                let (tokens, m) = (sam.tokens(), sam.match_len());
+                let i = tokens.len() - 1;
+                Follow::track(&mut self.follow, m, sam.match_next(), tokens, i, t, prev);
+            }
+            for r in &mut self.references {
                 r.index.advance(&mut r.cursor, t);
+                let (m, found) = (r.cursor.len(), r.index.cursor_next(r.cursor));
+                let tokens = r.index.tokens();
+                Follow::track(&mut r.follow, m, found, tokens, tokens.len(), t, prev);
             }
         }
         self.recycling.observe(committed);
@@ -481,6 +506,20 @@ mod tests {
         // Drafted tokens committed: the suffix match takes over.
         index.observe(&a[25..31]);
         assert_eq!(draft(&mut index), &a[31..37]);
+
+        // A reference document is followed the same way (it is not in the stream).
+        let mut index = SpeculationIndex::new(1024);
+        index.add_reference(&a);
+        index.observe(&[1, 2, 3]);
+        index.observe(&a[..10]);
+        index.observe(&[7]);
+        assert!(draft(&mut index).is_empty());
+        index.observe(&[a[11]]);
+        assert_eq!(
+            draft(&mut index),
+            &a[12..16],
+            "the reference's copy, found again"
+        );
     }
 
     #[test]

@@ -266,6 +266,14 @@ impl SamIndex {
         }
     }
 
+    /// Stream index of the token that followed the latest occurrence of what `cursor`
+    /// matched (where [`SamIndex::draft_from`] starts); `None` with no match or when
+    /// poisoned.
+    pub fn cursor_next(&self, cursor: Cursor) -> Option<usize> {
+        (!self.poisoned && !cursor.is_empty())
+            .then(|| self.recent[cursor.state as usize] as usize + 1)
+    }
+
     /// [`SamIndex::draft`] from an external cursor: the tokens that followed the
     /// matched text's (latest) occurrence in the index.
     pub fn draft_from(&self, cursor: Cursor, max: usize, out: &mut Vec<u32>) -> usize {

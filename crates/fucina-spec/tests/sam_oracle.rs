@@ -77,3 +77,47 @@ proptest! {
         }
     }
 }
+
+/// Whether `draft` occurs contiguously in `text`.
+fn occurs(text: &[u32], draft: &[u32]) -> bool {
+    draft.is_empty() || text.windows(draft.len()).any(|w| w == draft)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever the cascade drafts (suffix matches, a copy followed across edits, a
+    /// reference), under cheap or costly rows, is text it has seen: a run of the
+    /// stream or of a reference, never out of bounds.
+    #[test]
+    fn cascade_drafts_are_runs_of_seen_text(
+        alphabet in 2u32..12,
+        doc in prop::collection::vec(0u32..1000, 0..60),
+        raw in prop::collection::vec(0u32..1000, 1..300),
+        min_match in 1usize..6,
+    ) {
+        use fucina_spec::{DraftSource, SpeculationIndex};
+        let doc: Vec<u32> = doc.into_iter().map(|t| t % alphabet).collect();
+        let mut index = SpeculationIndex::new(64);
+        if !doc.is_empty() {
+            index.add_reference(&doc);
+        }
+        let mut stream = Vec::new();
+        for (i, t) in raw.into_iter().enumerate() {
+            // Long stretches copy the document or the stream itself, with edits.
+            let t = match (i / 40) % 3 {
+                0 if !doc.is_empty() && t % 7 != 0 => doc[i % doc.len()],
+                1 if i > 50 && t % 5 != 0 => stream[i - 37],
+                _ => t % alphabet,
+            };
+            stream.push(t);
+            index.observe(&[t]);
+            let mut out = Vec::new();
+            index.suggest_with(&stream, 16, min_match, t % 2 == 0, &mut out);
+            prop_assert!(out.len() <= 16);
+            if t % 2 == 1 {
+                prop_assert!(occurs(&stream, &out) || occurs(&doc, &out), "draft {out:?}");
+            }
+        }
+    }
+}
