@@ -338,10 +338,14 @@ REPLIES = {
     ToolCallFormat.GPT_OSS: "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
     '{"city": "Paris"}',
 }
+# Templates that transformers itself cannot render a tool result with: Kimi K2 Instruct's later revision
+# and K2 Thinking queue the call ids with list.append, which the immutable sandbox refuses (SecurityError;
+# tests/goldens/chat/renders.json records it), so fucina refuses too.
+TOOL_RESULT_REFUSED = {"Kimi-K2-Instruct", "Kimi-K2-Thinking"}
 TOOL_TEMPLATES = sorted(
     p.stem
     for p in TEMPLATES.glob("*.jinja")
-    if detect_tool_call_format(p.read_text("utf-8")) is not ToolCallFormat.GENERIC
+    if detect_tool_call_format(p.read_text("utf-8")) is not ToolCallFormat.GENERIC and p.stem not in TOOL_RESULT_REFUSED
 )
 
 

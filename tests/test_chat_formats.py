@@ -114,6 +114,20 @@ VENDORED_FORMATS = {
     "google-gemma-4-31B-it": ChatFormat.GEMMA4,
     "LFM2.5-8B-A1B": ChatFormat.CHATML,
     "openbmb-MiniCPM5-1B": ChatFormat.CHATML,
+    "Bielik-11B-v3.0-Instruct": ChatFormat.CHATML,
+    "LFM2-8B-A1B": ChatFormat.CHATML,
+    "LFM2.5-Instruct": ChatFormat.CHATML,
+    "MiMo-VL": ChatFormat.CHATML,
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ChatFormat.CHATML,
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": ChatFormat.CHATML,
+    "Qwen-QwQ-32B": ChatFormat.CHATML,
+    "Qwen3.5-4B": ChatFormat.CHATML,
+    "StepFun3.5-Flash": ChatFormat.CHATML,
+    "fireworks-ai-llama-3-firefunction-v2": ChatFormat.LLAMA3,
+    "meetkai-functionary-medium-v3.1": ChatFormat.LLAMA3,
+    "meetkai-functionary-medium-v3.2": ChatFormat.LLAMA3,
+    "meta-llama-Llama-3.3-70B-Instruct": ChatFormat.LLAMA3,
+    "google-gemma-4-31B-it-interleaved": ChatFormat.GEMMA4,
 }
 
 

