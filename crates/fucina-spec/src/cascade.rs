@@ -456,6 +456,15 @@ mod tests {
         (100..140).collect()
     }
 
+    /// An index that saw the text, then a copy of its first `n` tokens.
+    fn copying(n: usize) -> (SpeculationIndex, Vec<u32>) {
+        let a = text();
+        let mut index = SpeculationIndex::new(1024);
+        index.observe(&a);
+        index.observe(&a[..n]);
+        (index, a)
+    }
+
     /// What the index drafts under expensive rows (exact matches of 4, no guesses).
     fn draft(index: &mut SpeculationIndex) -> Vec<u32> {
         let mut out = Vec::new();
@@ -465,12 +474,9 @@ mod tests {
 
     #[test]
     fn a_copy_is_followed_across_an_insertion_a_substitution_and_a_deletion() {
-        let a = text();
         // A prompt cut inside a word: the copy's token 12 comes back re-spelled as two
         // tokens, then the copy goes on where it was expected.
-        let mut index = SpeculationIndex::new(1024);
-        index.observe(&a);
-        index.observe(&a[..12]);
+        let (mut index, a) = copying(12);
         index.observe(&[7, 8]);
         assert!(
             draft(&mut index).is_empty(),
@@ -484,17 +490,13 @@ mod tests {
         );
 
         // One token replaced by another, then the copy again.
-        let mut index = SpeculationIndex::new(1024);
-        index.observe(&a);
-        index.observe(&a[..20]);
+        let (mut index, _) = copying(20);
         index.observe(&[9]);
         index.observe(&[a[21]]);
         assert_eq!(draft(&mut index), &a[22..26]);
 
         // Three source tokens skipped: two tokens in a row further on find it again.
-        let mut index = SpeculationIndex::new(1024);
-        index.observe(&a);
-        index.observe(&a[..20]);
+        let (mut index, _) = copying(20);
         index.observe(&[a[23]]);
         assert!(draft(&mut index).is_empty());
         index.observe(&[a[24]]);
@@ -524,10 +526,7 @@ mod tests {
 
     #[test]
     fn a_copy_left_for_long_is_dropped_and_short_matches_alone_do_not_draft() {
-        let a = text();
-        let mut index = SpeculationIndex::new(1024);
-        index.observe(&a);
-        index.observe(&a[..20]);
+        let (mut index, a) = copying(20);
         index.observe(&(500..500 + RESYNC_SKIP as u32 + 1).collect::<Vec<_>>());
         index.observe(&[a[20]]);
         assert!(draft(&mut index).is_empty(), "the copy was given up");
