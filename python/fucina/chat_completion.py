@@ -80,7 +80,12 @@ def _caps(template: ChatTemplate | BuiltinTemplate) -> _Caps:
         "function": {
             "name": f"{_PROBE}_tool",
             "description": "probe",
-            "parameters": {"type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]},
+            # Described: Command R+'s template lists only tools whose every parameter has a description.
+            "parameters": {
+                "type": "object",
+                "properties": {"arg": {"type": "string", "description": "probe"}},
+                "required": ["arg"],
+            },
         },
     }
 

@@ -28,6 +28,8 @@ Formats (what the model writes):
   Call ids are 9 alphanumeric characters, as these templates require.
 * ``granite``: ``<|tool_call|>[{"name": ..., "arguments": {...}}]``.
 * ``command_r``: ``<|START_ACTION|>[{"tool_name": ..., "parameters": {...}}]<|END_ACTION|>``.
+* ``command_r_plus``: ``Action:`` then a fenced ```` ```json ```` list of ``{"tool_name": ..., "parameters": ...}``
+  (Command R+).
 * ``deepseek_r1``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME`` then a fenced JSON block.
 * ``deepseek_v3``: ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`` (DeepSeek V3.1).
 * ``gemma4``: ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>``.
@@ -48,7 +50,20 @@ Formats (what the model writes):
 * ``solar_open``: ``<|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}``
   ``<|tool_call:end|>...<|calls|>`` (Upstage Solar Open).
 * ``apertus``: ``<|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>`` (Swiss AI Apertus).
-* ``gigachat``: ``<|function_call|>{"name": ..., "arguments": {...}}`` (GigaChat 3.1).
+* ``gigachat``: ``<|function_call|>{"name": ..., "arguments": {...}}`` (GigaChat 3.1), or after the reply's
+  ``<|message_sep|>`` a ``function call<|role_sep|>`` message of that JSON (GigaChat 3).
+* ``minimax_m3``: ``NS<tool_call>`` around ``NS<invoke name="NAME">NS<KEY>VALUE NS</KEY>...NS</invoke>``, every tag
+  behind the namespace token ``NS`` = ``]<]minimax[>[``; objects and lists are elements too (``NS<item>``).
+* ``kimi_k3``: ``<|open|>tools<|sep|>`` around ``<|open|>call tool="NAME" index="1"<|sep|>`` calls of
+  ``<|open|>argument key="KEY" type="TYPE"<|sep|>VALUE<|close|>argument<|sep|>`` (``<|close|>call<|sep|>``).
+* ``hy3``: Hunyuan 3's ``<tool_calls:S>`` around ``<tool_call:S>NAME<tool_sep:S>`` and GLM-style
+  ``<arg_key:S>KEY</arg_key:S><arg_value:S>VALUE</arg_value:S>`` pairs, ``S`` the template's tag suffix
+  (``:opensource``).
+* ``muse_glimmer``: a message ``to=NAME<|message|><atem:function_calls>`` around
+  ``<atem:invoke name="NAME"><atem:parameter name="KEY">VALUE</atem:parameter></atem:invoke>``.
+* ``functionary_v3_2``: messages ``>>>RECIPIENT\\n``: ``all`` for content, a function's name then its JSON
+  arguments for a call (the reply's first message has no ``>>>``: the generation prompt wrote it).
+* ``firefunction_v2``: `` functools[{"name": ..., "arguments": {...}}, ...]``.
 * ``gpt_oss``: a harmony commentary message to ``functions.NAME``: ``<|channel|>commentary
   to=functions.NAME <|constrain|>json<|message|>{...}<|call|>``.
 * ``generic``: Gemma-style ```` ```tool_code ```` blocks of Python calls ``get_weather(city="Paris")``, a
@@ -57,8 +72,9 @@ Formats (what the model writes):
   ``<tool_call>`` blocks. Leading JSON and Python forms only count as calls when they name one of the
   request's tools.
 
-Special tokens (``<|python_tag|>``, ``[TOOL_CALLS]``) must be in the text: decode the reply with special
-tokens rendered (``create_chat_completion`` does when tools are active).
+Values written as text (the XML-like formats) are read as JSON unless the tool's schema types them
+``string``. Special tokens (``<|python_tag|>``, ``[TOOL_CALLS]``) must be in the text: decode the reply
+with special tokens rendered (``create_chat_completion`` does when tools are active).
 """
 
 from __future__ import annotations
@@ -108,6 +124,13 @@ class ToolCallFormat(enum.Enum):
     SOLAR_OPEN = "solar_open"
     APERTUS = "apertus"
     GIGACHAT = "gigachat"
+    MINIMAX_M3 = "minimax_m3"
+    KIMI_K3 = "kimi_k3"
+    HY3 = "hy3"
+    MUSE_GLIMMER = "muse_glimmer"
+    FUNCTIONARY_V3_2 = "functionary_v3_2"
+    FIREFUNCTION_V2 = "firefunction_v2"
+    COMMAND_R_PLUS = "command_r_plus"
     GENERIC = "generic"
 
 
@@ -119,11 +142,21 @@ _DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
 _DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 # DeepSeek V3.2 / V4 prefix their call tags with this token: <｜DSML｜invoke name="...">.
 _DSML = "\uff5cDSML\uff5c"
+# MiniMax M3 puts this namespace token before each of its call tags: ]<]minimax[>[<invoke name="...">.
+_MM3 = "]<]minimax[>["
 
 # Template markers, checked in order: the first whose every string is in the source wins. Gemma 4 and
 # Qwen3-Coder come before the plain <tool_call> families whose markers their templates also contain.
 _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<|tool_call>", "<tool_call|>"), ToolCallFormat.GEMMA4),
+    # MiniMax M3 writes <tool_call> and <invoke name=...>, each tag behind its namespace token.
+    ((_MM3, "<invoke name="), ToolCallFormat.MINIMAX_M3),
+    (("<|open|>", "<|close|>", "<|end_of_msg|>"), ToolCallFormat.KIMI_K3),
+    # Hunyuan 3 builds its tags with a suffix: '<tool_sep{}>'.format(':opensource').
+    (("<tool_sep", "<arg_key"), ToolCallFormat.HY3),
+    (("<atem:function_calls>",), ToolCallFormat.MUSE_GLIMMER),
+    ((">>>all",), ToolCallFormat.FUNCTIONARY_V3_2),
+    (("functools[",), ToolCallFormat.FIREFUNCTION_V2),
     (("[TOOL_CALLS]",), ToolCallFormat.MISTRAL),
     (("<seed:tool_call>",), ToolCallFormat.SEED_OSS),
     (("<minimax:tool_call>", "<invoke name="), ToolCallFormat.MINIMAX_M2),
@@ -133,6 +166,8 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<|tool_call:begin|>",), ToolCallFormat.SOLAR_OPEN),
     (("<|tools_prefix|>",), ToolCallFormat.APERTUS),
     (("<|function_call|>",), ToolCallFormat.GIGACHAT),
+    # GigaChat 3 (before 3.1's <|function_call|>): a "function call" message after the reply.
+    (("<|role_sep|>", "<|message_sep|>"), ToolCallFormat.GIGACHAT),
     (("<tool_call>", "<function="), ToolCallFormat.QWEN3_CODER),
     (("<tool_calls>",), ToolCallFormat.TOOL_CALLS_TAG),
     (("<tool_call>",), ToolCallFormat.HERMES),
@@ -140,8 +175,11 @@ _DETECT: tuple[tuple[tuple[str, ...], ToolCallFormat], ...] = (
     (("<|tool_call_begin|>",), ToolCallFormat.KIMI_K2),
     (("<|tool_call_start|>",), ToolCallFormat.LFM2),
     (("<|tool_list_start|>",), ToolCallFormat.LFM2),
+    # LFM2.5's templates list the tools as plain text and write no call syntax (calls are in the content).
+    (("List of tools: [",), ToolCallFormat.LFM2),
     (("<|tool_call|>",), ToolCallFormat.GRANITE),
     (("<|START_ACTION|>",), ToolCallFormat.COMMAND_R),
+    (("Action:", "```json", '"tool_name"'), ToolCallFormat.COMMAND_R_PLUS),
     ((_DS_CALL_BEGIN, "```json"), ToolCallFormat.DEEPSEEK_R1),
     ((_DS_CALL_BEGIN,), ToolCallFormat.DEEPSEEK_V3),
     (("<|channel|>", "<|call|>"), ToolCallFormat.GPT_OSS),
@@ -229,6 +267,7 @@ class _Tools:
         self.given = tools is not None
         self.params: dict[str, list[str]] = {}
         self.types: dict[str, dict[str, Any]] = {}
+        self.schemas: dict[str, Mapping[str, Any]] = {}
         for tool in tools or ():
             fn = tool.get("function") if isinstance(tool, Mapping) else None
             fn = fn if isinstance(fn, Mapping) else tool
@@ -238,8 +277,14 @@ class _Tools:
             schema = fn.get("parameters") if isinstance(fn, Mapping) else None
             props = schema.get("properties") if isinstance(schema, Mapping) else None
             props = props if isinstance(props, Mapping) else {}
+            self.schemas[name] = schema if isinstance(schema, Mapping) else {}
             self.params[name] = [str(k) for k in props]
             self.types[name] = {str(k): v.get("type") for k, v in props.items() if isinstance(v, Mapping)}
+
+    def prop(self, name: str, key: str) -> Any:
+        """The schema of tool ``name``'s parameter ``key`` (``None`` if unknown)."""
+        props = self.schemas.get(name, {}).get("properties")
+        return props.get(key) if isinstance(props, Mapping) else None
 
     def known(self, name: str) -> bool:
         return not self.given or name in self.params
@@ -247,7 +292,7 @@ class _Tools:
     def lenient(self) -> _Tools:
         """The same schemas, accepting any function name (after an explicit call marker)."""
         out = _Tools(None)
-        out.params, out.types = self.params, self.types
+        out.params, out.types, out.schemas = self.params, self.types, self.schemas
         return out
 
 
@@ -695,6 +740,274 @@ def _gpt_oss(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span |
     return ([call], _after(text, parsed[1], "<|call|>")) if call is not None else None
 
 
+def _string_typed(schema: Any) -> bool:
+    """Whether a property's schema allows only text (then a value is read as written, never as JSON)."""
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    return kind == "string" or (isinstance(kind, list) and "string" in kind and "object" not in kind)
+
+
+def _typed(raw: str, schema: Any) -> Any:
+    """A value written as text: as is for a string-typed property, else its JSON value where it is JSON
+    (an empty element being an empty object or list where the schema says so)."""
+    if _string_typed(schema):
+        return raw
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if not raw.strip() and kind in ("object", "array"):
+        return {} if kind == "object" else []
+    return _schema_value(raw, None)
+
+
+def _child_schema(schema: Any, tag: str) -> Any:
+    if not isinstance(schema, Mapping):
+        return None
+    if tag == "item" and isinstance(schema.get("items"), Mapping):
+        return schema["items"]
+    props = schema.get("properties")
+    return props.get(tag) if isinstance(props, Mapping) else None
+
+
+_MM3_TAG = re.compile(r"<([^\s<>/\"]{1,256})>")
+
+
+def _mm3_children(text: str, pos: int, close: str, schema: Any, depth: int) -> tuple[Any, int]:
+    """MiniMax M3's elements ``NS<key>value NS</key>`` up to ``close``: an object, or a list when they are
+    ``NS<item>`` elements (or the schema says array). Generation may stop before ``close``."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    items: list[tuple[str, Any]] = []
+    while True:
+        at = _skip_ws(text, pos)
+        if close.startswith(text[at : at + len(close)]):  # the close tag, or the end (part of it) of the text
+            pos = min(at + len(close), len(text))
+            break
+        m = _MM3_TAG.match(text, at + len(_MM3)) if text.startswith(_MM3, at) else None
+        if m is None:
+            raise ValueError("expected an element")
+        tag = m.group(1)
+        value, pos = _mm3_value(text, m.end(), tag, _child_schema(schema, tag), depth + 1)
+        items.append((tag, value))
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if kind == "array" or (kind != "object" and items and all(tag == "item" for tag, _ in items)):
+        return [value for _, value in items], pos
+    return dict(items), pos
+
+
+def _mm3_value(text: str, pos: int, tag: str, schema: Any, depth: int) -> tuple[Any, int]:
+    close = f"{_MM3}</{tag}>"
+    at = _skip_ws(text, pos)
+    if text.startswith(_MM3 + "<", at) and not text.startswith(_MM3 + "</", at) and not _string_typed(schema):
+        return _mm3_children(text, at, close, schema, depth)
+    raw, end = _block(text, pos, close)
+    return _typed(raw, schema), end
+
+
+_MM3_INVOKE = re.compile(re.escape(_MM3) + r'<invoke name="([^"]*)">')
+
+
+def _minimax_m3(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # NS<tool_call> then NS<invoke name="N"> per call, each argument an element NS<KEY>VALUE NS</KEY> whose
+    # object and list values are elements too (NS<item> for list items); NS</invoke>, NS</tool_call>.
+    pos += len(_MM3 + "<tool_call>")
+    close = _MM3 + "</tool_call>"
+    calls: list[dict[str, Any]] = []
+    while True:
+        at = _skip_ws(text, pos)
+        m = _MM3_INVOKE.match(text, at)
+        if m is None:
+            break
+        name = m.group(1).strip()
+        try:
+            args, pos = _mm3_children(text, m.end(), _MM3 + "</invoke>", tools.schemas.get(name), 0)
+        except (ValueError, RecursionError):
+            return None
+        call = _make_call(fmt, name, args)
+        if call is None:
+            return None
+        calls.append(call)
+    return (calls, _after(text, pos, close)) if calls else None
+
+
+_K3_ATTR = re.compile(r'\s+([A-Za-z_][A-Za-z0-9_.:\-]*)="([^"]*)"')
+
+
+def _k3_open(text: str, pos: int, tag: str) -> tuple[dict[str, str], int] | None:
+    """Kimi K3's ``<|open|>TAG key="value"...<|sep|>``: its attributes (unescaped) and the index after it."""
+    opener = "<|open|>" + tag
+    if not text.startswith(opener, pos):
+        return None
+    pos += len(opener)
+    attrs: dict[str, str] = {}
+    while (m := _K3_ATTR.match(text, pos)) is not None:
+        attrs[m.group(1)] = m.group(2).replace("&quot;", '"').replace("&amp;", "&")
+        pos = m.end()
+    return (attrs, pos + len("<|sep|>")) if text.startswith("<|sep|>", pos) else None
+
+
+def _kimi_k3(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # <|open|>tools<|sep|>, per call <|open|>call tool="N" index="I"<|sep|> then its arguments
+    # <|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|> (or one <|open|>json ...<|sep|>{...}
+    # <|close|>json<|sep|>) and <|close|>call<|sep|>; <|close|>tools<|sep|>. Values are JSON unless the
+    # tool's schema (or, without one, the type attribute) says string.
+    pos += len("<|open|>tools<|sep|>")
+    calls: list[dict[str, Any]] = []
+    while (head := _k3_open(text, _skip_ws(text, pos), "call")) is not None:
+        attrs, pos = head
+        name = attrs.get("tool", "")
+        args: dict[str, Any] = {}
+        while True:
+            at = _skip_ws(text, pos)
+            if "<|close|>call<|sep|>".startswith(text[at : at + len("<|close|>call<|sep|>")]):
+                pos = min(at + len("<|close|>call<|sep|>"), len(text))
+                break
+            if (arg := _k3_open(text, at, "argument")) is not None:
+                key = arg[0].get("key", "")
+                raw, pos = _block(text, arg[1], "<|close|>argument<|sep|>")
+                # Without the tool's schema, the type the model wrote says whether the value is text.
+                schema = tools.prop(name, key)
+                schema = schema if isinstance(schema, Mapping) else {"type": arg[0].get("type")}
+                args[key] = _typed(raw, schema)
+            elif (block := _k3_open(text, at, "json")) is not None:
+                raw, pos = _block(text, block[1], "<|close|>json<|sep|>")
+                parsed = _json_at(raw, 0)
+                if parsed is None or not isinstance(parsed[0], dict) or raw[parsed[1] :].strip():
+                    return None
+                args.update(parsed[0])
+            else:
+                return None
+        call = _make_call(fmt, name, args)
+        if call is None:
+            return None
+        calls.append(call)
+    if not calls:
+        return None
+    pos = _after(text, pos, "<|close|>tools<|sep|>")
+    pos = _after(text, pos, "<|close|>message<|sep|>")
+    return calls, _after(text, pos, "<|end_of_msg|>")
+
+
+_HY3_TAG = re.compile(r"<tool_calls?(:[A-Za-z0-9_\-]+)?>")
+
+
+def _hy3(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # Hunyuan 3: <tool_calls:S> then per call <tool_call:S>NAME<tool_sep:S> and <arg_key:S>K</arg_key:S>
+    # <arg_value:S>V</arg_value:S> pairs, </tool_call:S>; </tool_calls:S>. S is the template's tag suffix
+    # (":opensource"); the pairs are GLM 4.5's, values typed by the tool's schema.
+    m = _HY3_TAG.match(text, pos)
+    if m is None:
+        return None
+    sfx = m.group(1) or ""
+    wrapped = text.startswith("<tool_calls", pos)
+    pos = m.end() if wrapped else pos
+    opener, sep, closer = f"<tool_call{sfx}>", f"<tool_sep{sfx}>", f"</tool_call{sfx}>"
+    pair = re.compile(
+        rf"\s*<arg_key{re.escape(sfx)}>(.*?)</arg_key{re.escape(sfx)}>\s*<arg_value{re.escape(sfx)}>(.*?)"
+        rf"(?:</arg_value{re.escape(sfx)}>|$)",
+        re.DOTALL,
+    )
+    calls: list[dict[str, Any]] = []
+    while text.startswith(opener, at := _skip_ws(text, pos)):
+        body, pos = _block(text, at + len(opener), closer)
+        cut = body.find(sep)
+        name, rest = (body[:cut], body[cut + len(sep) :]) if cut >= 0 else (body, "")
+        if cut < 0 and (first := body.find(f"<arg_key{sfx}>")) >= 0:
+            name, rest = body[:first], body[first:]
+        args: dict[str, Any] = {}
+        at = 0
+        while (kv := pair.match(rest, at)) is not None:
+            key = kv.group(1).strip()
+            args[key] = _typed(kv.group(2), tools.prop(name.strip(), key))
+            at = kv.end()
+        if rest[at:].strip():
+            return None
+        call = _make_call(fmt, name, args)
+        if call is None:
+            return None
+        calls.append(call)
+    if not calls:
+        return None
+    return calls, (_after(text, pos, f"</tool_calls{sfx}>") if wrapped else pos)
+
+
+_MUSE_HEAD = re.compile(r"(?:<\|start\|>assistant)?\s*to=([^\s<]{1,256})\s*<\|message\|>\s*")
+
+
+def _muse_glimmer(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # A message to the tool: ` to=NAME<|message|><atem:function_calls>\n<atem:invoke name="NAME">\n
+    # <atem:parameter name="K">V</atem:parameter>\n</atem:invoke>\n</atem:function_calls>`, ended by <|eom|>
+    # (another message follows: the next call) or <|eot|>.
+    head = None if text.startswith("<atem:function_calls>", pos) else _MUSE_HEAD.match(text, pos)
+    start = pos if head is None else head.end()
+    if not text.startswith("<atem:function_calls>", start):
+        return None
+    body, end = _block(text, start + len("<atem:function_calls>"), "</atem:function_calls>")
+    calls = _invokes(fmt, body, tools, "atem:")
+    if not calls:
+        return None
+    for closer in ("<|eom|>", "<|eot|>"):
+        if text.startswith(closer, end):
+            return calls, end + len(closer)
+    return calls, end
+
+
+_RECIPIENT = re.compile(r"([A-Za-z0-9_.\-]{1,256})\n")
+
+
+def _functionary_call(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    """A functionary v3.2 message ``NAME\\n{...}`` at ``pos`` (``all`` is the recipient of plain content)."""
+    m = _RECIPIENT.match(text, pos)
+    if m is None or m.group(1) == "all" or not tools.known(m.group(1)):
+        return None
+    parsed = _json_at(text, m.end())
+    call = None if parsed is None else _make_call(fmt, m.group(1), parsed[0])
+    return None if call is None or parsed is None else ([call], parsed[1])
+
+
+def _functionary_v3_2(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # Each message starts with >>>RECIPIENT: >>>all for content, >>>NAME then the JSON arguments for a call
+    # (the generation prompt ends with ">>>", so the reply's first message has no marker).
+    return _functionary_call(fmt, text, pos + len(">>>"), _Tools(None))
+
+
+def _leading_functionary(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # Without the request's tools a leading word and a JSON object are not known to be a call.
+    return _functionary_call(fmt, text, pos, tools) if tools.given else None
+
+
+def _firefunction(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # FireFunction v2: ` functools[{"name": ..., "arguments": {...}}, ...]`, no closing marker.
+    return _json_list(fmt, text, pos + len("functools"), _Tools(None))
+
+
+def _command_r_plus(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # Command R+: `Action:` then a fenced JSON list of {"tool_name": ..., "parameters": {...}}.
+    at = _skip_ws(text, pos + len("Action:"))
+    fenced = text.startswith("```", at)
+    if fenced:
+        newline = text.find("\n", at)
+        if newline < 0 or text[at + 3 : newline].strip() not in ("json", ""):
+            return None
+        at = newline + 1
+    if not text.startswith("[", _skip_ws(text, at)):
+        return None
+    span = _json_list(fmt, text, at, _Tools(None))
+    if span is None:
+        return None
+    return span[0], (_after(text, span[1], "```") if fenced else span[1])
+
+
+def _gigachat_v3(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
+    # GigaChat 3: the reply's message ends with <|message_sep|>, then a `function call` message
+    # `function call<|role_sep|>\n{"name": ..., "arguments": {...}}`.
+    at = pos
+    if text.startswith("<|message_sep|>", at):
+        at = _skip_ws(text, at + len("<|message_sep|>"))
+    if not text.startswith("function call<|role_sep|>", at):
+        return None
+    return _leading_json(fmt, text, at + len("function call<|role_sep|>"), _Tools(None))
+
+
 class _GemmaArgs:
     """Gemma 4's argument syntax: ``{key:value,...}``, strings between ``<|"|>`` quotes, bare
     numbers / booleans, nested objects and lists."""
@@ -862,7 +1175,8 @@ class _Spec:
     # Call forms that can only open the reply: the openers (for streaming) and the parser.
     leading: tuple[str, ...] = ()
     parse_leading: Callable[[ToolCallFormat, str, int, _Tools], _Span | None] | None = None
-    leading_python: bool = False
+    # The openers of a leading call naming one of the request's tools (for streaming).
+    leading_named: Callable[[str], tuple[str, ...]] | None = None
 
 
 _SPECS: dict[ToolCallFormat, _Spec] = {
@@ -892,7 +1206,24 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.MINICPM: _Spec((('<function name="', _minicpm),)),
     ToolCallFormat.SOLAR_OPEN: _Spec((("<|tool_calls|>", _solar_open), ("<|tool_call:begin|>", _solar_open))),
     ToolCallFormat.APERTUS: _Spec((("<|tools_prefix|>", _apertus),)),
-    ToolCallFormat.GIGACHAT: _Spec((("<|function_call|>", _wrapped_json("<|function_call|>", "<|message_sep|>")),)),
+    ToolCallFormat.GIGACHAT: _Spec(
+        (
+            ("<|function_call|>", _wrapped_json("<|function_call|>", "<|message_sep|>")),
+            ("<|message_sep|>", _gigachat_v3),
+            ("function call<|role_sep|>", _gigachat_v3),
+        )
+    ),
+    ToolCallFormat.MINIMAX_M3: _Spec(((_MM3 + "<tool_call>", _minimax_m3),)),
+    ToolCallFormat.KIMI_K3: _Spec((("<|open|>tools<|sep|>", _kimi_k3),)),
+    ToolCallFormat.HY3: _Spec((("<tool_calls", _hy3), ("<tool_call", _hy3))),
+    ToolCallFormat.MUSE_GLIMMER: _Spec(
+        (("<|start|>assistant to=", _muse_glimmer), (" to=", _muse_glimmer), ("<atem:function_calls>", _muse_glimmer))
+    ),
+    ToolCallFormat.FUNCTIONARY_V3_2: _Spec(
+        ((">>>", _functionary_v3_2),), parse_leading=_leading_functionary, leading_named=lambda name: (f"{name}\n",)
+    ),
+    ToolCallFormat.FIREFUNCTION_V2: _Spec((("functools[", _firefunction),)),
+    ToolCallFormat.COMMAND_R_PLUS: _Spec((("Action:", _command_r_plus),)),
     ToolCallFormat.GPT_OSS: _Spec(
         (("<|start|>assistant", _gpt_oss), ("<|channel|>commentary", _gpt_oss), ("to=functions.", _gpt_oss))
     ),
@@ -900,7 +1231,7 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
         (("<tool_call>", _hermes), ("```tool_code", _tool_code)),
         ("{", "[", "```json", "```python", "```tool_code"),
         _leading_generic,
-        leading_python=True,
+        leading_named=lambda name: (f"{name}(", f"[{name}(", f"({name}("),
     ),
 }
 
@@ -992,9 +1323,9 @@ class ToolCallStream:
         self._markers = [m for m, _ in spec.markers]
         self._longest = max(len(m) for m in self._markers)
         leading = list(spec.leading)
-        if spec.leading_python:
+        if spec.leading_named is not None:
             for name in _Tools(tools).params:
-                leading += [f"{name}(", f"[{name}(", f"({name}("]
+                leading += spec.leading_named(name)
         self._leading = leading
         self._text = ""
         self._sent = 0

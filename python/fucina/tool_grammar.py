@@ -32,7 +32,20 @@ Per format (``N`` a tool's name, ``A`` its arguments as compact JSON):
 * ``solar_open``: ``<|tool_calls|>`` then ``<|tool_call:begin|>ID<|tool_call:name|>N<|tool_call:args|>A``
   ``<|tool_call:end|>`` per call, then ``<|calls|>``;
 * ``apertus``: ``<|tools_prefix|>[{N: A}, ...]<|tools_suffix|>``;
-* ``gigachat``: ``<|function_call|>{"name": N, "arguments": A}`` per call;
+* ``gigachat``: ``<|function_call|>{"name": N, "arguments": A}`` per call; for GigaChat 3's templates (no
+  ``<|function_call|>``) one ``<|message_sep|>\\n\\nfunction call<|role_sep|>\\n{"name": N, "arguments": A}``;
+* ``minimax_m3``: ``NS<tool_call>\\n`` around ``NS<invoke name="N">NS<K>V NS</K>...NS</invoke>\\n`` (``NS`` =
+  ``]<]minimax[>[``); a string-typed value is free text without ``]<``, any other the property's JSON (the
+  same split for ``kimi_k3``, ``hy3`` and ``muse_glimmer``);
+* ``kimi_k3``: ``<|open|>tools<|sep|>`` around ``<|open|>call tool="N" index="I"<|sep|>`` and
+  ``<|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|>`` ... ``<|close|>call<|sep|>``;
+* ``hy3``: ``<tool_calls:S>\\n`` around ``<tool_call:S>N<tool_sep:S>\\n<arg_key:S>K</arg_key:S>\\n<arg_value:S>V``
+  ``</arg_value:S>\\n...</tool_call:S>\\n`` (``S`` the template's suffix, ``:opensource``);
+* ``muse_glimmer``: `` to=N<|message|><atem:function_calls>\\n<atem:invoke name="N">\\n<atem:parameter name="K">V``
+  ``</atem:parameter>\\n...</atem:invoke>\\n</atem:function_calls>``, calls separated by ``<|eom|><|start|>assistant``;
+* ``functionary_v3_2``: ``N\\n`` and ``A`` (after the generation prompt's ``>>>``), calls separated by ``>>>``;
+* ``firefunction_v2``: `` functools[{"name": N, "arguments": A}, ...]``;
+* ``command_r_plus``: ``Action:\\n`` then ``[{"tool_name": N, "parameters": A}, ...]`` in a ``json`` fence;
 * ``lfm2``: ``<|tool_call_start|>[N(K=V, ...), ...]<|tool_call_end|>`` with JSON values;
 * ``gpt_oss``: one ``<|channel|>commentary to=functions.N <|constrain|>json<|message|>A<|call|>``;
 * ``generic`` (templates with no call syntax): one JSON ``{"name": N, "arguments": A}``.
@@ -52,7 +65,17 @@ from typing import Any
 
 from . import _core
 from .grammar import Grammar
-from .tool_calls import _DS_CALL_BEGIN, _DS_CALL_END, _DS_CALLS_BEGIN, _DS_CALLS_END, _DS_SEP, _DSML, ToolCallFormat
+from .tool_calls import (
+    _DS_CALL_BEGIN,
+    _DS_CALL_END,
+    _DS_CALLS_BEGIN,
+    _DS_CALLS_END,
+    _DS_SEP,
+    _DSML,
+    _MM3,
+    ToolCallFormat,
+    _string_typed,
+)
 
 __all__ = ["tool_call_grammar"]
 
@@ -266,6 +289,74 @@ def _dsml(tools: Sequence[Mapping[str, Any]], parallel: bool, mark: Callable[[st
     return "\n".join(rules)
 
 
+def _typed_calls(
+    tools: Sequence[Mapping[str, Any]],
+    head: Callable[[Mapping[str, Any]], str],
+    arg: Callable[[str, Any, str], str],
+    tail: str,
+    text_value: str,
+) -> list[str]:
+    """``call`` and one rule per tool: ``head(tool)``, its arguments in any order, ``tail``. An argument is
+    ``arg(key, schema, value)``: ``value`` is the ``text_value`` rule (free text) for a string-typed property
+    and the property's JSON for the rest, as the parsers read them back."""
+    rules = ["call: " + " | ".join(f"call{i}" for i in range(len(tools)))]
+    for i, tool in enumerate(tools):
+        params = _parameters(tool)
+        props = params.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        # Each value is a schema of its own: it carries the tool's hoisted definitions along.
+        defs = {_DEFS_MARK: params[_DEFS_MARK]} if _DEFS_MARK in params else {}
+        if not props:
+            rules.append(f"call{i}: {head(tool)} {tail}")
+            continue
+        alts = []
+        for k, v in props.items():
+            value = (
+                text_value if _string_typed(v) else f"%json {_schema({**v, **defs} if isinstance(v, Mapping) else {})}"
+            )
+            alts.append(arg(str(k), v, value))
+        rules += [f"call{i}: {head(tool)} arg{i}* {tail}", f"arg{i}: " + " | ".join(alts)]
+    return rules
+
+
+def _attr(value: str) -> str:
+    """An attribute value escaped as Kimi K3's template escapes it."""
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+_QUOTE = chr(34)
+
+
+def _q(text: str) -> str:
+    """``text`` between double quotes (an attribute value)."""
+    return _QUOTE + text + _QUOTE
+
+
+def _name(tool: Mapping[str, Any]) -> str:
+    name: str = tool["function"]["name"]
+    return name
+
+
+# The type attribute Kimi K3's template writes for a value of each JSON Schema type.
+_K3_TYPES = {
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+    "string": "string",
+    "object": "object",
+    "array": "array",
+}
+
+
+def _hy3_suffix(template_source: str) -> str:
+    """Hunyuan 3's tag suffix (``:opensource``), as its template writes or builds its tags."""
+    m = re.search(r"<tool_calls(:[A-Za-z0-9_\-]+)>", template_source)
+    if m is None:
+        m = re.search(r"""HYTK\s*=\s*['"]([^'"]*)['"]""", template_source)
+    return m.group(1) if m is not None else ":opensource"
+
+
 def tool_call_grammar(
     fmt: ToolCallFormat,
     tools: Sequence[Mapping[str, Any]],
@@ -285,6 +376,8 @@ def tool_call_grammar(
 
     def mark(marker: str) -> str:
         return special(marker) or _lit(marker)
+
+    nl = chr(10)
 
     rules: list[str]
     if fmt is ToolCallFormat.HERMES:
@@ -378,6 +471,101 @@ def tool_call_grammar(
         if not parallel:
             array["maxItems"] = 1
         rules = [f"start: {mark('<|tools_prefix|>')} %json {_schema(array)} {mark('<|tools_suffix|>')}"]
+    elif fmt is ToolCallFormat.MINIMAX_M3:
+        # Every tag behind the namespace token; values run to the next "]<" (their close tag's start).
+        ns = mark(_MM3)
+        rules = [
+            f"start: {ns} {_lit('<tool_call>' + nl)} {'call+' if parallel else 'call'} {ns} {_lit('</tool_call>')}",
+            _until("value", "]<"),
+            *_typed_calls(
+                tools,
+                lambda t: f"{ns} {_lit('<invoke name=' + _q(_name(t)) + '>')}",
+                lambda k, v, value: f"{ns} {_lit('<' + k + '>')} {value} {ns} {_lit('</' + k + '>')}",
+                f"{ns} {_lit('</invoke>' + nl)}",
+                "value",
+            ),
+        ]
+    elif fmt is ToolCallFormat.KIMI_K3:
+        o, c, sep = mark("<|open|>"), mark("<|close|>"), mark("<|sep|>")
+
+        def k3_arg(k: str, v: Any, value: str) -> str:
+            kind = v.get("type") if isinstance(v, Mapping) else None
+            written = _K3_TYPES.get(kind) if isinstance(kind, str) else None
+            kind_rule = _lit(written) if written else "/[a-z]+/"
+            head = f"{o} {_lit('argument key=' + _q(_attr(k)) + ' type=' + _QUOTE)} {kind_rule} {_lit(_QUOTE)} {sep}"
+            return f"{head} {value} {c} {_lit('argument')} {sep}"
+
+        rules = [
+            f"start: {o} {_lit('tools')} {sep} {'call+' if parallel else 'call'} {c} {_lit('tools')} {sep}",
+            _until("value", "<|close|>"),
+            *_typed_calls(
+                tools,
+                lambda t: (
+                    f"{o} {_lit('call tool=' + _q(_attr(_name(t))) + ' index=' + _QUOTE)} /[0-9]+/ {_lit(_QUOTE)} {sep}"
+                ),
+                k3_arg,
+                f"{c} {_lit('call')} {sep}",
+                "value",
+            ),
+        ]
+    elif fmt is ToolCallFormat.HY3:
+        sfx = _hy3_suffix(template_source)
+
+        def hy_tag(name: str) -> str:
+            return mark(f"<{name}{sfx}>")
+
+        rules = [
+            f"start: {hy_tag('tool_calls')} {_lit(nl)} {'call+' if parallel else 'call'} {hy_tag('/tool_calls')}",
+            _until("value", f"</arg_value{sfx}>"),
+            *_typed_calls(
+                tools,
+                lambda t: f"{hy_tag('tool_call')} {_lit(_name(t))} {hy_tag('tool_sep')} {_lit(nl)}",
+                lambda k, v, value: (
+                    f"{hy_tag('arg_key')} {_lit(k)} {hy_tag('/arg_key')} {_lit(nl)} {hy_tag('arg_value')} "
+                    f"{value} {hy_tag('/arg_value')} {_lit(nl)}"
+                ),
+                f"{hy_tag('/tool_call')} {_lit(nl)}",
+                "value",
+            ),
+        ]
+    elif fmt is ToolCallFormat.MUSE_GLIMMER:
+        # A message to each tool; the generation prompt ends with <|start|>assistant, the next call's
+        # message starts after <|eom|>.
+        nxt = f"{mark('<|eom|>')} {mark('<|start|>')} {_lit('assistant')}"
+        rules = [
+            f"start: call ({nxt} call)*" if parallel else "start: call",
+            _until("value", "</atem:parameter>"),
+            *_typed_calls(
+                tools,
+                lambda t: (
+                    f"{_lit(' to=' + _name(t))} {mark('<|message|>')} {mark('<atem:function_calls>')} "
+                    f"{_lit(nl)} {mark('<atem:invoke')} {_lit(' name=' + _q(_name(t)) + '>' + nl)}"
+                ),
+                lambda k, v, value: (
+                    f"{mark('<atem:parameter')} {_lit(' name=' + _q(k) + '>')} {value} "
+                    f"{mark('</atem:parameter>')} {_lit(nl)}"
+                ),
+                f"{mark('</atem:invoke>')} {_lit(nl)} {mark('</atem:function_calls>')}",
+                "value",
+            ),
+        ]
+    elif fmt is ToolCallFormat.FUNCTIONARY_V3_2:
+        # The generation prompt ends with ">>>": the first call's recipient comes at once.
+        alts = " | ".join(f"{_lit(_name(t) + nl)} %json {_schema(_parameters(t))}" for t in tools)
+        rules = [f"start: call ({mark('>>>')} call)*" if parallel else "start: call", f"call: {alts}"]
+    elif fmt is ToolCallFormat.FIREFUNCTION_V2:
+        rules = [f"start: {_lit(' functools')} {_json_list(tools, 'name', 'arguments', parallel)}"]
+    elif fmt is ToolCallFormat.COMMAND_R_PLUS:
+        body = _json_list(tools, "tool_name", "parameters", parallel)
+        rules = [f"start: {_lit('Action:' + nl + '```json' + nl)} {body} {_lit(nl + '```')}"]
+    elif (
+        fmt is ToolCallFormat.GIGACHAT
+        and "<|role_sep|>" in template_source
+        and "<|function_call|>" not in template_source
+    ):
+        # GigaChat 3: one `function call` message after the reply's.
+        head = f"{mark('<|message_sep|>')} {_lit(nl + nl + 'function call')} {mark('<|role_sep|>')} {_lit(nl)}"
+        rules = [f"start: {head} %json {_schema(_any_call(tools, 'name', 'arguments'))}"]
     elif fmt is ToolCallFormat.GIGACHAT:
         call = f"{mark('<|function_call|>')} %json {_schema(_any_call(tools, 'name', 'arguments'))}"
         rules = [f"start: {_repeat('call', '', parallel)}", f"call: {call}"]
