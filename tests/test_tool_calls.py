@@ -405,6 +405,24 @@ CASES: list[tuple[ToolCallFormat, str, str | None, list[tuple[str, dict[str, Any
         " to=self<|message|>Weather first.<|eom|>",
         [("get_weather", {"city": "Paris", "days": 2}), ("get_time", {})],
     ),
+    # The answer as the reasoning split leaves it (its " to=user<|message|>" header and <|eom|> dropped): content,
+    # then a message to the tool; call markup without a message header is quoted text, as in llama.cpp.
+    (
+        F.MUSE_GLIMMER,
+        "Checking.<|start|>assistant to=get_weather<|message|><atem:function_calls>\n"
+        '<atem:invoke name="get_weather">\n<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n'
+        "</atem:function_calls><|eom|>",
+        "Checking.",
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (
+        F.MUSE_GLIMMER,
+        'You invoke it like this:\n<atem:function_calls>\n<atem:invoke name="get_weather">\n'
+        '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>',
+        'You invoke it like this:\n<atem:function_calls>\n<atem:invoke name="get_weather">\n'
+        '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>',
+        [],
+    ),
     # Functionary v3.2: after the generation prompt's ">>>", a recipient line: "all" for content, else a call.
     (
         F.FUNCTIONARY_V3_2,

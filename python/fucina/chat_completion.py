@@ -377,7 +377,11 @@ class _Prompt:
         return self.tools is not None or self.reasoning is not None
 
     def without_reasoning(self) -> _Prompt:
-        return _Prompt(self.ids, self.tools, self.format)
+        """The prompt for a reply whose reasoning stays in the content (``reasoning_format="none"``): the
+        text is left as it is, except a family's answer framing where it has no reasoning to keep
+        (functionary v3.2's ``all\\n`` recipient line, which llama.cpp drops whatever the format)."""
+        framing = self.reasoning if self.reasoning is not None and not self.reasoning.has_block else None
+        return _Prompt(self.ids, self.tools, self.format, framing)
 
     def constrained(self, grammar: Grammar | None) -> _Prompt:
         """The prompt for a reply under ``grammar``: a grammar (a JSON answer, forced calls) cannot close
@@ -498,7 +502,7 @@ def _reasoning_budget(
     if budget < -1:
         raise InvalidArgumentError(f"reasoning_budget must be -1 (no cap) or at least 0, not {budget}")
     syntax = prompt.reasoning
-    if budget == -1 or syntax is None or grammar is not None:
+    if budget == -1 or syntax is None or not syntax.has_block or grammar is not None:
         return None
     if not isinstance(message, str):
         raise ArgumentTypeError(f"reasoning_budget_message must be a str, not {_type_name(message)}")
@@ -506,9 +510,11 @@ def _reasoning_budget(
     def ids(text: str) -> list[int]:
         return llm.tokenize(text, add_special=False, parse_special=True)
 
-    # What follows the block is forced too where the family writes a header there (gpt-oss's final
-    # channel), so the forced close never stops at a marker that also ends a message.
-    forced = ids(message + syntax.close + syntax.answer_header + syntax.answer_prefix)
+    # What follows the block is forced too where the family starts a new message there (gpt-oss's final
+    # channel, Muse Glimmer's to=user message), so the forced close never stops at a marker that also ends
+    # a message. A section that follows (Kimi K3's response, Cohere2 MoE's text or action) is the model's.
+    header = syntax.answer_header + syntax.answer_prefix if syntax.answer_header else ""
+    forced = ids(message + syntax.close + header)
     if set(forced) & set(llm.chat_stop_ids):
         return None
     return (ids(syntax.open), ids(syntax.close), forced, budget, prompt.thinking)

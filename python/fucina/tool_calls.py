@@ -936,10 +936,10 @@ _MUSE_HEAD = re.compile(r"(?:<\|start\|>assistant)?\s*to=([^\s<]{1,256})\s*<\|me
 def _muse_glimmer(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
     # A message to the tool: ` to=NAME<|message|><atem:function_calls>\n<atem:invoke name="NAME">\n
     # <atem:parameter name="K">V</atem:parameter>\n</atem:invoke>\n</atem:function_calls>`, ended by <|eom|>
-    # (another message follows: the next call) or <|eot|>.
-    head = None if text.startswith("<atem:function_calls>", pos) else _MUSE_HEAD.match(text, pos)
-    start = pos if head is None else head.end()
-    if not text.startswith("<atem:function_calls>", start):
+    # (another message follows: the next call) or <|eot|>. Call markup without its message header is
+    # text (an answer quoting it), as in llama.cpp.
+    head = _MUSE_HEAD.match(text, pos)
+    if head is None or not text.startswith("<atem:function_calls>", start := head.end()):
         return None
     body, end = _block(text, start + len("<atem:function_calls>"), "</atem:function_calls>")
     calls = _invokes(fmt, body, tools, "atem:")
@@ -1216,9 +1216,7 @@ _SPECS: dict[ToolCallFormat, _Spec] = {
     ToolCallFormat.MINIMAX_M3: _Spec(((_MM3 + "<tool_call>", _minimax_m3),)),
     ToolCallFormat.KIMI_K3: _Spec((("<|open|>tools<|sep|>", _kimi_k3),)),
     ToolCallFormat.HY3: _Spec((("<tool_calls", _hy3), ("<tool_call", _hy3))),
-    ToolCallFormat.MUSE_GLIMMER: _Spec(
-        (("<|start|>assistant to=", _muse_glimmer), (" to=", _muse_glimmer), ("<atem:function_calls>", _muse_glimmer))
-    ),
+    ToolCallFormat.MUSE_GLIMMER: _Spec((("<|start|>assistant to=", _muse_glimmer), (" to=", _muse_glimmer))),
     ToolCallFormat.FUNCTIONARY_V3_2: _Spec(
         ((">>>", _functionary_v3_2),), parse_leading=_leading_functionary, leading_named=lambda name: (f"{name}\n",)
     ),
