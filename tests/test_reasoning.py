@@ -62,6 +62,13 @@ COHERE2 = ReasoningSyntax(
     ends=("<|START_TEXT|>", "<|START_ACTION|>"),
     answer_close=("<|END_TEXT|>",),
 )
+COMMAND_R7B = ReasoningSyntax(
+    "<|START_THINKING|>",
+    "<|END_THINKING|>",
+    "<|START_RESPONSE|>",
+    ends=("<|START_RESPONSE|>", "<|START_ACTION|>"),
+    answer_close=("<|END_RESPONSE|>",),
+)
 APRIEL = ReasoningSyntax("Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]", open_in_reasoning=True)
 MINIMAX_M3 = ReasoningSyntax("<mm:think>", "</mm:think>", "</mm:think>")
 THINK_TO_CALL = ReasoningSyntax("<think>", "</think>", ends=("<tool_call>",))
@@ -81,7 +88,7 @@ EXPECTED_SYNTAXES: dict[str, ReasoningSyntax | None] = {
     "ByteDance-Seed-OSS": ReasoningSyntax("<seed:think>", "</seed:think>"),
     "Cohere2MoE": COHERE2,
     "CohereForAI-c4ai-command-r-plus-tool_use": None,
-    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": ReasoningSyntax("<|START_THINKING|>", "<|END_THINKING|>"),
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": COMMAND_R7B,
     "GLM-4.6": THINK,
     "GLM-4.7-Flash": THINK,
     "GigaChat3-10B-A1.8B": None,
@@ -369,6 +376,20 @@ FAMILY_CASES: list[tuple[ReasoningSyntax, str, bool, tuple[str | None, str]]] = 
     (COHERE2, "I'm\nthinking<|END_THINKING|><|START_TEXT|>Hello!<|END_TEXT|>", True, ("I'm\nthinking", "Hello!")),
     (COHERE2, "Call it.<|START_ACTION|>[...]<|END_ACTION|>", True, ("Call it.", "<|START_ACTION|>[...]<|END_ACTION|>")),
     (COHERE2, "<|START_TEXT|>Hello!<|END_TEXT|>", False, (None, "Hello!")),
+    # Command R7B: thoughts, then <|START_RESPONSE|>content<|END_RESPONSE|> or an action.
+    (
+        COMMAND_R7B,
+        "<|START_THINKING|>I'm\nthinking<|END_THINKING|><|START_RESPONSE|>Hello!<|END_RESPONSE|>",
+        False,
+        ("I'm\nthinking", "Hello!"),
+    ),
+    (
+        COMMAND_R7B,
+        "<|START_THINKING|>Call it.<|END_THINKING|><|START_ACTION|>[...]<|END_ACTION|>",
+        False,
+        ("Call it.", "<|START_ACTION|>[...]<|END_ACTION|>"),
+    ),
+    (COMMAND_R7B, "<|START_RESPONSE|>Hello!<|END_RESPONSE|>", False, (None, "Hello!")),
     # Apriel 1.6: the reasoning includes the generation prompt's "Here are my reasoning steps:".
     (
         APRIEL,
@@ -477,6 +498,10 @@ _FAMILY_PIECES: dict[str, tuple[ReasoningSyntax, list[str]]] = {
     "cohere2": (
         COHERE2,
         ["<|START_THINKING|>", "<|END_THINKING|>", "<|START_TEXT|>", "<|END_TEXT|>", "<|START_ACTION|>"],
+    ),
+    "command_r7b": (
+        COMMAND_R7B,
+        ["<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_ACTION|>"],
     ),
     "apriel": (APRIEL, ["Here are my reasoning steps:\n", "[BEGIN FINAL RESPONSE]", "Here are", "[BEGIN"]),
     "minimax_m3": (MINIMAX_M3, ["<mm:think>", "</mm:think>", "</mm:", "<mm:"]),

@@ -15,8 +15,9 @@ the reply; a block left open when generation stops is all reasoning (llama.cpp d
 Some families also frame the answer itself, and that framing is not content either (llama.cpp's
 parsers drop it): gpt-oss's final-channel header, Muse Glimmer's `` to=user<|message|>`` message
 header, Kimi K3's ``<|open|>response<|sep|>…<|close|>response<|sep|>`` section, Cohere2 MoE's
-``<|START_TEXT|>…<|END_TEXT|>``, functionary v3.2's ``all\\n`` recipient line (a family with no
-reasoning at all: a syntax of framing only).
+``<|START_TEXT|>…<|END_TEXT|>``, Command R7B's ``<|START_RESPONSE|>…<|END_RESPONSE|>``,
+functionary v3.2's ``all\\n`` recipient line (a family with no reasoning at all: a syntax of framing
+only).
 
 >>> from fucina.reasoning import THINK, split_reasoning
 >>> split_reasoning("<think>\\n7 * 13 = 91.\\n</think>\\n\\nNo, 91 is not prime.", THINK)
@@ -126,6 +127,18 @@ _SYNTAXES: tuple[tuple[tuple[str, ...], tuple[str, ...], ReasoningSyntax], ...] 
             "<|START_TEXT|>",
             ends=("<|START_TEXT|>", "<|START_ACTION|>"),
             answer_close=("<|END_TEXT|>",),
+        ),
+    ),
+    # Command R7B: thoughts, then <|START_RESPONSE|>content<|END_RESPONSE|> or <|START_ACTION|>calls.
+    (
+        ("<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>", "<|START_ACTION|>"),
+        (),
+        ReasoningSyntax(
+            "<|START_THINKING|>",
+            "<|END_THINKING|>",
+            "<|START_RESPONSE|>",
+            ends=("<|START_RESPONSE|>", "<|START_ACTION|>"),
+            answer_close=("<|END_RESPONSE|>",),
         ),
     ),
     # Apriel 1.6: the generation prompt starts the reasoning in words, a marker ends it.
