@@ -80,6 +80,19 @@ THINK = ReasoningSyntax("<think>", "</think>")
 # Reasoning that a tool call may end before </think> (llama.cpp's Qwen3-Coder, Ling 3 and Kimi K2 parsers).
 _THINK_UNTIL_CALL = ReasoningSyntax("<think>", "</think>", ends=("<tool_call>",))
 _KIMI_K2_THINKING = ReasoningSyntax("<think>", "</think>", ends=("<|tool_calls_section_begin|>", "<|tool_call_begin|>"))
+
+
+def _cohere_section(section: str) -> tuple[tuple[str, ...], tuple[str, ...], ReasoningSyntax]:
+    """A Cohere family's detection entry: thoughts, then the answer in <|START_{section}|>…<|END_{section}|>
+    or an action (left for the call parser)."""
+    start, end = f"<|START_{section}|>", f"<|END_{section}|>"
+    markers = ("<|START_THINKING|>", "<|END_THINKING|>", start, "<|START_ACTION|>")
+    syntax = ReasoningSyntax(
+        "<|START_THINKING|>", "<|END_THINKING|>", start, ends=(start, "<|START_ACTION|>"), answer_close=(end,)
+    )
+    return markers, (), syntax
+
+
 # Checked in order: the first whose every marker is in the template's source (and none of its excluded
 # markers) wins. ``<think>`` last: other families' templates may also mention it.
 _SYNTAXES: tuple[tuple[tuple[str, ...], tuple[str, ...], ReasoningSyntax], ...] = (
@@ -117,30 +130,10 @@ _SYNTAXES: tuple[tuple[tuple[str, ...], tuple[str, ...], ReasoningSyntax], ...] 
             answer_close=("<|close|>response<|sep|>", "<|close|>message<|sep|>", "<|end_of_msg|>"),
         ),
     ),
-    # Cohere2 MoE: thoughts, then either <|START_TEXT|>content<|END_TEXT|> or <|START_ACTION|>calls.
-    (
-        ("<|START_THINKING|>", "<|END_THINKING|>", "<|START_TEXT|>", "<|START_ACTION|>"),
-        (),
-        ReasoningSyntax(
-            "<|START_THINKING|>",
-            "<|END_THINKING|>",
-            "<|START_TEXT|>",
-            ends=("<|START_TEXT|>", "<|START_ACTION|>"),
-            answer_close=("<|END_TEXT|>",),
-        ),
-    ),
-    # Command R7B: thoughts, then <|START_RESPONSE|>content<|END_RESPONSE|> or <|START_ACTION|>calls.
-    (
-        ("<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>", "<|START_ACTION|>"),
-        (),
-        ReasoningSyntax(
-            "<|START_THINKING|>",
-            "<|END_THINKING|>",
-            "<|START_RESPONSE|>",
-            ends=("<|START_RESPONSE|>", "<|START_ACTION|>"),
-            answer_close=("<|END_RESPONSE|>",),
-        ),
-    ),
+    # Cohere2 MoE and Command R7B: thoughts, then either <|START_TEXT|>content<|END_TEXT|> (R7B:
+    # <|START_RESPONSE|>…<|END_RESPONSE|>) or <|START_ACTION|>calls.
+    _cohere_section("TEXT"),
+    _cohere_section("RESPONSE"),
     # Apriel 1.6: the generation prompt starts the reasoning in words, a marker ends it.
     (
         ("Here are my reasoning steps:", "[BEGIN FINAL RESPONSE]"),
