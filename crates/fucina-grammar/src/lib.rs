@@ -16,9 +16,11 @@
 mod constraint;
 mod error;
 mod grammar;
+mod schema;
 mod vocab;
 
 pub use constraint::{Constraint, ConstraintStats, StatsHandle};
 pub use error::{GrammarError, Result};
-pub use grammar::{compiled_schema, Grammar, GrammarCompiler};
+pub use grammar::{Grammar, GrammarCompiler};
+pub use schema::compiled_schema;
 pub use vocab::Vocab;
