@@ -156,9 +156,13 @@ impl GrammarCompiler {
     }
 
     /// A JSON Schema the strict compile refused (with `strict`), compiled leniently
-    /// ([`crate::schema`]'s fallbacks, each stage only if the one before still fails for
-    /// what the next one drops): the parser and the warning naming what is not enforced,
-    /// or the error that remains (`strict` itself for a schema that asked to be strict).
+    /// ([`crate::schema`]'s fallbacks), each reading only if the one before fails: first
+    /// keeping what it can of each unrunnable pattern, then without the keywords beside
+    /// every `$ref` (a reference cycle through them is refused), last with unrunnable
+    /// patterns dropped whole (a loosened one can overlap a property's name and make
+    /// such a cycle, or make the schema too large). The parser and the warning naming
+    /// what is not enforced, or the error that remains (`strict` itself for a schema that
+    /// asked to be strict).
     fn lenient(
         &self,
         grammar: &Grammar,
@@ -166,11 +170,19 @@ impl GrammarCompiler {
         strict: GrammarError,
     ) -> Result<(TokenParser, Option<String>)> {
         let mut last = strict.clone();
-        for how in [Lenience::Lenient, Lenience::BareRefs] {
+        let mut tried: Vec<Value> = Vec::new();
+        for (loosen_patterns, bare_refs) in [(true, false), (true, true), (false, true)] {
+            let how = Lenience {
+                loosen_patterns,
+                bare_refs,
+            };
             let Some((v, notes)) = lenient_schema(schema, how) else {
                 return Err(strict);
             };
-            match self.create(grammar, TopLevelGrammar::from_json_schema(v)) {
+            if tried.contains(&v) {
+                continue;
+            }
+            match self.create(grammar, TopLevelGrammar::from_json_schema(v.clone())) {
                 Ok(p) => {
                     let mut what = Vec::new();
                     if matches!(strict, GrammarError::Unsupported { .. }) || notes.is_empty() {
@@ -179,16 +191,9 @@ impl GrammarCompiler {
                     what.extend(notes);
                     return Ok((p, Some(what.join("; "))));
                 }
-                Err(e) => {
-                    let cycle = e
-                        .to_string()
-                        .contains("circular references with sibling keys");
-                    last = e;
-                    if !cycle {
-                        break;
-                    }
-                }
+                Err(e) => last = e,
             }
+            tried.push(v);
         }
         Err(last)
     }

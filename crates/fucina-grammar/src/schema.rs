@@ -90,6 +90,13 @@ fn repair(v: &mut Value) {
         }
         if let Some(Value::String(r)) = m.get_mut("$ref") {
             *r = uri_escaped(r);
+            // `#definitions/x`: a JSON pointer missing its leading `/` (an anchor
+            // cannot hold a `/`).
+            if let Some((doc, frag)) = r.split_once('#') {
+                if frag.contains('/') && !frag.starts_with('/') {
+                    *r = format!("{doc}#/{frag}");
+                }
+            }
         }
         if let Some(Value::String(d)) = m.get_mut("$schema") {
             if let Some(known) = known_draft(d) {
@@ -324,6 +331,9 @@ impl Reading<'_> {
                 "additionalProperties".into(),
                 Value::Bool(!close || refined),
             );
+            if close && !refined {
+                allow_required(m);
+            }
         }
         let branches_close = close && (!lists_properties || refined);
         for (k, child) in m.iter_mut() {
@@ -466,6 +476,24 @@ fn whole_object(v: &Value) -> bool {
     })
 }
 
+/// The names a closed object `m` requires without listing them, listed (any value):
+/// JSON Schema's open object allowed them, and closing it must not make the object
+/// unsatisfiable.
+fn allow_required(m: &mut Map<String, Value>) {
+    let Some(Value::Array(required)) = m.get("required") else {
+        return;
+    };
+    let names: Vec<String> = required
+        .iter()
+        .filter_map(|r| r.as_str().map(str::to_string))
+        .collect();
+    if let Some(Value::Object(props)) = m.get_mut("properties") {
+        for n in names {
+            props.entry(n).or_insert_with(|| json!({}));
+        }
+    }
+}
+
 /// The schema a local `$ref` (`#/...`, percent-encoded or not) points to in `root`.
 fn local_target<'a>(root: &'a Value, r: &str) -> Option<&'a Value> {
     let pointer = r.strip_prefix('#')?;
@@ -590,14 +618,14 @@ const KEPT_BESIDE_REF: [&str; 7] = [
     "x-guidance",
 ];
 
-/// How far a lenient reading goes (each stage includes the ones before).
+/// How far a lenient reading goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lenience {
-    /// llguidance's lenient mode, unrunnable patterns dropped, other documents' `$ref`s
-    /// read as any value.
-    Lenient,
-    /// Also the keywords beside every `$ref` dropped (draft 7's reading).
-    BareRefs,
+pub(crate) struct Lenience {
+    /// A pattern with look-around or word boundaries keeps the rest of its regex (which
+    /// matches more); `false`: it is dropped whole.
+    pub loosen_patterns: bool,
+    /// The keywords beside every `$ref` dropped (draft 7's reading).
+    pub bare_refs: bool,
 }
 
 /// `schema` read leniently (module doc) and what that leaves unenforced, for a schema
@@ -615,6 +643,7 @@ pub(crate) fn lenient_schema(schema: &Value, how: Lenience) -> Option<(Value, Ve
     let mut notes = Vec::new();
     let ids = resource_ids(&v);
     let mut dropped_patterns = Vec::new();
+    let mut loosened = Vec::new();
     let mut external = Vec::new();
     let mut bare = false;
     let mut dialects = Vec::new();
@@ -627,24 +656,52 @@ pub(crate) fn lenient_schema(schema: &Value, how: Lenience) -> Option<(Value, Ve
         }
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
             if !runnable_regex(p) {
-                dropped_patterns.push(p.to_string());
-                m.remove("pattern");
+                let p = p.to_string();
+                match without_look_around(&p).filter(|q| how.loosen_patterns && runnable_regex(q)) {
+                    Some(q) => {
+                        m.insert("pattern".into(), Value::String(q));
+                        loosened.push(p);
+                    }
+                    None => {
+                        m.remove("pattern");
+                        dropped_patterns.push(p);
+                    }
+                }
             }
         }
-        if let Some(Value::Object(pp)) = m.get_mut("patternProperties") {
-            let bad: Vec<String> = pp.keys().filter(|k| !runnable_regex(k)).cloned().collect();
-            for k in bad {
-                pp.remove(&k);
-                dropped_patterns.push(k);
+        if let Some(Value::Object(pp)) = m.get("patternProperties") {
+            if pp.keys().any(|k| !runnable_regex(k)) {
+                let mut kept = Map::new();
+                let mut unmatched = None;
+                for (k, schema) in pp.clone() {
+                    if runnable_regex(&k) {
+                        kept.insert(k, schema);
+                    } else if let Some(q) =
+                        without_look_around(&k).filter(|q| how.loosen_patterns && runnable_regex(q))
+                    {
+                        loosened.push(k);
+                        kept.insert(q, schema);
+                    } else {
+                        dropped_patterns.push(k);
+                        unmatched.get_or_insert(schema);
+                    }
+                }
+                m.insert("patternProperties".into(), Value::Object(kept));
+                // Names the dropped regex allowed stay allowed (with its schema) where
+                // no other key would be: dropping them could leave a required object
+                // with no key it may hold.
+                if let Some(schema) = unmatched {
+                    if m.get("additionalProperties").is_some_and(|a| a == false) {
+                        m.insert("additionalProperties".into(), schema);
+                    }
+                }
             }
         }
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
             if !is_local(r, &ids) {
                 external.push(r.to_string());
                 m.remove("$ref");
-            } else if how == Lenience::BareRefs
-                && m.keys().any(|k| !KEPT_BESIDE_REF.contains(&k.as_str()))
-            {
+            } else if how.bare_refs && m.keys().any(|k| !KEPT_BESIDE_REF.contains(&k.as_str())) {
                 m.retain(|k, _| KEPT_BESIDE_REF.contains(&k.as_str()));
                 bare = true;
             }
@@ -667,6 +724,10 @@ pub(crate) fn lenient_schema(schema: &Value, how: Lenience) -> Option<(Value, Ve
             shown.join(", ")
         )
     };
+    if !loosened.is_empty() {
+        let what = ("look-around in pattern", "look-around in patterns", "");
+        notes.push(listed(what, loosened));
+    }
     if !dropped_patterns.is_empty() {
         notes.push(listed(("pattern", "patterns", ""), dropped_patterns));
     }
@@ -692,6 +753,66 @@ pub(crate) fn lenient_schema(schema: &Value, how: Lenience) -> Option<(Value, Ve
         );
     }
     Some((v, notes))
+}
+
+/// `p` without its look-around groups and word boundaries (each an assertion, so the
+/// regex left matches every string `p` matches, and more), or `None` when it has none.
+fn without_look_around(p: &str) -> Option<String> {
+    let c: Vec<char> = p.chars().collect();
+    let mut out = String::with_capacity(p.len());
+    let (mut i, mut class, mut changed) = (0, false, false);
+    while i < c.len() {
+        let rest: String = c[i..c.len().min(i + 4)].iter().collect();
+        if c[i] == '\\' && i + 1 < c.len() {
+            if !class && matches!(c[i + 1], 'b' | 'B') {
+                changed = true;
+            } else {
+                out.push(c[i]);
+                out.push(c[i + 1]);
+            }
+            i += 2;
+            continue;
+        }
+        if class {
+            class = c[i] != ']';
+        } else if c[i] == '[' {
+            class = true;
+            // A leading `]` (or `^]`) is a literal of the class.
+            if let Some(skip) = ["[^]", "[]"].iter().find(|o| rest.starts_with(**o)) {
+                out.push_str(skip);
+                i += skip.chars().count();
+                continue;
+            }
+        } else if ["(?=", "(?!", "(?<=", "(?<!"]
+            .iter()
+            .any(|l| rest.starts_with(l))
+        {
+            // Skip to the group's closing parenthesis.
+            let (mut depth, mut j, mut in_class) = (0usize, i, false);
+            while j < c.len() {
+                match c[j] {
+                    '\\' => j += 1,
+                    '[' if !in_class => in_class = true,
+                    ']' if in_class => in_class = false,
+                    '(' if !in_class => depth += 1,
+                    ')' if !in_class => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            i = j + 1;
+            changed = true;
+            continue;
+        }
+        out.push(c[i]);
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 /// Whether llguidance's regex engine runs `p` as a JSON Schema `pattern` (no
@@ -898,6 +1019,10 @@ mod tests {
         normalize(&mut all);
         assert_eq!(all["allOf"][0]["additionalProperties"], json!(true));
         assert_eq!(all["allOf"][1]["additionalProperties"], json!(true));
+        // A closed object lists what it requires.
+        let mut req = json!({"properties": {"a": {}}, "required": ["a", "version"]});
+        normalize(&mut req);
+        assert_eq!(req["properties"], json!({"a": {}, "version": {}}));
         // An object without `properties` stays open, as in llama.cpp.
         let mut any = json!({"type": "object"});
         normalize(&mut any);
@@ -950,6 +1075,9 @@ mod tests {
         repair(&mut v);
         assert_eq!(v["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(v["properties"]["r"]["$ref"], "#/definitions/Record%3Ca%3E");
+        let mut anchor = json!({"$ref": "#definitions/a", "definitions": {"a": {}}});
+        repair(&mut anchor);
+        assert_eq!(anchor["$ref"], "#/definitions/a");
         assert_eq!(v["definitions"]["Record<a>"]["pattern"], r"^\{x\}$");
         assert_eq!(
             local_target(&v, "#/definitions/Record%3Ca%3E"),
@@ -991,7 +1119,7 @@ mod tests {
         assert_eq!(a["properties"]["kind"], json!({"const": "a"}));
         assert_eq!(a["properties"]["name"], json!({}));
         assert_eq!(a["required"], json!(["name"]));
-        assert_eq!(v["oneOf"][1]["properties"], json!({"kind": {}}));
+        assert_eq!(v["oneOf"][1]["properties"], json!({"kind": {}, "x": {}}));
         assert_eq!(v["oneOf"][1]["additionalProperties"], json!(false));
         assert_eq!(v["oneOf"][2], json!({"type": "string"}));
         // The definition itself stays closed where it stands alone.
@@ -1053,6 +1181,11 @@ mod tests {
         assert!(v.to_string().len() < 1 << 20);
     }
 
+    const LOOSE: Lenience = Lenience {
+        loosen_patterns: true,
+        bare_refs: false,
+    };
+
     #[test]
     fn lenient_readings_name_what_they_drop() {
         let schema = json!({
@@ -1064,13 +1197,13 @@ mod tests {
                 "rel": {"$ref": "defs/other.json"},
                 "me": {"$ref": "app.json#/definitions/n"},
                 "up": {"$ref": "../schemas/app.json"},
-                "w": {"type": "string", "pattern": "\\bword\\b"},
+                "w": {"type": "string", "pattern": "^(a)\\1$"},
                 "ok": {"type": "string", "pattern": "^[a-z]+$"}
             },
-            "patternProperties": {"^(?!x)": {}},
+            "patternProperties": {"^(b)\\1": {}},
             "definitions": {"n": {"type": "integer"}}
         });
-        let (v, notes) = lenient_schema(&schema, Lenience::Lenient).unwrap();
+        let (v, notes) = lenient_schema(&schema, LOOSE).unwrap();
         let p = &v["properties"];
         assert!(p["k"].get("$ref").is_none() && p["rel"].get("$ref").is_none());
         assert_eq!(p["me"]["$ref"], "app.json#/definitions/n");
@@ -1091,18 +1224,65 @@ mod tests {
         }
         // Keywords beside a `$ref` go only at the second stage.
         let cyc = json!({"definitions": {"t": {"$ref": "#/definitions/t", "minLength": 1}}, "$ref": "#/definitions/t"});
-        let (v, _) = lenient_schema(&cyc, Lenience::Lenient).unwrap();
+        let (v, _) = lenient_schema(&cyc, LOOSE).unwrap();
         assert_eq!(v["definitions"]["t"]["minLength"], json!(1));
-        let (v, notes) = lenient_schema(&cyc, Lenience::BareRefs).unwrap();
+        let (v, notes) = lenient_schema(
+            &cyc,
+            Lenience {
+                loosen_patterns: true,
+                bare_refs: true,
+            },
+        )
+        .unwrap();
         assert_eq!(v["definitions"]["t"], json!({"$ref": "#/definitions/t"}));
         assert!(v.get("definitions").is_some() && v.get("x-guidance").is_some());
         assert!(notes.iter().any(|n| n.contains("beside a $ref")));
         // A schema that asked to be strict is not read leniently.
-        assert!(lenient_schema(
-            &json!({"x-guidance": {"lenient": false}}),
-            Lenience::Lenient
-        )
-        .is_none());
+        assert!(lenient_schema(&json!({"x-guidance": {"lenient": false}}), LOOSE).is_none());
+    }
+
+    #[test]
+    fn look_around_is_loosened_or_dropped() {
+        assert_eq!(
+            without_look_around(r"^(?!plugins$)[a-z0-9][a-z0-9+-]*$").as_deref(),
+            Some(r"^[a-z0-9][a-z0-9+-]*$")
+        );
+        assert_eq!(
+            without_look_around(r"^a(?=(b|c)\))x(?<!\(y)$").as_deref(),
+            Some(r"^ax$")
+        );
+        assert_eq!(
+            without_look_around(r"\bword\b[\b]").as_deref(),
+            Some(r"word[\b]")
+        );
+        assert_eq!(without_look_around(r"[(?!]x").as_deref(), None);
+        assert_eq!(without_look_around(r"^plain$"), None);
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^(?!plugins$)[a-z]+$"},
+                "parts": {"type": "object", "minProperties": 1, "additionalProperties": false,
+                          "patternProperties": {"^(?!x)[a-z]+$": {"type": "integer"}, "^(a)\\1$": {"type": "string"}}}
+            }
+        });
+        let (v, notes) = lenient_schema(&schema, LOOSE).unwrap();
+        assert_eq!(v["properties"]["name"]["pattern"], "^[a-z]+$");
+        let parts = &v["properties"]["parts"];
+        assert_eq!(parts["patternProperties"]["^[a-z]+$"]["type"], "integer");
+        // The back-reference is dropped; the names it allowed stay allowed.
+        assert_eq!(parts["additionalProperties"]["type"], "string");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("look-around in patterns")),
+            "{notes:?}"
+        );
+        let strict = Lenience {
+            loosen_patterns: false,
+            bare_refs: false,
+        };
+        let (v, _) = lenient_schema(&schema, strict).unwrap();
+        assert!(v["properties"]["name"].get("pattern").is_none());
     }
 
     #[test]
