@@ -103,7 +103,54 @@ fn repair(v: &mut Value) {
                 *d = known.into();
             }
         }
+        spelled_format(m);
     });
+}
+
+/// A `format` that names what another keyword says (OpenAPI's `int32` / `int64` / ...,
+/// `byte`, pydantic's `uuid4`) written as that keyword, and one that asserts nothing of a
+/// JSON value (`float`, `double`, `password`, `binary`) removed: llguidance knows only
+/// JSON Schema's own formats. The schema accepts what it accepted.
+fn spelled_format(m: &mut Map<String, Value>) {
+    let Some(format) = m.get("format").and_then(Value::as_str).map(str::to_string) else {
+        return;
+    };
+    let hex = |n: usize| format!("[0-9a-fA-F]{{{n}}}");
+    let pattern = match format.as_str() {
+        "int8" | "int16" | "int32" | "int64" | "uint8" | "uint16" | "uint32" | "uint64" => {
+            let bits: u32 = format
+                .trim_start_matches(['u', 'i', 'n', 't'])
+                .parse()
+                .unwrap_or(64);
+            let (lo, hi) = if format.starts_with('u') {
+                (0i128, (1i128 << bits) - 1)
+            } else {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            };
+            let bound = |v: i128| {
+                json!(v.clamp(-i128::from(MAX_DIGITS_INT), i128::from(MAX_DIGITS_INT)) as i64)
+            };
+            m.entry("minimum").or_insert_with(|| bound(lo));
+            m.entry("maximum").or_insert_with(|| bound(hi));
+            None
+        }
+        "uuid1" | "uuid2" | "uuid3" | "uuid4" | "uuid5" => Some(format!(
+            "^{}-{}-{}{}-{}-{}$",
+            hex(8),
+            hex(4),
+            &format[4..],
+            hex(3),
+            hex(4),
+            hex(12)
+        )),
+        "byte" => Some("^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$".into()),
+        "float" | "double" | "decimal" | "password" | "binary" => None,
+        _ => return,
+    };
+    m.remove("format");
+    if let Some(p) = pattern {
+        m.entry("pattern").or_insert(Value::String(p));
+    }
 }
 
 /// The URI a JSON Schema draft is known by, for a `$schema` that names one in another
@@ -304,16 +351,8 @@ impl Reading<'_> {
             return;
         };
         merge_object_all_of(m, self.root);
-        match m.get("type").and_then(Value::as_str) {
-            Some("integer") => {
-                m.entry("minimum").or_insert(json!(-MAX_DIGITS_INT));
-                m.entry("maximum").or_insert(json!(MAX_DIGITS_INT));
-            }
-            Some("number") => {
-                m.entry("multipleOf").or_insert(json!(NUMBER_STEP));
-            }
-            _ => {}
-        }
+        structural_type(m);
+        digit_bounds(m);
         let open_keys = [
             "additionalProperties",
             "patternProperties",
@@ -474,6 +513,70 @@ fn whole_object(v: &Value) -> bool {
             && !NOT.iter().any(|k| o.contains_key(*k))
             && (o.contains_key("properties") || o.contains_key("required"))
     })
+}
+
+/// llama.cpp's reading of a schema without `type` that uses keywords of one type only:
+/// `properties` (or `required`, `additionalProperties`, ...) make it an object, `items` an
+/// array, `pattern` / `minLength` / `maxLength` a string. JSON Schema would let any other
+/// type through, and a model takes that door (a bare number, digits without end).
+fn structural_type(m: &mut Map<String, Value>) {
+    const DECIDED: [&str; 9] = [
+        "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if",
+    ];
+    const OBJECT: [&str; 6] = [
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "required",
+        "minProperties",
+        "maxProperties",
+    ];
+    const ARRAY: [&str; 5] = ["items", "prefixItems", "minItems", "maxItems", "contains"];
+    const STRING: [&str; 3] = ["pattern", "minLength", "maxLength"];
+    if DECIDED.iter().any(|k| m.contains_key(*k)) {
+        return;
+    }
+    let has = |keys: &[&str]| keys.iter().any(|k| m.contains_key(*k));
+    let t = match (has(&OBJECT), has(&ARRAY), has(&STRING)) {
+        (true, false, false) => "object",
+        (false, true, false) => "array",
+        (false, false, true) => "string",
+        _ => return,
+    };
+    m.insert("type".into(), json!(t));
+}
+
+/// Digit bounds on numbers (module doc): an integer or number without a bound gets
+/// ±(10^16 − 1) (a bound beyond that is brought in to it), a number without
+/// `multipleOf` gets [`NUMBER_STEP`]. Also where `type` is a list naming them.
+fn digit_bounds(m: &mut Map<String, Value>) {
+    let types: Vec<&str> = match m.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        _ => return,
+    };
+    let number = types.contains(&"number");
+    if !number && !types.contains(&"integer") {
+        return;
+    }
+    let cap = MAX_DIGITS_INT as f64;
+    let bound = |v: Option<&Value>| v.and_then(Value::as_f64);
+    let (lo, hi) = (bound(m.get("minimum")), bound(m.get("maximum")));
+    let (xlo, xhi) = (
+        bound(m.get("exclusiveMinimum")),
+        bound(m.get("exclusiveMaximum")),
+    );
+    if lo.or(xlo).is_none_or(|v| v < -cap) && hi.or(xhi).is_none_or(|v| v >= -cap) {
+        m.remove("exclusiveMinimum");
+        m.insert("minimum".into(), json!(-MAX_DIGITS_INT));
+    }
+    if hi.or(xhi).is_none_or(|v| v > cap) && lo.or(xlo).is_none_or(|v| v <= cap) {
+        m.remove("exclusiveMaximum");
+        m.insert("maximum".into(), json!(MAX_DIGITS_INT));
+    }
+    if number {
+        m.entry("multipleOf").or_insert(json!(NUMBER_STEP));
+    }
 }
 
 /// The names a closed object `m` requires without listing them, listed (any value):
@@ -1019,6 +1122,55 @@ mod tests {
         normalize(&mut all);
         assert_eq!(all["allOf"][0]["additionalProperties"], json!(true));
         assert_eq!(all["allOf"][1]["additionalProperties"], json!(true));
+        // Numbers: bounded where a bound is missing or beyond 16 digits, also in type lists.
+        let mut n = json!({"properties": {
+            "a": {"type": ["integer", "null"], "minimum": 1},
+            "b": {"type": "number", "minimum": 0},
+            "c": {"type": "number", "maximum": 1e300, "exclusiveMinimum": 0.5},
+            "d": {"type": "integer", "minimum": 1e20}
+        }});
+        normalize(&mut n);
+        let p = &n["properties"];
+        assert_eq!(
+            (p["a"]["minimum"].clone(), p["a"]["maximum"].clone()),
+            (json!(1), json!(MAX_DIGITS_INT))
+        );
+        assert_eq!(
+            (p["b"]["minimum"].clone(), p["b"]["maximum"].clone()),
+            (json!(0), json!(MAX_DIGITS_INT))
+        );
+        assert_eq!(p["b"]["multipleOf"], json!(NUMBER_STEP));
+        assert_eq!(
+            (
+                p["c"]["exclusiveMinimum"].clone(),
+                p["c"]["maximum"].clone()
+            ),
+            (json!(0.5), json!(MAX_DIGITS_INT))
+        );
+        // A bound that leaves nothing under the cap is left as written.
+        assert_eq!(
+            (p["d"]["minimum"].clone(), p["d"].get("maximum")),
+            (json!(1e20), None)
+        );
+        // Keywords of one type make a schema without `type` that type.
+        let mut t = json!({"anyOf": [{"properties": {"a": {}}}, {"items": {}}, {"maxLength": 3}, {"description": "x"}, {"enum": [1]}]});
+        normalize(&mut t);
+        let types: Vec<Value> = t["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].clone())
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                json!("object"),
+                json!("array"),
+                json!("string"),
+                Value::Null,
+                Value::Null
+            ]
+        );
         // A closed object lists what it requires.
         let mut req = json!({"properties": {"a": {}}, "required": ["a", "version"]});
         normalize(&mut req);
@@ -1083,6 +1235,30 @@ mod tests {
             local_target(&v, "#/definitions/Record%3Ca%3E"),
             Some(&v["definitions"]["Record<a>"])
         );
+        let mut f = json!({"properties": {
+            "a": {"type": "integer", "format": "int32"},
+            "b": {"type": "integer", "format": "uint64", "maximum": 10},
+            "c": {"type": "string", "format": "uuid4"},
+            "d": {"type": "number", "format": "double"},
+            "e": {"type": "string", "format": "date-time"}
+        }});
+        repair(&mut f);
+        let p = &f["properties"];
+        assert_eq!(
+            (p["a"]["minimum"].clone(), p["a"]["maximum"].clone()),
+            (json!(-2147483648i64), json!(2147483647))
+        );
+        assert_eq!(
+            (p["b"]["minimum"].clone(), p["b"]["maximum"].clone()),
+            (json!(0), json!(10))
+        );
+        let uuid = p["c"]["pattern"].as_str().unwrap();
+        assert!(
+            uuid.contains("-4[0-9a-fA-F]{3}-") && p["c"].get("format").is_none(),
+            "{uuid}"
+        );
+        assert_eq!(p["d"], json!({"type": "number"}));
+        assert_eq!(p["e"]["format"], "date-time");
         for (uri, known) in [
             (
                 "http://json-schema.org/draft-04/schema",
