@@ -76,11 +76,16 @@ class Grammar:
         """Output must be JSON valid against ``schema``: a dict, JSON text, or a pydantic
         model class (or instance). Written compactly (``", "`` and ``": "`` separators).
         Read as llama.cpp reads schemas: an object listing ``properties`` without
-        ``additionalProperties`` allows no other keys, numbers have at most 16 integral
-        and 10 fractional digits, ``oneOf`` is read as ``anyOf``, and keywords, formats
-        and patterns llguidance does not implement (``uniqueItems``, ``if``/``then``,
-        ``not``, look-around, an unknown ``format``) are not enforced: compiling such a
-        schema warns with a :class:`fucina.GrammarWarning` naming them. ``strict=True``
+        ``additionalProperties`` allows no other keys (``oneOf`` / ``allOf`` branches may
+        add theirs), a schema without ``type`` using one type's keywords is that type,
+        numbers have at most 16 integral and 10 fractional digits, ``oneOf`` is read as
+        ``anyOf``. ECMA-262 patterns, ``$ref``s with characters a URI may not hold and
+        OpenAPI formats (``int32``, ``byte``, pydantic's ``uuid4``) are read as they were
+        meant. Keywords, formats and patterns llguidance does not implement
+        (``uniqueItems``, ``if``/``then``, ``not``, look-around, which is dropped from its
+        regex, an unknown ``format``, a ``$ref`` to another document, never fetched) are
+        not enforced: compiling such a schema warns with a :class:`fucina.GrammarWarning`
+        naming them. ``strict=True``
         refuses them instead (:class:`fucina.GrammarError` at generation start), as OpenAI's
         ``"strict": true`` structured outputs do."""
         if not isinstance(strict, bool):
