@@ -36,6 +36,21 @@ pub(crate) const MAX_DIGITS_INT: i64 = 9_999_999_999_999_999;
 /// The finest `multipleOf` llguidance compiles (1e-11 and below exceed its digit limit).
 pub(crate) const NUMBER_STEP: f64 = 1e-10;
 
+/// The keywords that hold one schema (`items` in older drafts: a list of them).
+const ONE_SCHEMA: [&str; 11] = [
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
 /// How many `$ref` hops an `allOf` member is followed through to a plain object.
 const REF_HOPS: usize = 8;
 
@@ -389,17 +404,7 @@ impl Reading<'_> {
                 "anyOf" | "oneOf" => self.each(child, branches_close),
                 "allOf" => self.each(child, false),
                 // One schema (or, for `items` in older drafts, a list of them).
-                "items"
-                | "additionalItems"
-                | "additionalProperties"
-                | "contains"
-                | "not"
-                | "if"
-                | "then"
-                | "else"
-                | "propertyNames"
-                | "unevaluatedProperties"
-                | "unevaluatedItems" => match child {
+                k if ONE_SCHEMA.contains(&k) => match child {
                     Value::Array(_) => self.each(child, true),
                     other => self.node(other, true),
                 },
@@ -1046,17 +1051,7 @@ fn walk_schemas(v: &mut Value, f: &mut dyn FnMut(&mut Map<String, Value>)) {
                     list.iter_mut().for_each(|x| walk_schemas(x, f));
                 }
             }
-            "items"
-            | "additionalItems"
-            | "additionalProperties"
-            | "contains"
-            | "not"
-            | "if"
-            | "then"
-            | "else"
-            | "propertyNames"
-            | "unevaluatedProperties"
-            | "unevaluatedItems" => match child {
+            k if ONE_SCHEMA.contains(&k) => match child {
                 Value::Array(list) => list.iter_mut().for_each(|x| walk_schemas(x, f)),
                 other => walk_schemas(other, f),
             },
