@@ -5,6 +5,7 @@ it always ends in a call."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -432,6 +433,36 @@ def test_named_tool_choice_calls_that_tool_once(llm: fucina.LLM) -> None:
         (call,) = r["message"]["tool_calls"]
         assert call["function"]["name"] == "add"
         assert set(json.loads(call["function"]["arguments"])) == {"a", "b"}
+
+
+def test_forced_calls_take_tools_written_for_validators(llm: fucina.LLM) -> None:
+    # Tool schemas as MCP servers and OpenAPI documents write them: keywords llguidance does not
+    # implement, look-around, a reference to another document. Unforced, llama.cpp ignores them;
+    # forced, the call is still made and what can be enforced is.
+    tag = {
+        "type": "function",
+        "function": {
+            "name": "tag_items",
+            "description": "Tag items",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "uniqueItems": True},
+                    "site": {"$ref": "https://example.com/schemas/site.json"},
+                    "slug": {"type": "string", "pattern": "^(?!-)[a-z-]{1,8}$"},
+                    "count": {"type": "integer", "format": "int32"},
+                },
+                "required": ["tags", "slug", "count"],
+            },
+        },
+    }
+    msgs = [{"role": "user", "content": "Tag apples and pears."}]
+    r = llm.create_chat_completion(msgs, tools=[tag], tool_choice="required", max_tokens=80, temperature=0)
+    (call,) = r["choices"][0]["message"]["tool_calls"]
+    args = json.loads(call["function"]["arguments"])
+    assert set(args) >= {"tags", "slug", "count"} and set(args) <= {"tags", "site", "slug", "count"}
+    assert all(isinstance(x, str) and len(x) <= 12 for x in args["tags"])
+    assert re.fullmatch("[a-z-]{1,8}", args["slug"]) and -(2**31) <= args["count"] < 2**31
 
 
 def test_required_streams_the_call(llm: fucina.LLM) -> None:

@@ -105,14 +105,16 @@ def _hoist_defs(value: Any, defs: dict[str, Any]) -> Any:
 
 
 def _schema(value: Any) -> str:
-    """``value`` (a JSON Schema) as :meth:`Grammar.json_schema` compiles it, for ``%json``; the tool
+    """``value`` (a JSON Schema) as :meth:`Grammar.json_schema` compiles it, read leniently (a
+    tool's ``uniqueItems``, look-around, a ``$ref`` to another document are not enforced, as
+    llama.cpp's converter ignores them, rather than failing the call), for ``%json``; the tool
     schemas it embeds that refer to their own parts are placed in its root ``$defs``."""
     defs: dict[str, Any] = {}
     value = _hoist_defs(value, defs)
     if defs and isinstance(value, dict):
         own = value.get("$defs")
         value["$defs"] = {**(own if isinstance(own, Mapping) else {}), **defs}
-    return _core.Grammar.compiled_json_schema(json.dumps(value))
+    return _core.Grammar.compiled_json_schema(json.dumps(value), lenient=True)
 
 
 def _has_local_ref(value: Any) -> bool:

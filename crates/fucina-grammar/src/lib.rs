@@ -22,5 +22,5 @@ mod vocab;
 pub use constraint::{Constraint, ConstraintStats, StatsHandle};
 pub use error::{GrammarError, Result};
 pub use grammar::{Grammar, GrammarCompiler};
-pub use schema::compiled_schema;
+pub use schema::{compiled_schema, lenient_compiled_schema};
 pub use vocab::Vocab;

@@ -86,6 +86,21 @@ pub fn compiled_schema(mut v: Value) -> Value {
     v
 }
 
+/// [`compiled_schema`] read leniently from the start (the module doc's fallbacks, look-around
+/// loosened; nothing is named): for a schema embedded where no warning can reach anyone,
+/// a tool's arguments in a forced call, which llama.cpp constrains as leniently. A schema
+/// whose `x-guidance` sets `lenient` is compiled as it says.
+pub fn lenient_compiled_schema(v: Value) -> Value {
+    let how = Lenience {
+        loosen_patterns: true,
+        bare_refs: false,
+    };
+    match lenient_schema(&v, how) {
+        Some((lenient, _)) => lenient,
+        None => compiled_schema(v),
+    }
+}
+
 // --- 1. exact repairs ------------------------------------------------------------------
 
 /// Every `pattern`, `patternProperties` key and `$ref` of the schema in the syntax

@@ -89,10 +89,16 @@ impl PyGrammar {
     }
 
     /// The JSON Schema text `schema` as `json_schema` compiles it (llama.cpp's reading,
-    /// compact separators), for embedding in a Lark grammar's `%json { ... }`.
+    /// compact separators), for embedding in a Lark grammar's `%json { ... }`; with
+    /// `lenient`, read leniently from the start (what llguidance does not implement is
+    /// not enforced, and nothing says so).
     #[staticmethod]
-    fn compiled_json_schema(schema: &str) -> PyResult<String> {
+    #[pyo3(signature = (schema, lenient = false))]
+    fn compiled_json_schema(schema: &str, lenient: bool) -> PyResult<String> {
         match Grammar::json_schema_str(schema).map_err(grammar_error)? {
+            Grammar::JsonSchema(v) if lenient => {
+                Ok(fucina_grammar::lenient_compiled_schema(v).to_string())
+            }
             Grammar::JsonSchema(v) => Ok(fucina_grammar::compiled_schema(v).to_string()),
             _ => unreachable!("json_schema_str builds a JSON Schema"),
         }
