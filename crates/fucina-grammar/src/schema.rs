@@ -51,7 +51,7 @@ const ONE_SCHEMA: [&str; 11] = [
     "unevaluatedItems",
 ];
 
-/// How many `$ref` hops an `allOf` member is followed through to a plain object.
+/// How many `$ref` hops a bare reference is followed through to the schema it leads to.
 const REF_HOPS: usize = 8;
 
 /// A JSON Schema as [`Grammar::JsonSchema`](crate::Grammar::JsonSchema) compiles it:
@@ -435,17 +435,15 @@ impl Reading<'_> {
     }
 
     /// A bare local `$ref` (annotations beside it at most) replaced by a copy of the
-    /// object schema it leads to; whether it was.
-    fn inline_ref(&mut self, v: &mut Value) -> bool {
+    /// object schema it leads to.
+    fn inline_ref(&mut self, v: &mut Value) {
         if self.inlined >= MAX_INLINED {
-            return false;
+            return;
         }
-        let Some(target) = ref_target(self.root, v).filter(|t| t.is_object()) else {
-            return false;
-        };
-        *v = target.clone();
-        self.inlined += 1;
-        true
+        if let Some(target) = ref_target(self.root, v).filter(|t| t.is_object()) {
+            *v = target.clone();
+            self.inlined += 1;
+        }
     }
 
     /// The `anyOf` / `oneOf` branches of object `m` (which lists properties) that spell
@@ -657,7 +655,6 @@ fn merge_object_all_of(m: &mut Map<String, Value>, root: &Value) {
         "$comment",
         "additionalProperties",
     ];
-    const ANNOTATIONS: [&str; 4] = ["title", "description", "$comment", "$ref"];
     let Some(Value::Array(members)) = m.get("allOf") else {
         return;
     };
@@ -671,19 +668,13 @@ fn merge_object_all_of(m: &mut Map<String, Value>, root: &Value) {
         })
     };
     // A member, or the plain object its local `$ref`s lead to.
-    let resolve = |x: &Value| -> Option<Value> {
-        let mut x = x;
-        for _ in 0..REF_HOPS {
-            if plain(x) {
-                return Some(x.clone());
-            }
-            let o = x.as_object()?;
-            if !o.keys().all(|k| ANNOTATIONS.contains(&k.as_str())) {
-                return None;
-            }
-            x = local_target(root, o.get("$ref")?.as_str()?)?;
-        }
-        None
+    let resolve = |x: &Value| {
+        let target = if plain(x) {
+            Some(x)
+        } else {
+            ref_target(root, x)
+        };
+        target.filter(|t| plain(t)).cloned()
     };
     let Some(resolved) = members.iter().map(resolve).collect::<Option<Vec<_>>>() else {
         return;
