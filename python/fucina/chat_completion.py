@@ -14,7 +14,9 @@ system prompt (or, for templates without a system role, the first user message) 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -360,6 +362,35 @@ def _inline_tools(
 
 
 @dataclass(frozen=True)
+class _Prefill:
+    """A trailing assistant message the reply continues (llama.cpp's assistant prefill, Anthropic's
+    prefill): its content and reasoning, the template's reasoning markers and whether its generation
+    prompt opened a reasoning block (what the text written after the generation prompt depends on).
+    ``text`` is that text once :meth:`_Prompt.constrained` has written it ("" before)."""
+
+    content: str
+    reasoning: str
+    syntax: ReasoningSyntax | None
+    thinking: bool
+    text: str = ""
+
+    def written(self, grammar: Grammar | None) -> str:
+        """The text after the generation prompt: under a grammar (which writes the whole reply) the
+        content alone; else the reasoning (in its block, which stays open when the message has only
+        reasoning, as llama.cpp continues it) and the content, in the family's framing."""
+        syntax = self.syntax
+        if grammar is not None or syntax is None:
+            return self.content
+        if syntax.has_block and self.reasoning and not self.content:
+            return ("" if self.thinking else syntax.open) + self.reasoning
+        text = ""
+        block = syntax.has_block and (self.thinking or bool(self.reasoning))
+        if block:
+            text = ("" if self.thinking else syntax.open) + self.reasoning + syntax.close + syntax.answer_header
+        return text + syntax.answer_prefix + self.content
+
+
+@dataclass(frozen=True)
 class _Prompt:
     ids: list[int]
     tools: list[dict[str, Any]] | None
@@ -369,6 +400,8 @@ class _Prompt:
     """The template's reasoning markers (``None``: the reply is not split)."""
     thinking: bool = False
     """The generation prompt opened the reasoning block: the reply starts inside it."""
+    prefill: _Prefill | None = None
+    """The assistant message the reply continues (``None``: the reply starts a new one)."""
 
     @property
     def special(self) -> bool:
@@ -381,14 +414,52 @@ class _Prompt:
         text is left as it is, except a family's answer framing where it has no reasoning to keep
         (functionary v3.2's ``all\\n`` recipient line, which llama.cpp drops whatever the format)."""
         framing = self.reasoning if self.reasoning is not None and not self.reasoning.has_block else None
-        return _Prompt(self.ids, self.tools, self.format, framing)
+        return dataclasses.replace(self, reasoning=framing, thinking=False)
 
-    def constrained(self, grammar: Grammar | None) -> _Prompt:
-        """The prompt for a reply under ``grammar``: a grammar (a JSON answer, forced calls) cannot close
-        a reasoning block the generation prompt opened, so such a reply is read as the answer."""
-        if grammar is None or not self.thinking:
-            return self
-        return _Prompt(self.ids, self.tools, self.format, self.reasoning, False)
+    def constrained(self, llm: LLM, grammar: Grammar | None) -> tuple[_Prompt, Grammar | None]:
+        """The prompt and grammar of a reply under ``grammar`` (``None``: unconstrained). A grammar (a
+        JSON answer, forced calls) cannot close a reasoning block the generation prompt opened, so such
+        a reply is read as the answer. An assistant prefill is written after the generation prompt
+        here, and a grammar continues it (:meth:`Grammar.after`)."""
+        prompt = self if grammar is None or not self.thinking else dataclasses.replace(self, thinking=False)
+        pre = self.prefill
+        if pre is None or pre.text:
+            return prompt, grammar
+        text = pre.written(grammar)
+        if grammar is not None:
+            grammar = grammar.after(text)
+        extra = llm.tokenize(text, add_special=False, parse_special=True) if text else []
+        return dataclasses.replace(prompt, ids=prompt.ids + extra, prefill=dataclasses.replace(pre, text=text)), grammar
+
+
+def _split_prefill(
+    messages: list[dict[str, Any]], continue_final_message: bool | None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The messages to render and the trailing assistant message the reply continues (``None``: the
+    reply is a new assistant turn). As llama.cpp's server does it by default, a last assistant message
+    is continued (``continue_final_message=None``); ``False`` renders it as the template does (most
+    open a new turn after it), ``True`` requires one."""
+    if continue_final_message is not None and not isinstance(continue_final_message, bool):
+        raise ArgumentTypeError(
+            f"continue_final_message must be a bool or None, not {_type_name(continue_final_message)}"
+        )
+    last = messages[-1] if messages else None
+    if continue_final_message is False or last is None or last["role"] != "assistant":
+        if continue_final_message:
+            raise InvalidArgumentError("continue_final_message needs an assistant message last in messages")
+        return messages, None
+    if last.get("tool_calls"):
+        if continue_final_message:
+            raise InvalidArgumentError("cannot continue an assistant message that contains tool calls")
+        return messages, None
+    if len(messages) >= 2 and messages[-2]["role"] == "assistant":
+        raise InvalidArgumentError(
+            f"messages[{len(messages) - 2}] and messages[{len(messages) - 1}] are both assistant messages: only "
+            "the last message can be an assistant prefill for the reply to continue"
+        )
+    if not any(m["role"] != "system" for m in messages[:-1]):
+        raise InvalidArgumentError("an assistant prefill needs a user message before it")
+    return messages[:-1], last
 
 
 def _render(
@@ -397,7 +468,11 @@ def _render(
     tools: list[dict[str, Any]] | None,
     choice: str | dict[str, Any],
     template_kwargs: Mapping[str, Any],
+    continue_final_message: bool | None = None,
 ) -> _Prompt:
+    """The chat prompt for ``messages``; a trailing assistant message becomes the prompt's
+    :class:`_Prefill` (see :func:`_split_prefill`), written by :meth:`_Prompt.constrained`."""
+    messages, last = _split_prefill(messages, continue_final_message)
     template = llm.chat_template
     caps = _caps(template)
     offered = None if choice == "none" or not tools else tools
@@ -424,7 +499,14 @@ def _render(
         raise InvalidArgumentError("the rendered chat prompt is empty")
     syntax = detect_reasoning_syntax(template.source) if isinstance(template, ChatTemplate) else None
     thinking = syntax is not None and opens_reasoning(text, syntax)
-    return _Prompt(ids, offered, fmt, syntax, thinking)
+    prefill = None
+    if last is not None:
+        reasoning = last.get("reasoning_content")
+        if reasoning is not None and not isinstance(reasoning, str):
+            where = f"messages[{len(messages)}]['reasoning_content']"
+            raise ArgumentTypeError(f"{where} must be a str, not {_type_name(reasoning)}")
+        prefill = _Prefill(last["content"], reasoning or "", syntax, thinking)
+    return _Prompt(ids, offered, fmt, syntax, thinking, prefill)
 
 
 def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], parallel: bool | None) -> Grammar | None:
@@ -494,7 +576,7 @@ def _reasoning_budget(
     """The engine's reasoning budget for ``prompt`` (llama.cpp's ``--reasoning-budget``): at most
     ``budget`` tokens in the reasoning block, then ``message`` and the block's closing marker are
     forced; ``None`` for no cap (``budget`` ``None`` or -1), for a template without a reasoning block,
-    and under a grammar (which already fixes the whole reply)."""
+    under a grammar (which already fixes the whole reply) and after an assistant prefill."""
     if budget is None:
         return None
     if isinstance(budget, bool) or not isinstance(budget, int):
@@ -502,7 +584,7 @@ def _reasoning_budget(
     if budget < -1:
         raise InvalidArgumentError(f"reasoning_budget must be -1 (no cap) or at least 0, not {budget}")
     syntax = prompt.reasoning
-    if budget == -1 or syntax is None or not syntax.has_block or grammar is not None:
+    if budget == -1 or syntax is None or not syntax.has_block or grammar is not None or prompt.prefill is not None:
         return None
     if not isinstance(message, str):
         raise ArgumentTypeError(f"reasoning_budget_message must be a str, not {_type_name(message)}")
@@ -593,6 +675,35 @@ class _ReplyStream:
         self._calls = ToolCallStream(prompt.format, tools=prompt.tools) if prompt.tools is not None else None
         self._reasoning = ""
         self._answer = ""
+        # An assistant prefill is read as the reply's start (a call it opens is parsed whole), and what
+        # it contributes (``_prefix``: reasoning, answer) is left out of what the reply returns;
+        # ``_skip`` is the part of it the returned pieces have not passed yet.
+        self._prefix = self._skip = ("", "")
+        self._held = ("", "")
+        pre = prompt.prefill
+        if pre is not None and pre.text:
+            alone = _ReplyStream(dataclasses.replace(prompt, prefill=None))
+            alone.feed(pre.text)
+            reply = alone.finish()[2]
+            self._prefix = self._skip = (reply.reasoning or "", reply.text)
+            self._held = self._drop(*self._split(self._feed(pre.text)))
+
+    def _drop(self, think: str, answer: str) -> tuple[str, str]:
+        """``think`` and ``answer`` without the prefill's part still to skip (skipping ends at the first
+        character that differs: the prefill went elsewhere, into a call)."""
+        out = []
+        skips = []
+        for text, skip in zip((think, answer), self._skip, strict=True):
+            n = len(os.path.commonprefix([text, skip]))
+            if n < len(skip) and n < len(text):
+                skip, n = "", 0
+            out.append(text[n:])
+            skips.append(skip[n:])
+        self._skip = (skips[0], skips[1])
+        return out[0], out[1]
+
+    def _feed(self, piece: str) -> tuple[str, str]:
+        return self._think.feed(piece) if self._think is not None else ("", piece)
 
     def _split(self, pair: tuple[str, str]) -> tuple[str, str]:
         think, answer = pair
@@ -602,9 +713,13 @@ class _ReplyStream:
             answer = self._calls.feed(answer) if answer else ""
         return think, answer
 
+    def _with_held(self, think: str, answer: str) -> tuple[str, str]:
+        held, self._held = self._held, ("", "")
+        return held[0] + think, held[1] + answer
+
     def feed(self, piece: str) -> tuple[str, str]:
         """Add ``piece``; return the reasoning and content text that are final now."""
-        return self._split(self._think.feed(piece) if self._think is not None else ("", piece))
+        return self._with_held(*self._drop(*self._split(self._feed(piece))))
 
     def finish(self) -> tuple[str, str, _Reply]:
         """The reasoning and content still held back, and the whole reply."""
@@ -613,8 +728,23 @@ class _ReplyStream:
         if self._calls is not None:
             rest, parsed = self._calls.finish()
             answer += rest
-        reasoning = self._reasoning if self._think is not None and self._think.had_block else None
-        return think, answer, _Reply(reasoning, self._answer, parsed)
+        think, answer = self._with_held(*self._drop(think, answer))
+        pre_think, pre_answer = self._prefix
+        reasoning = None
+        if self._think is not None and self._think.had_block:
+            reasoning = _after_prefix(self._reasoning, pre_think)
+            reasoning = None if pre_think and not reasoning else reasoning
+        if parsed is not None and pre_answer:
+            parsed = ParsedReply(_after_prefix(parsed.text, pre_answer), parsed.tool_calls)
+        return think, answer, _Reply(reasoning, _after_prefix(self._answer, pre_answer), parsed)
+
+
+def _after_prefix(text: str, prefix: str) -> str:
+    """``text`` without the prefill's ``prefix`` (all of it when ``text`` is a start of the prefix: a
+    call parser trims the text around calls, so the content before a call may be the prefill trimmed)."""
+    if text.startswith(prefix):
+        return text[len(prefix) :]
+    return "" if text and prefix.startswith(text) else text
 
 
 def _reply(prompt: _Prompt, text: str) -> _Reply:
@@ -741,6 +871,7 @@ def create_chat_completion(
     reasoning_effort: str | None = None,
     reasoning_budget: int | None = None,
     reasoning_budget_message: str = "",
+    continue_final_message: bool | None = None,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -776,14 +907,14 @@ def create_chat_completion(
         raise ArgumentTypeError(f"parallel_tool_calls must be a bool, not {_type_name(parallel_tool_calls)}")
     split_reasoning = _reasoning_format(reasoning_format)
     kwargs = _template_kwargs(chat_template_kwargs, reasoning_effort=reasoning_effort)
-    prompt = _render(llm, msgs, tools_, choice, kwargs)
+    prompt = _render(llm, msgs, tools_, choice, kwargs, continue_final_message)
     rendered = prompt
     if not split_reasoning:
         prompt = prompt.without_reasoning()
     if grammar is None or from_format is not None:
         # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
         grammar = _forced_calls(llm, prompt, choice, parallel_tool_calls) or grammar
-    prompt = prompt.constrained(grammar)
+    prompt, grammar = prompt.constrained(llm, grammar)
     budget = _reasoning_budget(llm, rendered, reasoning_budget, grammar, reasoning_budget_message)
     special = prompt.special
     _, gen = llm._start(

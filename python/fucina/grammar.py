@@ -120,6 +120,24 @@ class Grammar:
         """A llama.cpp GBNF grammar (``root ::= ...``), converted to Lark."""
         return cls.lark(gbnf_to_lark(text))
 
+    def after(self, prefix: str) -> Grammar:
+        """This grammar for output that continues ``prefix``, text already written before the
+        generation starts (an assistant prefill): ``prefix`` + output must match. The prefix is
+        consumed when a generation starts; one the grammar cannot begin with raises
+        :class:`fucina.GrammarError` then, naming it.
+
+        >>> Grammar.json_schema({"type": "object"}).after('{"name": ').prefix
+        '{"name": '
+        """
+        if not isinstance(prefix, str):
+            raise ArgumentTypeError(f"prefix must be a str, not {type(prefix).__name__}")
+        return Grammar(self._core.after(prefix))
+
+    @property
+    def prefix(self) -> str:
+        """The text the output continues (empty unless built with :meth:`after`)."""
+        return self._core.prefix
+
     @property
     def kind(self) -> str:
         """``"json_schema"``, ``"json_object"``, ``"regex"`` or ``"lark"``."""

@@ -784,6 +784,7 @@ class LLM:
         reasoning_effort: str | None = None,
         reasoning_budget: int | None = None,
         reasoning_budget_message: str = "",
+        continue_final_message: bool | None = None,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -825,6 +826,14 @@ class LLM:
         ``--reasoning-budget``: ``-1`` or ``None`` for no cap, ``0`` to close it at once): when the cap is
         reached, ``reasoning_budget_message`` (if any) and the block's closing marker are forced and the
         model goes on with its answer. It needs a template with reasoning markers and no grammar.
+
+        A last assistant message is a prefill, as llama.cpp's server reads it: the reply continues
+        that message instead of starting a new turn (its ``content``, after its ``reasoning_content``
+        in the template's reasoning block, which stays open when the message has only reasoning), and
+        ``content`` / ``reasoning_content`` hold only what the model added. A call the prefill opens
+        is parsed whole, and a ``response_format`` or forced call grammar continues the prefill (it must
+        be a start the grammar allows). ``continue_final_message=False`` renders such a message as the
+        template does instead (most open a new turn after it); ``True`` requires one.
 
         ``response_format`` (``{"type": "text" | "json_object"}``, with an optional ``"schema"``, or
         ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``) constrains the reply
@@ -885,6 +894,7 @@ class LLM:
             reasoning_effort=reasoning_effort,
             reasoning_budget=reasoning_budget,
             reasoning_budget_message=reasoning_budget_message,
+            continue_final_message=continue_final_message,
         )
 
     def _piece(self, token: int) -> str:

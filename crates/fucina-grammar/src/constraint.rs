@@ -169,9 +169,12 @@ impl Constraint {
         self.lock().matcher.is_accepting().unwrap_or(false)
     }
 
-    /// The error that ended the constraint, if one did.
+    /// The error that ended the constraint, if one did (without the marker llguidance
+    /// appends where it leaves out its parser dump).
     pub fn error(&self) -> Option<String> {
-        self.lock().matcher.get_error()
+        let e = self.lock().matcher.get_error()?;
+        let e = e.trim_end();
+        Some(e.strip_suffix("<non-verbose/>").unwrap_or(e).trim_end().to_owned())
     }
 
     /// Timing and forcing counts so far.

@@ -48,10 +48,7 @@ impl LazyCompiler {
         grammar: &PyGrammar,
     ) -> PyResult<Constraint> {
         let compiler = self.get(py, tokenizer, n_vocab)?;
-        let g = &grammar.inner;
-        let c = py.detach(|| compiler.compile(g)).map_err(grammar_error)?;
-        warn_unenforced(py, &c)?;
-        Ok(c)
+        start_constraint(py, &compiler, tokenizer, grammar)
     }
 }
 
@@ -76,6 +73,47 @@ pub(crate) fn grammar_error(e: GrammarError) -> PyErr {
 #[pyclass(frozen, module = "fucina._core", name = "Grammar")]
 pub struct PyGrammar {
     pub(crate) inner: Grammar,
+    /// Text already written before the generation starts (an assistant prefill): a
+    /// constraint consumes its tokens first, so the output continues it.
+    pub(crate) prefix: String,
+}
+
+impl PyGrammar {
+    fn new(inner: Grammar) -> PyGrammar {
+        PyGrammar {
+            inner,
+            prefix: String::new(),
+        }
+    }
+}
+
+/// Compile `grammar` with `compiler` and consume its prefix (tokenized with `tokenizer`,
+/// special tokens parsed, as a rendered prompt is), warning about what a lenient schema
+/// leaves unenforced.
+fn start_constraint(
+    py: Python<'_>,
+    compiler: &GrammarCompiler,
+    tokenizer: &fucina_tokenizer::Tokenizer,
+    grammar: &PyGrammar,
+) -> PyResult<Constraint> {
+    let g = &grammar.inner;
+    let mut c = py.detach(|| compiler.compile(g)).map_err(grammar_error)?;
+    warn_unenforced(py, &c)?;
+    if !grammar.prefix.is_empty() {
+        let ids = tokenizer
+            .encode(&grammar.prefix, false, true)
+            .map_err(|e| grammar_err(e.to_string()))?;
+        py.detach(|| c.consume(&ids)).map_err(|e| {
+            let mut shown: String = grammar.prefix.chars().take(60).collect();
+            if shown.len() < grammar.prefix.len() {
+                shown.push_str("...");
+            }
+            grammar_err(format!(
+                "the text the output continues ({shown:?}) does not match the grammar: {e}"
+            ))
+        })?;
+    }
+    Ok(c)
 }
 
 #[pymethods]
@@ -84,7 +122,7 @@ impl PyGrammar {
     #[staticmethod]
     fn json_schema(schema: &str) -> PyResult<PyGrammar> {
         Grammar::json_schema_str(schema)
-            .map(|inner| PyGrammar { inner })
+            .map(PyGrammar::new)
             .map_err(grammar_error)
     }
 
@@ -107,25 +145,35 @@ impl PyGrammar {
     /// Any JSON object.
     #[staticmethod]
     fn json_object() -> PyGrammar {
-        PyGrammar {
-            inner: Grammar::JsonObject,
-        }
+        PyGrammar::new(Grammar::JsonObject)
     }
 
     /// A regular expression the whole output must match.
     #[staticmethod]
     fn regex(pattern: String) -> PyGrammar {
-        PyGrammar {
-            inner: Grammar::Regex(pattern),
-        }
+        PyGrammar::new(Grammar::Regex(pattern))
     }
 
     /// A grammar in llguidance's Lark-like syntax.
     #[staticmethod]
     fn lark(text: String) -> PyGrammar {
+        PyGrammar::new(Grammar::Lark(text))
+    }
+
+    /// This grammar for output that continues `prefix`: text already written (an
+    /// assistant prefill) is consumed first, so `prefix` + output matches the grammar.
+    /// A prefix the grammar cannot start with fails when a generation compiles it.
+    fn after(&self, prefix: &str) -> PyGrammar {
         PyGrammar {
-            inner: Grammar::Lark(text),
+            inner: self.inner.clone(),
+            prefix: format!("{}{prefix}", self.prefix),
         }
+    }
+
+    /// The text the output continues (empty unless built with `after`).
+    #[getter]
+    fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// `"json_schema"`, `"json_object"`, `"regex"` or `"lark"`.
@@ -154,7 +202,11 @@ impl PyGrammar {
         if src.chars().count() > 60 {
             src = src.chars().take(57).collect::<String>() + "...";
         }
-        format!("Grammar.{}({src:?})", self.kind())
+        if self.prefix.is_empty() {
+            format!("Grammar.{}({src:?})", self.kind())
+        } else {
+            format!("Grammar.{}({src:?}).after({:?})", self.kind(), self.prefix)
+        }
     }
 }
 
@@ -162,6 +214,7 @@ impl PyGrammar {
 #[pyclass(frozen, module = "fucina._core", name = "GrammarCompiler")]
 pub struct PyGrammarCompiler {
     inner: Arc<GrammarCompiler>,
+    tokenizer: Arc<fucina_tokenizer::Tokenizer>,
 }
 
 #[pymethods]
@@ -178,10 +231,11 @@ impl PyGrammarCompiler {
         let tok = Arc::clone(tokenizer.arc());
         let n = n_vocab.unwrap_or(tok.vocab_size());
         let inner = py
-            .detach(|| GrammarCompiler::new(tok, n))
+            .detach(|| GrammarCompiler::new(Arc::clone(&tok), n))
             .map_err(grammar_error)?;
         Ok(PyGrammarCompiler {
             inner: Arc::new(inner),
+            tokenizer: tok,
         })
     }
 
@@ -191,11 +245,10 @@ impl PyGrammarCompiler {
         self.inner.vocab_size()
     }
 
-    /// A matcher at the grammar's start (raises `GrammarError` naming the problem).
+    /// A matcher at the grammar's start, past its prefix if it has one (raises
+    /// `GrammarError` naming the problem).
     fn compile(&self, py: Python<'_>, grammar: PyRef<'_, PyGrammar>) -> PyResult<PyGrammarMatcher> {
-        let g = &grammar.inner;
-        let c = py.detach(|| self.inner.compile(g)).map_err(grammar_error)?;
-        warn_unenforced(py, &c)?;
+        let c = start_constraint(py, &self.inner, &self.tokenizer, &grammar)?;
         Ok(PyGrammarMatcher {
             inner: Mutex::new(c),
             n_vocab: self.inner.vocab_size(),

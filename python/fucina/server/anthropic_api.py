@@ -86,10 +86,11 @@ def _result_text(where: str, content: str | list[TextBlock | ImageBlock | Docume
     return "".join(texts)
 
 
-def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str, Any]], str]:
-    """The conversation as OpenAI messages, and the trailing assistant prefill ("" if none). An
-    assistant's ``thinking`` blocks become its ``reasoning_content`` (templates that keep reasoning
-    in the history render it); ``redacted_thinking`` blocks are dropped."""
+def _messages(body: CountTokensRequest | MessagesRequest) -> list[dict[str, Any]]:
+    """The conversation as OpenAI messages (a trailing assistant message is the prefill the reply
+    continues, as :func:`fucina.chat_completion._render` reads it). An assistant's ``thinking`` blocks
+    become its ``reasoning_content`` (templates that keep reasoning in the history render it);
+    ``redacted_thinking`` blocks are dropped."""
     out: list[dict[str, Any]] = []
     if body.system:
         blocks = [body.system] if isinstance(body.system, str) else [b.text for b in body.system]
@@ -138,14 +139,9 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> tuple[list[dict[str
             out.append(msg)
         elif texts:
             out.append({"role": "user", "content": "".join(texts)})
-    prefill = ""
-    last = out[-1] if out else None
-    if last is not None and last["role"] == "assistant" and not last.get("tool_calls"):
-        prefill = str(last["content"])
-        out.pop()
-    if not any(m["role"] != "system" for m in out):
+    if not any(m["role"] == "user" or m["role"] == "tool" for m in out):
         raise ApiError(400, "messages must hold at least one user message", param="messages")
-    return out, prefill
+    return out
 
 
 def _tools(body: CountTokensRequest | MessagesRequest) -> list[dict[str, Any]] | None:
@@ -194,9 +190,9 @@ def _prompt(
     st: ServerState, body: CountTokensRequest | MessagesRequest
 ) -> tuple[cc._Prompt, Grammar | None, cc._ReasoningBudget | None]:
     """The rendered prompt, the grammar of its reply (the calls ``tool_choice`` ``any`` / ``tool``
-    force, else the structured output asked for; none after an assistant prefill, which already fixes
-    how the reply starts) and its reasoning budget (``thinking.budget_tokens``, else the server's)."""
-    msgs, prefill = _messages(body)
+    force, else the structured output asked for; after an assistant prefill, the grammar continues it)
+    and its reasoning budget (``thinking.budget_tokens``, else the server's; none after a prefill)."""
+    msgs = _messages(body)
     tools = cc._tools(_tools(body), None)
     choice = cc._tool_choice(_tool_choice(body.tool_choice), None, tools)
     # Anthropic's thinking switch is the template's enable_thinking (Qwen3, Gemma 4, ...).
@@ -205,17 +201,14 @@ def _prompt(
     rendered = prompt
     if not cc._reasoning_format(st.reasoning_format):
         prompt = prompt.without_reasoning()
-    if prefill:
-        # The prefill fixes how the reply starts: no reasoning block is looked for after it.
-        extra = st.llm.tokenize(prefill, add_special=False)
-        return cc._Prompt(prompt.ids + extra, prompt.tools, prompt.format), None, None
     single = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
     grammar = cc._forced_calls(st.llm, prompt, choice, False if single else None)
     if grammar is None:
         grammar = _output_grammar(body)
     asked = body.thinking.budget_tokens if body.thinking is not None and body.thinking.type == "enabled" else None
     budget = cc._reasoning_budget(st.llm, rendered, st.reasoning_budget if asked is None else asked, grammar)
-    return prompt.constrained(grammar), grammar, budget
+    prompt, grammar = prompt.constrained(st.llm, grammar)
+    return prompt, grammar, budget
 
 
 def _stop_reason(choice: Choice, parsed: ParsedReply | None, stops: list[str]) -> tuple[str, str | None]:

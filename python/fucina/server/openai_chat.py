@@ -124,14 +124,14 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
     kwargs = cc._template_kwargs(body.chat_template_kwargs, reasoning_effort=body.reasoning_effort)
-    prompt = cc._render(llm, msgs, tools, choice, kwargs)
+    prompt = cc._render(llm, msgs, tools, choice, kwargs, body.continue_final_message)
     rendered = prompt
     if not cc._reasoning_format(body.reasoning_format or st.reasoning_format):
         prompt = prompt.without_reasoning()
     # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
     parallel = False if body.functions is not None else body.parallel_tool_calls
     grammar = cc._forced_calls(llm, prompt, choice, parallel) or answer_format
-    prompt = prompt.constrained(grammar)
+    prompt, grammar = prompt.constrained(llm, grammar)
     budget_tokens = next(
         (b for b in (body.reasoning_budget_tokens, body.thinking_budget_tokens) if b is not None), st.reasoning_budget
     )

@@ -215,6 +215,9 @@ class ChatCompletionRequest(_Sampling):
     """Another name llama.cpp's server takes for ``reasoning_budget_tokens``."""
     reasoning_budget_message: str | None = Field(None, max_length=4096)
     """Text forced before the closing marker when the budget runs out."""
+    continue_final_message: bool | None = None
+    """A last assistant message is continued (a prefill: the reply holds only what is added) unless
+    this is ``false`` (llama.cpp's server and vLLM's name)."""
 
 
 class CompletionRequest(_Sampling):
