@@ -566,6 +566,51 @@ def test_a_json_schema_response_validates(client: openai.OpenAI, server: LiveSer
         assert isinstance(json.loads(text), dict)
 
 
+def test_llama_cpp_grammar_and_json_schema_fields(client: openai.OpenAI, server: LiveServer) -> None:
+    """llama.cpp's server's own ``grammar`` (GBNF) and ``json_schema`` fields, on chat and text completions,
+    and ``response_format`` on text completions too (as vLLM takes it)."""
+    yes_no = {"grammar": 'root ::= "yes" | "no"'}
+    r = chat(client, server.model_id, "Is the sky blue?", max_tokens=5, extra_body=yes_no)
+    assert r.choices[0].message.content in ("yes", "no") and r.choices[0].finish_reason == "stop"
+    c = client.completions.create(
+        model=server.model_id,
+        prompt="Is the sky blue? Answer:",
+        max_tokens=5,
+        extra_body={"grammar": 'root ::= " yes" | " no"'},
+    )
+    assert c.choices[0].text in (" yes", " no") and c.choices[0].finish_reason == "stop"
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    for extra in (
+        {"json_schema": schema},
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}},
+    ):
+        c = client.completions.create(
+            model=server.model_id, prompt="A number as JSON:", max_tokens=30, extra_body=extra
+        )
+        assert c.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(c.choices[0].text), schema)
+    r = chat(client, server.model_id, "A number as JSON.", max_tokens=30, extra_body={"json_schema": schema})
+    jsonschema.validate(json.loads(r.choices[0].message.content or ""), schema)
+    r = chat(client, server.model_id, "Any object.", max_tokens=30, temperature=0, extra_body={"json_schema": {}})
+    assert isinstance(json.loads(r.choices[0].message.content or ""), dict)
+    # Errors name the field: two constraints at once, a bad grammar, a bad schema, a grammar with tools.
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({**yes_no, "json_schema": schema}, "grammar"),
+        ({"grammar": 'root ::= "a'}, "grammar"),
+        ({"json_schema": {"type": "strin"}}, "json_schema"),
+        ({**yes_no, "tools": WEATHER}, "grammar"),
+    ]
+    for extra, param in bad:
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(client, server.model_id, "Hi", max_tokens=2, extra_body=extra)
+        assert e.value.param == param, extra
+
+
 def test_an_api_key_guards_every_route_but_health(gemma_path: Path) -> None:
     with live(ServerConfig(model=gemma_path, parallel=1, ctx_size=128, api_key="s3cret")) as s:
         bad = openai.OpenAI(base_url=f"{s.url}/v1", api_key="wrong", max_retries=0)

@@ -50,6 +50,8 @@ class Sampling:
     ignore_eos: bool = False
     processors: list[Callable[[list[int], Any], None]] = field(default_factory=list)
     grammar: Grammar | None = None
+    grammar_param: str = "response_format"
+    """The request field a grammar that fails to compile is reported under."""
     reasoning_budget: tuple[list[int], list[int], list[int], int, bool] | None = None
 
 
@@ -219,7 +221,8 @@ class Hub:
         except _core.GrammarError as e:
             for r in requests:
                 r.cancel()
-            raise ApiError(400, str(e), param="response_format", code="invalid_response_format") from None
+            param = settings[0].grammar_param if settings else "response_format"
+            raise ApiError(400, str(e), param=param, code="invalid_response_format") from None
         except (_core.InvalidArgumentError, _core.ArgumentTypeError) as e:
             for r in requests:
                 r.cancel()

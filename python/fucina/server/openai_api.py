@@ -22,6 +22,7 @@ from fastapi.responses import Response
 
 from ..llm import _Logprobs
 from .common import ServerState, completion_budget, drain, gather, request_sampling, stop_list
+from .constraints import request_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling, raise_event_error
 from .openai_schema import CompletionRequest, DetokenizeRequest, EmbeddingRequest, TokenizeRequest
@@ -88,6 +89,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     if body.echo and body.logprobs is not None:
         raise ApiError(400, "echo with logprobs (the prompt's logprobs) is not supported", param="echo")
     prompts = _token_lists(st, body.prompt, "prompt")
+    grammar, grammar_param = request_grammar(body)
     params = request_sampling(st, body)
     stops = stop_list(body.stop)
     processors = st.processors(body.model_dump())
@@ -99,6 +101,8 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             logprobs=body.logprobs,
             ignore_eos=body.ignore_eos,
             processors=processors,
+            grammar=grammar,
+            grammar_param=grammar_param,
         )
         for p in prompts
     ]

@@ -22,7 +22,7 @@ from fastapi.responses import Response
 
 from .. import chat_completion as cc
 from .common import ServerState, cached_tokens, completion_budget, gather, request_sampling, stop_list
-from .constraints import response_format_grammar
+from .constraints import request_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling
 from .openai_schema import AllowedToolsChoice, ChatCompletionRequest, ChatMessage, NamedFunction, NamedToolChoice
@@ -109,7 +109,7 @@ def _allowed(tools: list[dict[str, Any]] | None, choice: AllowedToolsChoice) -> 
 def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Job]:
     """Check and render a chat request and put it on the scheduler (the chat and Responses routes)."""
     st.check_model(body.model)
-    answer_format = response_format_grammar(body.response_format)
+    answer_format, grammar_param = request_grammar(body)
     processors = st.processors(body.model_dump())
     llm = st.llm
     msgs = cc._messages(chat_messages(body.messages))
@@ -120,6 +120,11 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
     choice = cc._tool_choice(
         tool_choice.model_dump() if isinstance(tool_choice, NamedToolChoice) else tool_choice, None, tools
     )
+    if body.grammar and tools and choice != "none":
+        # llama.cpp's refusal: the tools' call syntax and a user grammar cannot both shape the reply.
+        raise ApiError(
+            400, "a custom grammar cannot be used with tools (tool_choice 'none' leaves them out)", param="grammar"
+        )
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     n_logprobs = (body.top_logprobs or 0) if body.logprobs else None
@@ -130,7 +135,10 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         prompt = prompt.without_reasoning()
     # A forced call is the whole reply: response_format shapes answers, and there is none to shape.
     parallel = False if body.functions is not None else body.parallel_tool_calls
-    grammar = cc._forced_calls(llm, prompt, choice, parallel) or answer_format
+    forced = cc._forced_calls(llm, prompt, choice, parallel)
+    grammar = forced or answer_format
+    if forced is not None:
+        grammar_param = "tool_choice"
     prompt, grammar = prompt.constrained(llm, grammar)
     budget_tokens = next(
         (b for b in (body.reasoning_budget_tokens, body.thinking_budget_tokens) if b is not None), st.reasoning_budget
@@ -150,6 +158,7 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         ignore_eos=body.ignore_eos,
         processors=processors,
         grammar=grammar,
+        grammar_param=grammar_param,
         reasoning_budget=reasoning_budget,
     )
     return prompt, st.hub.submit([prompt.ids], [settings], n=body.n)

@@ -188,7 +188,16 @@ class _Sampling(Body):
     ignore_eos: bool = False
 
 
-class ChatCompletionRequest(_Sampling):
+class _Constrained(Body):
+    """llama.cpp's server's own constraint fields, on chat and text completions."""
+
+    grammar: str | None = Field(None, max_length=1 << 20)
+    """A GBNF grammar the reply must match (llama.cpp's ``grammar``)."""
+    json_schema: dict[str, Any] | None = None
+    """A JSON Schema the reply must be valid against (llama.cpp's ``json_schema``; ``{}``: any object)."""
+
+
+class ChatCompletionRequest(_Sampling, _Constrained):
     """``POST /v1/chat/completions``."""
 
     model: str = Field(max_length=256)
@@ -220,7 +229,7 @@ class ChatCompletionRequest(_Sampling):
     this is ``false`` (llama.cpp's server and vLLM's name)."""
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(_Sampling, _Constrained):
     """``POST /v1/completions``: ``prompt`` a string, a list of strings, token ids or lists of them."""
 
     model: str = Field(max_length=256)
@@ -230,6 +239,8 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     best_of: int | None = Field(None, ge=1, le=_MAX_N)
     suffix: str | None = None
+    response_format: ResponseFormat | None = None
+    """As on chat completions (vLLM takes it here too)."""
 
 
 class EmbeddingRequest(Body):
