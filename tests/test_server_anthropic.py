@@ -299,6 +299,28 @@ def test_history_as_clients_send_it(tool_client: tuple[anthropic.Anthropic, str,
     script.reply = None
 
 
+def test_consecutive_turns_combine_and_a_prefill_continues(
+    tool_client: tuple[anthropic.Anthropic, str, Script],
+) -> None:
+    # Anthropic combines consecutive same-role turns; a last assistant turn is the prefill the reply continues.
+    client, model, script = tool_client
+    script.reply = " sky is green."
+    messages: Any = [
+        {"role": "user", "content": "Hi."},
+        {"role": "user", "content": [{"type": "text", "text": "What colour is the sky?"}]},
+        {"role": "assistant", "content": "The"},
+        {"role": "assistant", "content": [{"type": "text", "text": " Paris"}]},
+    ]
+    m = client.messages.create(model=model, max_tokens=16, messages=messages)
+    assert m.content[0].type == "text" and m.content[0].text == " sky is green." and m.stop_reason == "end_turn"
+    prompt = script.llm.detokenize(script.seen["prompt"], special=True)
+    assert prompt.endswith(
+        "<|im_start|>user\nHi.\n\nWhat colour is the sky?<|im_end|>\n<|im_start|>assistant\nThe Paris"
+    )
+    assert client.messages.count_tokens(model=model, messages=messages).input_tokens == len(script.seen["prompt"])
+    script.reply = None
+
+
 def test_errors_are_anthropics(client: anthropic.Anthropic, server: LiveServer) -> None:
     model = server.model_id
     with pytest.raises(anthropic.NotFoundError) as e:

@@ -141,6 +141,28 @@ def _messages(body: CountTokensRequest | MessagesRequest) -> list[dict[str, Any]
             out.append({"role": "user", "content": "".join(texts)})
     if not any(m["role"] == "user" or m["role"] == "tool" for m in out):
         raise ApiError(400, "messages must hold at least one user message", param="messages")
+    return _combined(out)
+
+
+def _combined(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive user (or assistant) messages as one turn, as Anthropic's API combines them: user
+    texts joined by a blank line, an assistant's texts, calls and reasoning concatenated (templates that require
+    alternating roles render the conversation, and a prefill after an assistant message continues it)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if prev is None or prev["role"] != m["role"] or m["role"] not in ("user", "assistant"):
+            out.append(dict(m))
+            continue
+        if prev.get("tool_calls") and m["content"]:
+            out.append(dict(m))  # text after calls: the template writes them in that order only as two turns
+            continue
+        sep = "\n\n" if m["role"] == "user" else ""  # separate questions; one reply's text, continued
+        prev["content"] = sep.join(t for t in (prev["content"], m["content"]) if t)
+        if m.get("tool_calls"):
+            prev["tool_calls"] = [*prev.get("tool_calls", []), *m["tool_calls"]]
+        if m.get("reasoning_content"):
+            prev["reasoning_content"] = prev.get("reasoning_content", "") + m["reasoning_content"]
     return out
 
 
