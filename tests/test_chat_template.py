@@ -304,3 +304,47 @@ def test_undefined_use_raises() -> None:
         _r("{{ messages[0].content + '!' }}", [{"role": "user"}])
     # An undefined value merely printed is empty (jinja2's default Undefined, as in transformers).
     assert _r("[{{ messages[0].content }}]", [{"role": "user"}]) == "[]"
+
+
+# Vision models' templates iterate a message's content as typed parts and drop a plain string.
+PARTS_ONLY = (
+    "{% for m in messages %}<|{{ m['role'] }}|>"
+    "{% for part in m['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' %}"
+    "<image>{% endif %}{% endfor %}<|end|>\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+SELECTED_PARTS = (
+    "{% for m in messages %}{{ m['role'] | upper }}: "
+    "{% for c in m['content'] | selectattr('type', 'equalto', 'text') %}{{ c['text'] }}{% endfor %}\n{% endfor %}"
+)
+
+
+@pytest.mark.parametrize("source", [PARTS_ONLY, SELECTED_PARTS])
+def test_a_template_that_reads_only_typed_parts_gets_strings_as_text_parts(source: str) -> None:
+    t = fucina.ChatTemplate(source)
+    assert t.typed_content
+    msgs = [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi"}]
+    out = t.render(msgs, add_generation_prompt=False)
+    assert "Hello there" in out and "Hi" in out
+    # Typed parts as the client sent them render as they are.
+    typed = [{"role": "user", "content": [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}]}]
+    assert "Hello there" in t.render(typed)
+
+
+def test_string_content_templates_are_left_as_they_are() -> None:
+    t = _compiled("Qwen-Qwen3-0.6B")
+    assert not t.typed_content
+    # A template that shows neither form (no content at all) is not switched either.
+    assert not fucina.ChatTemplate("{% for m in messages %}<{{ m['role'] }}>{% endfor %}").typed_content
+
+
+def test_chat_completion_through_a_typed_parts_template(gemma_path: Path) -> None:
+    llm = fucina.LLM(gemma_path, n_ctx=256, n_threads=2, chat_template=PARTS_ONLY)
+    seen: list[list[int]] = []
+
+    def record(tokens: list[int], logits: Any) -> None:
+        seen.append(list(tokens))
+
+    llm.create_chat_completion(
+        [{"role": "user", "content": "What is two plus two?"}], max_tokens=1, logits_processor=record
+    )
+    assert "<|user|>What is two plus two?<|end|>" in llm.detokenize(seen[0], special=True)

@@ -236,6 +236,13 @@ def _as_mapping(value: Any) -> Mapping[str, Any] | None:
     return None
 
 
+def _typed_content(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, str):
+        return message
+    return {**message, "content": [{"type": "text", "text": content}]}
+
+
 def _prepare_messages(messages: Any) -> list[dict[str, Any]]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
@@ -286,7 +293,7 @@ class ChatTemplate:
     passes the tokenizer's special tokens; a GGUF's template wants the text of its BOS/EOS tokens).
     """
 
-    __slots__ = ("_template", "bos_token", "eos_token", "source")
+    __slots__ = ("_template", "_typed", "bos_token", "eos_token", "source")
 
     def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "") -> None:
         if not isinstance(template, str):
@@ -297,6 +304,7 @@ class ChatTemplate:
         self.source = template
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self._typed: bool | None = None
         try:
             self._template = _environment().from_string(template)
         except jinja2.TemplateSyntaxError as e:
@@ -305,6 +313,32 @@ class ChatTemplate:
     def __repr__(self) -> str:
         return f"ChatTemplate(<{len(self.source)} chars>, bos_token={self.bos_token!r}, eos_token={self.eos_token!r})"
 
+    @property
+    def typed_content(self) -> bool:
+        """Whether the template renders a message's content only when it is a list of typed parts
+        (``[{"type": "text", "text": ...}]``, as vision models' templates iterate it) and drops a plain
+        string: such templates get string contents as one text part (llama.cpp's
+        ``requires_typed_content``). Probed once, on the first render."""
+        if self._typed is None:
+            self._typed = not self._shows("x", typed=False) and self._shows(
+                [{"type": "text", "text": "x"}], typed=False
+            )
+        return self._typed
+
+    def _shows(self, content: Any, *, typed: bool) -> bool:
+        needle = "fucinacontentprobe"
+        if isinstance(content, list):
+            content = [{**part, "text": needle} for part in content]
+        else:
+            content = needle
+        context = self._context([{"role": "user", "content": content}], None, None, True, {}, typed=typed)
+        blocks: list[str] = []
+        try:
+            self._run(context, blocks)
+        except Exception:  # an untrusted template failing in any way means "does not show it"
+            return False
+        return needle in "".join(blocks)
+
     def _context(
         self,
         messages: Any,
@@ -312,12 +346,17 @@ class ChatTemplate:
         documents: Any,
         add_generation_prompt: bool,
         kwargs: dict[str, Any],
+        *,
+        typed: bool = True,
     ) -> dict[str, Any]:
+        prepared = _prepare_messages(messages)
+        if typed and self.typed_content:
+            prepared = [_typed_content(m) for m in prepared]
         return {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             **_plain(kwargs),
-            "messages": _prepare_messages(messages),
+            "messages": prepared,
             "tools": _prepare_dicts("tools", tools),
             "documents": _prepare_dicts("documents", documents),
             "add_generation_prompt": bool(add_generation_prompt),
