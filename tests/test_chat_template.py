@@ -348,3 +348,28 @@ def test_chat_completion_through_a_typed_parts_template(gemma_path: Path) -> Non
         [{"role": "user", "content": "What is two plus two?"}], max_tokens=1, logits_processor=record
     )
     assert "<|user|>What is two plus two?<|end|>" in llm.detokenize(seen[0], special=True)
+
+
+def _source(name: str) -> str:
+    return (TEMPLATES / f"{name}.jinja").read_text("utf-8")
+
+
+def _first_prompt(llm: fucina.LLM, messages: list[dict[str, Any]]) -> str:
+    seen: list[list[int]] = []
+
+    def record(tokens: list[int], logits: Any) -> None:
+        seen.append(list(tokens))
+
+    llm.create_chat_completion(messages, max_tokens=1, logits_processor=record)
+    return llm.detokenize(seen[0], special=True)
+
+
+def test_roles_are_adapted_to_the_template_as_llama_cpp_adapts_them(gemma_path: Path) -> None:
+    # Gemma 2's template raises on a system message: it is merged into the next message.
+    gemma2 = fucina.LLM(gemma_path, n_ctx=256, n_threads=2, chat_template=_source("google-gemma-2-2b-it"))
+    prompt = _first_prompt(gemma2, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    assert prompt == "<bos><start_of_turn>user\nBe brief.\nHi<end_of_turn>\n<start_of_turn>model\n"
+    # developer is system (OpenAI's newer name), except for gpt-oss's templates, which have a developer message.
+    qwen = fucina.LLM(gemma_path, n_ctx=256, n_threads=2, chat_template=_source("Qwen-Qwen2.5-7B-Instruct"))
+    prompt = _first_prompt(qwen, [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    assert prompt.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>")

@@ -432,6 +432,20 @@ class _Prompt:
         return dataclasses.replace(prompt, ids=prompt.ids + extra, prefill=dataclasses.replace(pre, text=text)), grammar
 
 
+def _template_roles(messages: list[dict[str, Any]], template: ChatTemplate, system_role: bool) -> list[dict[str, Any]]:
+    """Roles as llama.cpp adapts them to a Jinja template: ``developer`` is ``system`` (but for gpt-oss's
+    harmony templates, which have a developer message), and for a template without a system role (Gemma
+    2, early Mistral: they raise on one) a leading system message is merged into the message after it."""
+    if "<|channel|>" not in template.source:
+        messages = [{**m, "role": "system"} if m["role"] == "developer" else m for m in messages]
+    if system_role or not messages or messages[0]["role"] != "system":
+        return messages
+    if len(messages) == 1:
+        return messages[1:]
+    first, second = messages[0], messages[1]
+    return [{**second, "content": f"{first['content']}\n{second['content']}"}, *messages[2:]]
+
+
 def _split_prefill(
     messages: list[dict[str, Any]], continue_final_message: bool | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -485,6 +499,8 @@ def _render(
     else:
         fmt = ToolCallFormat.GENERIC
         msgs = _inline_tools(messages, offered, caps.system_role) if offered or has_tool_turns else messages
+    if isinstance(template, ChatTemplate):
+        msgs = _template_roles(msgs, template, caps.system_role)
     try:
         text = template.render(
             msgs, tools=offered if caps.tools else None, add_generation_prompt=True, **template_kwargs
