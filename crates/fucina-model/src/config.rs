@@ -346,14 +346,20 @@ impl Config {
         let n_ctx_train = int("context_length")?;
         let per_layer = |suffix: &str, default: Option<&[usize]>| -> Result<Vec<usize>> {
             let key = format!("{arch}.{suffix}");
-            match (md.contains_key(&key), default) {
-                (false, Some(d)) => Ok(d.to_vec()),
-                _ => Ok(md
-                    .per_layer_u32(&key, n_layer)?
-                    .into_iter()
-                    .map(|v| v as usize)
-                    .collect()),
+            if let (false, Some(d)) = (md.contains_key(&key), default) {
+                return Ok(d.to_vec());
             }
+            // llama.cpp's converter writes per-layer arrays over every block, the
+            // multi-token-prediction blocks after the trunk included: the trunk's are first.
+            let values = match md.per_layer_u32(&key, n_layer) {
+                Err(e) if n_nextn > 0 => md.per_layer_u32(&key, n_layer_all).map_err(|_| e)?,
+                r => r?,
+            };
+            Ok(values
+                .into_iter()
+                .take(n_layer)
+                .map(|v| v as usize)
+                .collect())
         };
         let n_head = per_layer("attention.head_count", None)?;
         let n_head_kv = per_layer("attention.head_count_kv", Some(&n_head))?;
@@ -685,6 +691,30 @@ mod tests {
             Value::F32(1e-6),
         );
         md
+    }
+
+    #[test]
+    fn per_layer_arrays_may_cover_the_nextn_blocks() {
+        let mut md = base("qwen3");
+        md.insert("qwen3.block_count", Value::U32(3));
+        md.insert("qwen3.nextn_predict_layers", Value::U32(1));
+        md.insert(
+            "qwen3.attention.head_count_kv",
+            Value::Array(fucina_gguf::Array::U32(vec![2, 1, 4])),
+        );
+        let c = Config::from_metadata(&md, Family::Qwen3, 1000);
+        let heads: Vec<usize> = match &c {
+            Ok(c) => c.layers.iter().map(|l| l.n_head_kv).collect(),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(heads, vec![2, 1]);
+        // An array of another length is still an error naming the key.
+        md.insert(
+            "qwen3.attention.head_count_kv",
+            Value::Array(fucina_gguf::Array::U32(vec![2, 1, 4, 4])),
+        );
+        let e = Config::from_metadata(&md, Family::Qwen3, 1000).unwrap_err();
+        assert!(e.to_string().contains("head_count_kv"), "{e}");
     }
 
     #[test]
