@@ -1,10 +1,12 @@
-//! Byte-level BPE merging (llama.cpp's `llm_tokenizer_bpe_session`), on token ids.
+//! BPE merging (llama.cpp's `llm_tokenizer_bpe_session`), on token ids.
 //!
-//! llama.cpp merges strings of GPT-2 byte-level characters; since that encoding is a
-//! bijection, merging raw bytes instead gives the same result. Symbols are ids:
-//! `0..n_vocab` are tokens (the id llama.cpp's `text_to_token` returns for that text),
-//! and ids past the vocabulary stand for byte strings that a merge rule produces but
-//! the vocabulary lacks (emitted with llama.cpp's per-byte fallback).
+//! For byte-level vocabularies llama.cpp merges strings of GPT-2 byte-level
+//! characters; since that encoding is a bijection, merging raw bytes instead gives the
+//! same result. SentencePiece-style vocabularies (Gemma 4: `byte_encode = false`) merge
+//! raw UTF-8 characters and fall back to `<0xXX>` tokens. Symbols are ids: `0..n_vocab`
+//! are tokens (the id llama.cpp's `text_to_token` returns for that text), and ids past
+//! the vocabulary stand for byte strings that a merge rule names or produces but the
+//! vocabulary lacks (emitted with llama.cpp's per-byte fallback).
 //!
 //! The merge order is llama.cpp's: repeatedly merge the adjacent pair of lowest rank,
 //! leftmost first. Short chunks use an O(n^2) scan over a flat array (fastest for
@@ -15,45 +17,57 @@ use std::collections::BinaryHeap;
 
 use crate::error::{Result, TokenizerError};
 use crate::hash::{PairMap, StrMap};
-use crate::pretokenize::PreConfig;
+use crate::pre_config::PreConfig;
 use crate::unicode;
 
 /// Chunks with more symbols than this use the heap merger.
 const SCAN_MAX: usize = 64;
 
-/// A byte-level BPE merge model.
+/// A BPE merge model.
 pub(crate) struct Bpe {
     pub(crate) config: PreConfig,
     n_vocab: u32,
     byte_sym: [u32; 256],
     pairs: PairMap,
-    /// Raw bytes -> token id, for `ignore_merges`.
+    /// Raw bytes -> canonical token id.
     raw: StrMap,
     /// Raw bytes of symbol `n_vocab + i`.
     synth: Vec<Vec<u8>>,
-    /// `text_to_token` of each one-byte string, for the fallback.
+    /// Raw bytes -> `i` of symbol `n_vocab + i`.
+    synth_index: StrMap,
+    /// `text_to_token` of each one-byte string, for the byte-level fallback.
     single_byte: [Option<u32>; 256],
+    /// `text_to_token("<0xXX>")` of each byte, for the SentencePiece-style fallback.
+    byte_token: [Option<u32>; 256],
 }
 
 impl Bpe {
-    /// Build from the token texts (byte-level encoded), the canonical text index and the
-    /// merge rules (`"left right"`, rank = position).
+    /// Build from the token texts, the canonical text index and the merge rules
+    /// (`"left right"`, rank = position; none at all for Kimi-K2). Texts and rules are
+    /// byte-level encoded unless the configuration is SentencePiece-style.
     pub(crate) fn new(
         config: PreConfig,
         texts: &crate::vocab::Texts,
         index: &StrMap,
-        merges: &fucina_gguf::StringArray,
+        merges: Option<&fucina_gguf::StringArray>,
     ) -> Result<Self> {
         let n_vocab = texts.len() as u32;
-        let mut raw = StrMap::with_capacity(texts.len(), texts.data_len());
-        let mut buf = Vec::new();
-        for id in 0..n_vocab {
-            let text = texts.get(id);
-            buf.clear();
-            if unicode::byte_level_decode_into(text, &mut buf) && index.get(text) == Some(id) {
-                raw.insert(&buf, id, true);
+        let raw = if config.spm_style {
+            index.clone()
+        } else {
+            let mut raw = StrMap::with_capacity(texts.len(), texts.data_len());
+            let mut buf = Vec::new();
+            for id in 0..n_vocab {
+                let text = texts.get(id);
+                buf.clear();
+                if unicode::byte_level_decode_into(text, &mut buf) && index.get(text) == Some(id) {
+                    raw.insert(&buf, id, true);
+                }
             }
-        }
+            raw
+        };
+        let empty = fucina_gguf::StringArray::default();
+        let merges = merges.unwrap_or(&empty);
         let mut bpe = Self {
             config,
             n_vocab,
@@ -61,13 +75,26 @@ impl Bpe {
             pairs: PairMap::with_capacity(merges.len()),
             raw,
             synth: Vec::new(),
+            synth_index: StrMap::with_capacity(64, 256),
             single_byte: [None; 256],
+            byte_token: [None; 256],
         };
-        let mut synth_index = StrMap::with_capacity(64, 256);
         for b in 0..=255u8 {
-            bpe.byte_sym[b as usize] = bpe.symbol(&[b], &mut synth_index);
+            if !config.spm_style {
+                bpe.byte_sym[b as usize] = bpe.symbol(&[b]);
+            }
             bpe.single_byte[b as usize] = index.get(&[b]);
+            bpe.byte_token[b as usize] = index.get(format!("<0x{b:02X}>").as_bytes());
         }
+        // Decode one side of a rule into `out`; false when it can never match.
+        let side = |text: &[u8], out: &mut Vec<u8>| {
+            if config.spm_style {
+                out.extend_from_slice(text);
+                true
+            } else {
+                unicode::byte_level_decode_into(text, out)
+            }
+        };
         let mut joined = Vec::new();
         let mut left = Vec::new();
         for (rank, line) in merges.iter().enumerate() {
@@ -86,32 +113,32 @@ impl Bpe {
             // alphabet means the rule can never fire.
             left.clear();
             joined.clear();
-            if !unicode::byte_level_decode_into(&line[..split], &mut left)
-                || !unicode::byte_level_decode_into(&line[split + 1..], &mut joined)
+            if !side(&line[..split], &mut left)
+                || !side(&line[split + 1..], &mut joined)
                 || left.is_empty()
                 || joined.is_empty()
             {
                 continue;
             }
-            let r = bpe.symbol(&joined, &mut synth_index);
+            let r = bpe.symbol(&joined);
             joined.splice(0..0, left.iter().copied());
-            let l = bpe.symbol(&left, &mut synth_index);
-            let m = bpe.symbol(&joined, &mut synth_index);
+            let l = bpe.symbol(&left);
+            let m = bpe.symbol(&joined);
             bpe.pairs.insert_first(l, r, rank as u32, m);
         }
         Ok(bpe)
     }
 
-    fn symbol(&mut self, bytes: &[u8], synth_index: &mut StrMap) -> u32 {
+    fn symbol(&mut self, bytes: &[u8]) -> u32 {
         if let Some(id) = self.raw.get(bytes) {
             return id;
         }
-        if let Some(i) = synth_index.get(bytes) {
+        if let Some(i) = self.synth_index.get(bytes) {
             return self.n_vocab + i;
         }
         let i = self.synth.len() as u32;
         self.synth.push(bytes.to_vec());
-        synth_index.insert(bytes, i, false);
+        self.synth_index.insert(bytes, i, false);
         self.n_vocab + i
     }
 
@@ -130,14 +157,81 @@ impl Bpe {
                 return;
             }
         }
-        if chunk.len() <= SCAN_MAX {
-            self.merge_scan(chunk, work);
-            for i in 0..work.syms.len() {
-                self.emit(work.syms[i], out);
+        work.syms.clear();
+        work.syms
+            .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
+        self.merge(work, out, Self::emit);
+    }
+
+    /// Encode one word of SentencePiece-style BPE (raw, normalised UTF-8 with spaces
+    /// already written as U+2581), appending ids to `out`.
+    pub(crate) fn encode_word_raw(&self, word: &[u8], w: &mut MergeWork, out: &mut Vec<u32>) {
+        if word.is_empty() {
+            return;
+        }
+        // llama.cpp's ignore_merges, and its Gemma 4 fix (PR 21343): a newline run that
+        // is a token is taken whole.
+        if self.config.ignore_merges || (self.config.gemma4 && word.iter().all(|&b| b == b'\n')) {
+            if let Some(id) = self.raw.get(word) {
+                out.push(id);
+                return;
+            }
+        }
+        // Symbols start as characters. One that no token and no merge rule names can
+        // never merge, so the words on either side of it merge independently.
+        w.syms.clear();
+        let mut i = 0;
+        while i < word.len() {
+            let n = unicode::utf8_len(word[i]).min(word.len() - i);
+            let ch = &word[i..i + n];
+            let sym = self
+                .raw
+                .get(ch)
+                .or_else(|| self.synth_index.get(ch).map(|k| self.n_vocab + k));
+            match sym {
+                Some(sym) => w.syms.push(sym),
+                None => {
+                    self.merge(w, out, Self::emit_raw);
+                    w.syms.clear();
+                    self.fallback_raw(ch, out);
+                }
+            }
+            i += n;
+        }
+        self.merge(w, out, Self::emit_raw);
+    }
+
+    /// Merge `w.syms` to the end and emit the result with `emit`.
+    #[inline]
+    fn merge(
+        &self,
+        w: &mut MergeWork,
+        out: &mut Vec<u32>,
+        emit: impl Fn(&Self, u32, &mut Vec<u32>),
+    ) {
+        if w.syms.len() <= SCAN_MAX {
+            self.merge_scan(w);
+            for i in 0..w.syms.len() {
+                emit(self, w.syms[i], out);
             }
         } else {
-            self.merge_heap(chunk, work, out);
+            self.merge_heap(w, out, emit);
         }
+    }
+
+    /// A SentencePiece-style symbol: a token, or its bytes as `<0xXX>` tokens.
+    fn emit_raw(&self, sym: u32, out: &mut Vec<u32>) {
+        if sym < self.n_vocab {
+            out.push(sym);
+        } else if let Some(bytes) = self.synth.get((sym - self.n_vocab) as usize) {
+            self.fallback_raw(bytes, out);
+        }
+    }
+
+    /// llama.cpp's fallback for non-byte-encoded BPE: each byte's `<0xXX>` token, and
+    /// nothing for a byte the vocabulary lacks.
+    fn fallback_raw(&self, bytes: &[u8], out: &mut Vec<u32>) {
+        out.extend(bytes.iter().filter_map(|&b| self.byte_token[b as usize]));
     }
 
     #[inline]
@@ -161,11 +255,9 @@ impl Bpe {
         }
     }
 
-    /// Flat-array merging: find the lowest (rank, position) pair, merge, repeat.
-    fn merge_scan(&self, chunk: &[u8], w: &mut MergeWork) {
-        w.syms.clear();
-        w.syms
-            .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
+    /// Flat-array merging of `w.syms`: find the lowest (rank, position) pair, merge,
+    /// repeat.
+    fn merge_scan(&self, w: &mut MergeWork) {
         w.ranks.clear();
         w.ranks
             .extend(w.syms.windows(2).map(|p| self.pairs.get(p[0], p[1])));
@@ -193,12 +285,18 @@ impl Bpe {
         }
     }
 
-    /// Heap merging with a linked list (llama.cpp's algorithm, for long chunks).
-    fn merge_heap(&self, chunk: &[u8], w: &mut MergeWork, out: &mut Vec<u32>) {
-        let n = chunk.len();
-        w.syms.clear();
-        w.syms
-            .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
+    /// Heap merging of `w.syms` with a linked list (llama.cpp's algorithm, for long
+    /// chunks), emitting the result with `emit`.
+    fn merge_heap(
+        &self,
+        w: &mut MergeWork,
+        out: &mut Vec<u32>,
+        emit: impl Fn(&Self, u32, &mut Vec<u32>),
+    ) {
+        let n = w.syms.len();
+        if n == 0 {
+            return;
+        }
         w.next.clear();
         w.next
             .extend((1..=n).map(|i| if i < n { i as u32 } else { NONE }));
@@ -236,7 +334,7 @@ impl Bpe {
         }
         let mut i = 0u32;
         while i != NONE {
-            self.emit(w.syms[i as usize], out);
+            emit(self, w.syms[i as usize], out);
             i = w.next[i as usize];
         }
     }
@@ -269,7 +367,7 @@ pub(crate) struct MergeWork {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pretokenize::PreConfig;
+    use crate::pre_config::PreConfig;
     use crate::vocab::Texts;
 
     /// A random byte-level vocabulary over "abc " with `n` merges built bottom-up.
@@ -314,7 +412,7 @@ mod tests {
             .map(|&(l, r)| [enc(&tokens[l]), b" ".to_vec(), enc(&tokens[r])].concat())
             .collect();
         let cfg = PreConfig::from_name("qwen2").expect("qwen2");
-        Bpe::new(cfg, &texts, &index, &merge_lines).expect("bpe")
+        Bpe::new(cfg, &texts, &index, Some(&merge_lines)).expect("bpe")
     }
 
     #[test]
@@ -331,13 +429,20 @@ mod tests {
                             b"abc "[(rng >> 40) as usize % 4]
                         })
                         .collect();
-                    bpe.merge_scan(&text, &mut w);
+                    let fill = |w: &mut MergeWork| {
+                        w.syms.clear();
+                        w.syms
+                            .extend(text.iter().map(|&b| bpe.byte_sym[b as usize]));
+                    };
+                    fill(&mut w);
+                    bpe.merge_scan(&mut w);
                     let mut scan = Vec::new();
                     for i in 0..w.syms.len() {
                         bpe.emit(w.syms[i], &mut scan);
                     }
                     let mut heap = Vec::new();
-                    bpe.merge_heap(&text, &mut w, &mut heap);
+                    fill(&mut w);
+                    bpe.merge_heap(&mut w, &mut heap, Bpe::emit);
                     assert_eq!(
                         scan,
                         heap,

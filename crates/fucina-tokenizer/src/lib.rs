@@ -1,12 +1,16 @@
 //! Tokenizers built from GGUF metadata, token-ID exact against llama.cpp (spec §13.5).
 //!
 //! - Byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with the pretokenizer chosen by
-//!   `tokenizer.ggml.pre` (qwen2, qwen35, llama3, glm4, gpt2, deepseek-v3, gpt-4o and
-//!   inkling families and
-//!   their aliases; an unknown name is an error listing the known ones).
+//!   `tokenizer.ggml.pre`: every name llama.cpp knows but `whitespace` (qwen2, llama3,
+//!   gpt-2, deepseek-v3, gpt-4o, tekken, default, bloom, kimi-k2, ...; see [`Pre`]). A
+//!   missing name is llama.cpp's default, with a warning ([`Tokenizer::warnings`]); an
+//!   unknown one is an error listing the known ones.
+//! - SentencePiece-style BPE (`"gemma4"`, Gemma 4): spaces as U+2581, merges on raw
+//!   UTF-8, `<0xXX>` byte fallback, newline runs split off.
 //! - SentencePiece (`"llama"`) with llama.cpp's score-driven merges and byte fallback.
 //! - Special tokens partitioned out first with llama.cpp's priority rules,
-//!   BOS/EOS policy from metadata (overridable), decoding and a [`StreamDecoder`].
+//!   BOS/EOS policy from metadata (overridable), decoding (piece by piece, or
+//!   `llama_detokenize` with its space clean-up) and a [`StreamDecoder`].
 //!
 //! ```no_run
 //! let tok = fucina_tokenizer::Tokenizer::from_gguf("model.gguf")?;
@@ -17,9 +21,13 @@
 
 mod bpe;
 mod cache;
+mod detokenize;
 mod error;
 mod hash;
+mod pre_config;
 mod pretokenize;
+mod pretokenize_custom;
+mod pretokenize_ecma;
 mod pretokenize_regex;
 mod special;
 mod spm;

@@ -2,16 +2,21 @@
 //! hand-written (no regex engine) and split-for-split identical to llama.cpp's.
 //!
 //! llama.cpp has hand-rolled loops for the gpt2, llama3 and qwen2/qwen35 regexes
-//! (`unicode_regex_split_custom_*`) and runs every other regex through `std::regex`
-//! on a "collapsed" string (one byte per codepoint, non-ASCII codepoints replaced by
-//! a per-category byte). The deepseek-v3 family and the `\p{N}` pre-split of the
-//! starcoder family take that second route, so their chunkers here reproduce
-//! ECMAScript leftmost-first alternation over those collapsed categories, including
-//! how unmatched stretches become chunks of their own.
+//! (`unicode_regex_split_custom_*`, here in this file and, for kimi-k2, afmoe digits and
+//! Gemma 4's newlines, in [`crate::pretokenize_custom`]) and runs every other regex
+//! through `std::regex`: on a "collapsed" string (one byte per codepoint, non-ASCII
+//! codepoints replaced by a per-category byte) when it uses `\p{..}`, else as a wide
+//! regex on the codepoints. Those chunkers ([`crate::pretokenize_regex`],
+//! [`crate::pretokenize_ecma`]) reproduce ECMAScript leftmost-first alternation over
+//! what that route sees, including how unmatched stretches become chunks of their own.
+//! A family with several regexes applies each to every chunk of the one before.
 //!
 //! All chunkers work on a decoded codepoint array ([`Cps`]) and append chunk end
 //! positions (codepoint indices) to `ends`.
 
+use crate::pretokenize_custom as custom;
+use crate::pretokenize_ecma as ecma;
+use crate::pretokenize_regex as rx;
 use crate::unicode::{self, LETTER, MARK, NUMBER, WHITESPACE_FLAG};
 
 /// A pretokenizer family (one chunking rule set; many `tokenizer.ggml.pre` names map to each).
@@ -40,148 +45,62 @@ pub enum Pre {
     /// The spec's `inkling` (and llama.cpp's granite-embed-multi-97m): [`Pre::Gpt4o`]
     /// with `\p{M}` in both word classes, so combining marks attach to base letters.
     Inkling,
-}
-
-/// How a `tokenizer.ggml.pre` name configures the BPE tokenizer, as llama.cpp's loader does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PreConfig {
-    pub pre: Pre,
-    /// Take a chunk that is itself a token whole, without merging (llama3 family).
-    pub ignore_merges: bool,
-    /// The loader's default for add_bos before metadata overrides it.
-    pub add_bos_default: bool,
-    /// The loader disables the default BOS id (chatglm/glm4).
-    pub no_default_bos: bool,
-}
-
-/// `(names, family, ignore_merges, add_bos default, no default BOS)`, in llama.cpp's terms.
-const NAMES: &[(&[&str], Pre, bool, bool, bool)] = &[
-    (
-        &[
-            "llama3",
-            "llama-v3",
-            "llama-bpe",
-            "falcon3",
-            "falcon-h1",
-            "pixtral",
-            "midm-2.0",
-            "lfm2",
-            "jina-v5-nano",
-        ],
-        Pre::Llama3,
-        true,
-        true,
-        false,
-    ),
-    (&["dbrx", "smaug-bpe"], Pre::Llama3, false, false, false),
-    (&["chatglm-bpe"], Pre::Llama3, false, false, true),
-    (&["glm4", "glm5"], Pre::Llama3, true, false, true),
-    (
-        &[
-            "qwen2",
-            "deepseek-r1-qwen",
-            "kormo",
-            "f2llmv2",
-            "megrez",
-            "stablelm2",
-            "hunyuan",
-            "solar-open",
-            "grok-2",
-        ],
-        Pre::Qwen2,
-        false,
-        false,
-        false,
-    ),
-    (&["qwen35"], Pre::Qwen35, false, false, false),
-    (
-        &[
-            "gpt-2",
-            "phi-2",
-            "jina-es",
-            "jina-de",
-            "gigachat",
-            "jina-v2-es",
-            "jina-v2-de",
-            "a.x-4.0",
-            "mellum",
-            "modern-bert",
-            "jina-v1-en",
-            "jina-v2-code",
-            "roberta-bpe",
-            "exaone4",
-            "mpt",
-            "olmo",
-            "jais",
-            "trillion",
-            "granite-docling",
-        ],
-        Pre::Gpt2,
-        false,
-        false,
-        false,
-    ),
-    (
-        &[
-            "starcoder",
-            "refact",
-            "command-r",
-            "smollm",
-            "codeshell",
-            "exaone",
-            "minerva-7b",
-            "mellum2",
-        ],
-        Pre::Starcoder,
-        false,
-        false,
-        false,
-    ),
-    (
-        &["deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"],
-        Pre::DeepseekV3,
-        false,
-        false,
-        false,
-    ),
-    (
-        &["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"],
-        Pre::Gpt4o,
-        false,
-        false,
-        false,
-    ),
-    (&["inkling"], Pre::Inkling, false, false, false),
-    (
-        &["granite-embed-multi-97m"],
-        Pre::Inkling,
-        true,
-        false,
-        false,
-    ),
-];
-
-impl PreConfig {
-    /// The configuration for a `tokenizer.ggml.pre` value, or `None` if not implemented.
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
-        NAMES.iter().find(|e| e.0.contains(&name)).map(
-            |&(_, pre, ignore_merges, add_bos_default, no_default_bos)| Self {
-                pre,
-                ignore_merges,
-                add_bos_default,
-                no_default_bos,
-            },
-        )
-    }
-}
-
-/// Every `tokenizer.ggml.pre` value this crate implements, comma separated.
-pub(crate) fn known_names() -> String {
-    NAMES
-        .iter()
-        .flat_map(|e| e.0.iter().copied())
-        .collect::<Vec<_>>()
-        .join(", ")
+    /// llama.cpp's default (also a missing `tokenizer.ggml.pre`): punctuation runs, then
+    /// GPT-2, then `\p{N}+`, then ASCII digit triples.
+    Default,
+    /// Falcon: as [`Pre::Default`] with the backtick among the punctuation and no
+    /// `\p{N}+` stage.
+    Falcon,
+    /// DeepSeek LLM: `[\r\n]`, a fixed letter class, ASCII/full-width punctuation runs,
+    /// trailing whitespace, CJK/Hangul runs, `\p{N}+`, in that order.
+    DeepseekLlm,
+    /// DeepSeek Coder: `[\r\n]`, `\s?\p{L}+`, `\s?\p{P}+`, CJK/Hangul runs, `\p{N}`.
+    DeepseekCoder,
+    /// Seed-Coder: [`Pre::Qwen2`]'s regex with punctuation runs that take no newlines.
+    SeedCoder,
+    /// BLOOM (also poro-chat, gpt3-finnish): ` ?[^(\s|.,!?…。，、।۔،)]+`.
+    Bloom,
+    /// Viking: [`Pre::Bloom`], then every `\p{N}` alone.
+    Viking,
+    /// SuperBPE: `\p{N}+`, then digit runs in groups of three counted from the right.
+    Superbpe,
+    /// Chameleon: sentinel and image tokens, tab/newline and space pairs, each `\p{N}`,
+    /// each punctuation character, then GPT-2.
+    Chameleon,
+    /// Tiny Aya (also cohere2moe): afmoe digit grouping, then an o200k regex whose case
+    /// classes collapse into one "letters and marks" class.
+    TinyAya,
+    /// Bailing MoE (also bailingmoe2, llada-moe): the [`Pre::Qwen2`] regex as
+    /// `std::regex` runs it on the collapsed string.
+    Bailingmoe,
+    /// Kimi K2: Han runs, then an o200k-like split with Han excluded from letters.
+    KimiK2,
+    /// MiniCPM 5: `\p{N}{1,3}`, then [`Pre::Llama3`]'s regex with `\p{N}+`.
+    Minicpm5,
+    /// Spark 2.5: [`Pre::DeepseekV3`]'s stages with a newline-free punctuation run and
+    /// `[\r\n]` alone, then every `\p{N}` alone.
+    Spark25,
+    /// Youtu: Hangul/CJK/full-width punctuation runs, then [`Pre::TinyAya`]'s regex with
+    /// `\p{N}` alone.
+    Youtu,
+    /// Jais 2: [`Pre::Llama3`]'s regex with whitespace runs cut at 512, 256, ..., 4, 2, 1.
+    Jais2,
+    /// EXAONE MoE: words keep single spaces between letters (`a b c` is one chunk).
+    ExaoneMoe,
+    /// Ufakzeka: [`Pre::Qwen2`]'s regex without the contractions (Turkish suffixes after
+    /// an apostrophe stay attached).
+    Ufakzeka,
+    /// AFMoE: afmoe digit grouping, runs of CJK/Southeast-Asian scripts, then
+    /// [`Pre::DeepseekV3`]'s main regex.
+    Afmoe,
+    /// Laguna: newline runs, then [`Pre::Qwen2`].
+    Laguna,
+    /// Tekken (Mistral Nemo, Small 3, Ministral, Devstral): [`Pre::Gpt4o`] without the
+    /// contractions and with every `\p{N}` alone.
+    Tekken,
+    /// Gemma 4 (also granite-embed-multi-311m, sarvam-moe): SentencePiece-style BPE that
+    /// splits only into newline runs and the text between them.
+    Gemma4,
 }
 
 /// A decoded chunk: codepoints, their flags, and byte offsets (`offs[i]` is where
@@ -253,31 +172,171 @@ fn is_rn(c: u32) -> bool {
 /// Split the whole decoded string with `pre`, appending chunk ends to `ends`;
 /// `tmp` is scratch for the multi-stage families.
 pub(crate) fn split(pre: Pre, cps: &Cps, ends: &mut Vec<u32>, tmp: &mut Vec<u32>) {
-    let n = cps.cp.len() as u32;
+    let n = cps.cp.len();
     ends.clear();
     if n == 0 {
         return;
     }
     match pre {
-        Pre::Gpt2 => gpt2(cps, 0, n as usize, ends),
-        Pre::Llama3 => llama3::<3, false>(cps, 0, n as usize, ends),
-        Pre::Qwen2 => llama3::<1, false>(cps, 0, n as usize, ends),
-        Pre::Qwen35 => llama3::<1, true>(cps, 0, n as usize, ends),
+        Pre::Gpt2 => gpt2(cps, 0, n, ends),
+        Pre::Llama3 => llama3::<3, false>(cps, 0, n, ends),
+        Pre::Qwen2 => llama3::<1, false>(cps, 0, n, ends),
+        Pre::Qwen35 => llama3::<1, true>(cps, 0, n, ends),
         Pre::Starcoder => {
             tmp.clear();
-            crate::pretokenize_regex::digits_each(cps, 0, n as usize, tmp);
+            rx::digits_each(cps, 0, n, tmp);
             stage(cps, tmp, ends, gpt2);
         }
         Pre::DeepseekV3 => {
             ends.clear();
-            crate::pretokenize_regex::digit_triples(cps, 0, n as usize, ends);
+            rx::digit_triples(cps, 0, n, ends);
             tmp.clear();
-            stage(cps, ends, tmp, crate::pretokenize_regex::cjk_runs);
+            stage(cps, ends, tmp, rx::cjk_runs);
             ends.clear();
-            stage(cps, tmp, ends, crate::pretokenize_regex::deepseek_v3_main);
+            stage(cps, tmp, ends, rx::deepseek_v3_main::<false>);
         }
-        Pre::Gpt4o => crate::pretokenize_regex::o200k_main::<false>(cps, 0, n as usize, ends),
-        Pre::Inkling => crate::pretokenize_regex::o200k_main::<true>(cps, 0, n as usize, ends),
+        Pre::Gpt4o => rx::o200k_main::<false, true, 3>(cps, 0, n, ends),
+        Pre::Inkling => rx::o200k_main::<true, true, 3>(cps, 0, n, ends),
+        Pre::Default => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                ecma::punct_runs,
+                gpt2,
+                ecma::digit_runs,
+                ecma::ascii_triples,
+            ],
+        ),
+        Pre::Falcon => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[ecma::punct_runs_falcon, gpt2, ecma::ascii_triples],
+        ),
+        Pre::DeepseekLlm => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                ecma::each_newline,
+                ecma::deepseek_llm_letters,
+                ecma::deepseek_llm_punct,
+                ecma::trailing_space,
+                ecma::deepseek_cjk_runs,
+                ecma::digit_runs,
+            ],
+        ),
+        Pre::DeepseekCoder => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                ecma::each_newline,
+                ecma::space_letters,
+                ecma::space_punct,
+                ecma::deepseek_cjk_runs,
+                rx::digits_each,
+            ],
+        ),
+        Pre::SeedCoder => ecma::seed_coder(cps, 0, n, ends),
+        Pre::Bloom => ecma::bloom(cps, 0, n, ends),
+        Pre::Viking => pipeline(cps, n, ends, tmp, &[ecma::bloom, rx::digits_each]),
+        Pre::Superbpe => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[ecma::digit_runs, ecma::superbpe_groups],
+        ),
+        Pre::Chameleon => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                ecma::chameleon_sentinels,
+                ecma::chameleon_images,
+                ecma::chameleon_spaces,
+                rx::digits_each,
+                ecma::chameleon_punct,
+                gpt2,
+            ],
+        ),
+        Pre::TinyAya => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[custom::afmoe_digits, ecma::o200k_caseless::<3>],
+        ),
+        Pre::Bailingmoe => ecma::bailingmoe(cps, 0, n, ends),
+        Pre::KimiK2 => custom::kimi_k2(cps, 0, n, ends),
+        Pre::Minicpm5 => pipeline(cps, n, ends, tmp, &[rx::digit_triples, ecma::minicpm5_main]),
+        Pre::Spark25 => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                rx::digit_triples,
+                rx::cjk_runs,
+                rx::deepseek_v3_main::<true>,
+                rx::digits_each,
+            ],
+        ),
+        Pre::Youtu => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[ecma::youtu_scripts, ecma::o200k_caseless::<1>],
+        ),
+        Pre::Jais2 => ecma::jais2(cps, 0, n, ends),
+        Pre::ExaoneMoe => ecma::exaone_moe(cps, 0, n, ends),
+        Pre::Ufakzeka => ecma::ufakzeka(cps, 0, n, ends),
+        Pre::Afmoe => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[
+                custom::afmoe_digits,
+                ecma::afmoe_scripts,
+                rx::deepseek_v3_main::<false>,
+            ],
+        ),
+        Pre::Laguna => pipeline(
+            cps,
+            n,
+            ends,
+            tmp,
+            &[custom::newline_runs, llama3::<1, false>],
+        ),
+        Pre::Tekken => rx::o200k_main::<false, false, 1>(cps, 0, n, ends),
+        Pre::Gemma4 => custom::newline_runs(cps, 0, n, ends),
+    }
+}
+
+/// A chunker over `[ini, end)` of a decoded string, appending chunk ends.
+type Chunker = fn(&Cps, usize, usize, &mut Vec<u32>);
+
+/// Run `stages` in order, each refining every chunk of the one before (llama.cpp's list
+/// of regexes), leaving the final chunk ends in `ends`.
+fn pipeline(cps: &Cps, n: usize, ends: &mut Vec<u32>, tmp: &mut Vec<u32>, stages: &[Chunker]) {
+    ends.clear();
+    let Some((first, rest)) = stages.split_first() else {
+        return;
+    };
+    first(cps, 0, n, ends);
+    for f in rest {
+        tmp.clear();
+        stage(cps, ends, tmp, *f);
+        std::mem::swap(ends, tmp);
     }
 }
 
@@ -602,19 +661,40 @@ mod tests {
     }
 
     #[test]
-    fn name_table_resolves_aliases() {
+    fn more_llama_cpp_families() {
+        // Punctuation runs go first in llama.cpp's default, so "it's" loses its contraction.
         assert_eq!(
-            PreConfig::from_name("llama4").map(|c| c.pre),
-            Some(Pre::Gpt4o)
+            chunks(Pre::Default, "Hello!! it's 12345"),
+            ["Hello", "!!", " it", "'", "s", " ", "123", "45"]
         );
-        assert!(PreConfig::from_name("granite-embed-multi-97m")
-            .is_some_and(|c| c.pre == Pre::Inkling && c.ignore_merges));
         assert_eq!(
-            PreConfig::from_name("deepseek-r1-qwen").map(|c| c.pre),
-            Some(Pre::Qwen2)
+            chunks(Pre::Superbpe, "1234567 x12"),
+            ["1", "234", "567", " x", "12"]
         );
-        assert!(PreConfig::from_name("llama-bpe").is_some_and(|c| c.ignore_merges));
-        assert_eq!(PreConfig::from_name("nope"), None);
-        assert!(known_names().contains("qwen35"));
+        assert_eq!(
+            chunks(Pre::ExaoneMoe, "hello big world, ok"),
+            ["hello big world", ",", " ok"]
+        );
+        assert_eq!(chunks(Pre::Jais2, "a      b"), ["a", "    ", " ", " b"]);
+        assert_eq!(
+            chunks(Pre::Bloom, "Hello, world... (yes)"),
+            ["Hello", ",", " world", "... (", "yes", ")"]
+        );
+        assert_eq!(
+            chunks(Pre::KimiK2, "中文Hello's 123456"),
+            ["中文", "Hello's", " ", "123", "456"]
+        );
+        assert_eq!(
+            chunks(Pre::Tekken, "HTTPServer I'm 123"),
+            ["HTTPServer", " I", "'m", " ", "1", "2", "3"]
+        );
+        assert_eq!(
+            chunks(Pre::Gemma4, "a b\n\nc\n"),
+            ["a b", "\n\n", "c", "\n"]
+        );
+        assert_eq!(
+            chunks(Pre::Youtu, "한국어，中文 ok"),
+            ["한국어", "，", "中文", " ok"]
+        );
     }
 }

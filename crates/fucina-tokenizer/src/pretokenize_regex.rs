@@ -14,14 +14,14 @@ use crate::unicode::{LETTER, MARK, NUMBER, PUNCT, SYMBOL, WHITESPACE_FLAG};
 
 const C_NUMBER: u8 = 0xD1;
 const C_LETTER: u8 = 0xD2;
-const C_PUNCT: u8 = 0xD3;
-const C_MARK: u8 = 0xD4;
+pub(crate) const C_PUNCT: u8 = 0xD3;
+pub(crate) const C_MARK: u8 = 0xD4;
 const C_SYMBOL: u8 = 0xD5;
 const C_OTHER: u8 = 0xD0;
 
 /// The collapsed byte for codepoint `i` (see the module docs).
 #[inline]
-fn collapsed(cps: &Cps, i: usize) -> u8 {
+pub(crate) fn collapsed(cps: &Cps, i: usize) -> u8 {
     let cp = cps.cp[i];
     if cp < 0x80 {
         return cp as u8;
@@ -45,33 +45,38 @@ fn collapsed(cps: &Cps, i: usize) -> u8 {
 }
 
 #[inline]
-fn is_n(c: u8) -> bool {
+pub(crate) fn is_n(c: u8) -> bool {
     c == C_NUMBER || c.is_ascii_digit()
 }
 #[inline]
-fn is_l(c: u8) -> bool {
+pub(crate) fn is_l(c: u8) -> bool {
     c == C_LETTER || c.is_ascii_alphabetic()
 }
 /// `[\p{P}\p{S}]`: ASCII punctuation and symbols together are exactly the ASCII
 /// punctuation class.
 #[inline]
-fn is_ps(c: u8) -> bool {
+pub(crate) fn is_ps(c: u8) -> bool {
     c == C_PUNCT || c == C_SYMBOL || c.is_ascii_punctuation()
 }
 /// ECMAScript `\s` on `char` in the C locale.
 #[inline]
-fn is_ws(c: u8) -> bool {
+pub(crate) fn is_ws(c: u8) -> bool {
     matches!(c, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
 }
 #[inline]
-fn is_rn(c: u8) -> bool {
+pub(crate) fn is_rn(c: u8) -> bool {
     c == b'\r' || c == b'\n'
 }
 
 /// Emit the matches `m(p) -> Some(end)` of a leftmost-first scan over `[ini, end)`,
 /// with unmatched stretches as chunks of their own (`unicode_regex_split_stl`).
 #[inline]
-fn scan(ini: usize, end: usize, out: &mut Vec<u32>, mut m: impl FnMut(usize) -> Option<usize>) {
+pub(crate) fn scan(
+    ini: usize,
+    end: usize,
+    out: &mut Vec<u32>,
+    mut m: impl FnMut(usize) -> Option<usize>,
+) {
     let mut gap = ini;
     let mut p = ini;
     while p < end {
@@ -130,10 +135,17 @@ pub(crate) fn cjk_runs(cps: &Cps, ini: usize, end: usize, out: &mut Vec<u32>) {
     });
 }
 
-/// DeepSeek-V3's main regex:
+/// DeepSeek-V3's main regex (`SPARK = false`; also afmoe's third stage):
 /// `[!-/:-@\[-`{-~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ | ?[\p{P}\p{S}]+[\r\n]*
-///  | \s*[\r\n]+ | \s+(?!\S) | \s+`, alternatives tried in that order.
-pub(crate) fn deepseek_v3_main(cps: &Cps, ini: usize, end: usize, out: &mut Vec<u32>) {
+///  | \s*[\r\n]+ | \s+(?!\S) | \s+`, alternatives tried in that order. With `SPARK` it is
+/// spark2_5's: ` ?[\p{P}\p{S}]+` without the newlines, and `[\r\n]` alone instead of
+/// `\s*[\r\n]+`.
+pub(crate) fn deepseek_v3_main<const SPARK: bool>(
+    cps: &Cps,
+    ini: usize,
+    end: usize,
+    out: &mut Vec<u32>,
+) {
     let c = |i: usize| collapsed(cps, i);
     let lm = |i: usize| i < end && (is_l(c(i)) || c(i) == C_MARK);
     let run = |mut i: usize, pred: &dyn Fn(u8) -> bool| {
@@ -164,31 +176,58 @@ pub(crate) fn deepseek_v3_main(cps: &Cps, ini: usize, end: usize, out: &mut Vec<
         };
         if let Some(s) = ps_start {
             let e = run(s, &is_ps);
-            return Some(run(e, &is_rn));
+            return Some(if SPARK { e } else { run(e, &is_rn) });
+        }
+        if SPARK && is_rn(c0) {
+            return Some(p + 1);
         }
         if is_ws(c0) {
-            let mut q = p;
-            let mut last_rn = None;
-            while q < end && is_ws(c(q)) {
-                if is_rn(c(q)) {
-                    last_rn = Some(q + 1);
-                }
-                q += 1;
-            }
-            return Some(match last_rn {
-                Some(r) => r,
-                None if q == end => q,
-                None if q - p >= 2 => q - 1,
-                None => q,
+            return Some(if SPARK {
+                ws_run_tail(c, p, end)
+            } else {
+                ws_tail(c, p, end)
             });
         }
         None
     });
 }
 
+/// `\s*[\r\n]+|\s+(?!\S)|\s+` at a whitespace position `p`: where the match ends.
+#[inline]
+pub(crate) fn ws_tail(c: impl Fn(usize) -> u8, p: usize, end: usize) -> usize {
+    let mut q = p;
+    let mut last_rn = None;
+    while q < end && is_ws(c(q)) {
+        if is_rn(c(q)) {
+            last_rn = Some(q + 1);
+        }
+        q += 1;
+    }
+    match last_rn {
+        Some(r) => r,
+        None if q == end => q,
+        None if q - p >= 2 => q - 1,
+        None => q,
+    }
+}
+
+/// `\s+(?!\S)|\s+` at a whitespace position `p` (no newline alternative before them).
+#[inline]
+pub(crate) fn ws_run_tail(c: impl Fn(usize) -> u8, p: usize, end: usize) -> usize {
+    let mut q = p;
+    while q < end && is_ws(c(q)) {
+        q += 1;
+    }
+    if q < end && q - p >= 2 {
+        q - 1
+    } else {
+        q
+    }
+}
+
 /// `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?` at `e`: where it ends.
 #[inline]
-fn contraction(c: impl Fn(usize) -> u8, e: usize, end: usize) -> usize {
+pub(crate) fn contraction(c: impl Fn(usize) -> u8, e: usize, end: usize) -> usize {
     if e + 1 >= end || c(e) != b'\'' {
         return e;
     }
@@ -216,7 +255,14 @@ fn contraction(c: impl Fn(usize) -> u8, e: usize, end: usize) -> usize {
 /// string every non-ASCII letter (and mark, with `MARKS`) is one byte that is neither
 /// `a-z` nor `A-Z`, so it belongs to both the "upper" and the "lower" word class: the
 /// case split of the tokenizer.json regex survives only for ASCII letters.
-pub(crate) fn o200k_main<const MARKS: bool>(cps: &Cps, ini: usize, end: usize, out: &mut Vec<u32>) {
+///
+/// `CONTRACTIONS = false, NUM_MAX = 1` is Mistral's tekken regex (no `C`, `\p{N}` alone).
+pub(crate) fn o200k_main<const MARKS: bool, const CONTRACTIONS: bool, const NUM_MAX: usize>(
+    cps: &Cps,
+    ini: usize,
+    end: usize,
+    out: &mut Vec<u32>,
+) {
     let c = |i: usize| collapsed(cps, i);
     let word = |x: u8| is_l(x) || (MARKS && x == C_MARK);
     let up = |i: usize| i < end && word(c(i)) && !c(i).is_ascii_lowercase();
@@ -250,12 +296,16 @@ pub(crate) fn o200k_main<const MARKS: bool>(cps: &Cps, ini: usize, end: usize, o
         ] {
             for &q in starts {
                 if let Some(e) = alt(q) {
-                    return Some(contraction(c, e, end));
+                    return Some(if CONTRACTIONS {
+                        contraction(c, e, end)
+                    } else {
+                        e
+                    });
                 }
             }
         }
         if is_n(c0) {
-            return Some(run(p, &|i| i < end && i - p < 3 && is_n(c(i))));
+            return Some(run(p, &|i| i < end && i - p < NUM_MAX && is_n(c(i))));
         }
         let punct_start = if c0 == b' ' && other(p + 1) {
             Some(p + 1)
@@ -269,20 +319,7 @@ pub(crate) fn o200k_main<const MARKS: bool>(cps: &Cps, ini: usize, end: usize, o
             return Some(run(e, &|i| i < end && matches!(c(i), b'\r' | b'\n' | b'/')));
         }
         if is_ws(c0) {
-            let mut q = p;
-            let mut last_rn = None;
-            while q < end && is_ws(c(q)) {
-                if is_rn(c(q)) {
-                    last_rn = Some(q + 1);
-                }
-                q += 1;
-            }
-            return Some(match last_rn {
-                Some(r) => r,
-                None if q == end => q,
-                None if q - p >= 2 => q - 1,
-                None => q,
-            });
+            return Some(ws_tail(c, p, end));
         }
         None
     });

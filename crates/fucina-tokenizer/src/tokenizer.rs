@@ -47,6 +47,7 @@ struct Scratch {
     frags: Vec<Fragment>,
     part: PartitionWork,
     text: Vec<u8>,
+    escaped: Vec<u8>,
     cps: Cps,
     ends: Vec<u32>,
     tmp: Vec<u32>,
@@ -111,8 +112,8 @@ impl Tokenizer {
         vocab.add_bos = ov.add_bos.unwrap_or(vocab.add_bos);
         vocab.add_eos = ov.add_eos.unwrap_or(vocab.add_eos);
         vocab.add_space_prefix = ov.add_space_prefix.unwrap_or(vocab.add_space_prefix);
-        let model = match (vocab.kind, vocab.pre, merges) {
-            (Kind::Bpe, Some(cfg), Some(merges)) => {
+        let model = match (vocab.kind, vocab.pre) {
+            (Kind::Bpe, Some(cfg)) => {
                 Model::Bpe(Box::new(Bpe::new(cfg, &vocab.texts, &vocab.index, merges)?))
             }
             _ => Model::Spm(Box::new(Spm::new(&vocab))),
@@ -126,14 +127,27 @@ impl Tokenizer {
         })
     }
 
-    /// Byte-level BPE or SentencePiece.
+    /// BPE or SentencePiece.
     pub fn kind(&self) -> Kind {
         self.vocab.kind
     }
 
-    /// The pretokenizer family (byte-level BPE only).
+    /// The pretokenizer family (BPE only).
     pub fn pretokenizer(&self) -> Option<Pre> {
         self.vocab.pre.map(|c| c.pre)
+    }
+
+    /// Whether this is SentencePiece-style BPE (Gemma 4): spaces are written as U+2581
+    /// and merges run on raw UTF-8 with `<0xXX>` byte fallback.
+    pub fn spm_style_bpe(&self) -> bool {
+        self.vocab.pre.is_some_and(|c| c.spm_style)
+    }
+
+    /// What llama.cpp's loader would have warned about this vocabulary (a missing
+    /// `tokenizer.ggml.pre` read as the default pretokenizer, Gemma 4's add-BOS
+    /// override), in load order.
+    pub fn warnings(&self) -> &[String] {
+        &self.vocab.warnings
     }
 
     /// Number of tokens.
@@ -219,8 +233,9 @@ impl Tokenizer {
         Ok(self.vocab.pieces.get(id))
     }
 
-    /// Concatenated pieces of `ids` (llama.cpp's detokenize without its optional
-    /// space clean-up), appended to `out`.
+    /// Concatenated pieces of `ids` (what llama-cpp-python's `detokenize` and
+    /// llama.cpp's streaming output give; [`detokenize`](Self::detokenize) is
+    /// `llama_detokenize` with its space clean-up), appended to `out`.
     pub fn decode_into(&self, ids: &[u32], special: bool, out: &mut Vec<u8>) -> Result<()> {
         for &id in ids {
             out.extend_from_slice(self.token_to_piece(id, special)?);
@@ -238,6 +253,43 @@ impl Tokenizer {
     /// [`decode`](Self::decode) as text, invalid UTF-8 replaced by U+FFFD.
     pub fn decode_lossy(&self, ids: &[u32], special: bool) -> Result<String> {
         Ok(String::from_utf8_lossy(&self.decode(ids, special)?).into_owned())
+    }
+
+    /// llama.cpp's `llama_detokenize`: with `remove_special`, a leading BOS and a
+    /// trailing EOS that the vocabulary adds are dropped; CONTROL tokens render as text
+    /// when `unparse_special`; with `add_space_prefix` the first piece loses one leading
+    /// space; and vocabularies whose pretokenizer sets llama.cpp's `clean_spaces`
+    /// (gpt-2, llama3, default, gemma4, ...) get its clean-up of spaces before
+    /// punctuation and contractions.
+    pub fn detokenize(
+        &self,
+        ids: &[u32],
+        remove_special: bool,
+        unparse_special: bool,
+    ) -> Result<Vec<u8>> {
+        let v = &self.vocab;
+        let mut ids = ids;
+        let mut remove_space = v.add_space_prefix;
+        if remove_special && v.add_bos && v.bos.is_some() && ids.first() == v.bos.as_ref() {
+            remove_space = false;
+            ids = &ids[1..];
+        }
+        if remove_special && v.add_eos && v.eos.is_some() && ids.last() == v.eos.as_ref() {
+            ids = &ids[..ids.len() - 1];
+        }
+        let mut out = Vec::new();
+        for &id in ids {
+            let mut piece = self.token_to_piece(id, unparse_special)?;
+            if remove_space {
+                piece = piece.strip_prefix(b" ").unwrap_or(piece);
+                remove_space = false;
+            }
+            out.extend_from_slice(piece);
+        }
+        if v.pre.is_some_and(|c| c.clean_spaces) {
+            crate::detokenize::clean_spaces(&mut out);
+        }
+        Ok(out)
     }
 
     /// A decoder for token-by-token output that only ever emits whole characters.
@@ -433,6 +485,7 @@ impl Tokenizer {
     fn encode_bpe(&self, bpe: &Bpe, s: &mut Scratch, raw: &[u8], out: &mut Vec<u32>) {
         let Scratch {
             text: norm,
+            escaped,
             cps,
             ends,
             tmp,
@@ -440,6 +493,14 @@ impl Tokenizer {
             cache,
             ..
         } = s;
+        let spm_style = bpe.config.spm_style;
+        let raw: &[u8] = if spm_style {
+            escaped.clear();
+            escape_whitespace(raw, escaped);
+            escaped
+        } else {
+            raw
+        };
         let text: &[u8] = if std::str::from_utf8(raw).is_ok() {
             raw
         } else {
@@ -452,6 +513,10 @@ impl Tokenizer {
         for &e in ends.iter() {
             let chunk = &text[cps.offs[start] as usize..cps.offs[e as usize] as usize];
             start = e as usize;
+            let encode = |merge: &mut MergeWork, out: &mut Vec<u32>| match spm_style {
+                true => bpe.encode_word_raw(chunk, merge, out),
+                false => bpe.encode_chunk(chunk, merge, out),
+            };
             if chunk.len() > 1 && chunk.len() <= MAX_KEY {
                 let h = hash_bytes(chunk);
                 if let Some(ids) = cache.get(chunk, h) {
@@ -459,10 +524,10 @@ impl Tokenizer {
                     continue;
                 }
                 let before = out.len();
-                bpe.encode_chunk(chunk, merge, out);
+                encode(merge, out);
                 cache.insert(chunk, h, &out[before..]);
             } else {
-                bpe.encode_chunk(chunk, merge, out);
+                encode(merge, out);
             }
         }
     }

@@ -135,6 +135,13 @@ pub(crate) fn decode_lenient(s: &[u8], i: usize) -> (u32, usize) {
     BAD
 }
 
+/// llama.cpp's `unicode_len_utf8`: the length of a sequence from its lead byte.
+#[inline]
+pub(crate) fn utf8_len(b: u8) -> usize {
+    const LEN: [u8; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4];
+    LEN[(b >> 4) as usize] as usize
+}
+
 /// Append the UTF-8 encoding of `cp` (surrogates included, as llama.cpp writes them).
 #[inline]
 pub(crate) fn push_utf8(out: &mut Vec<u8>, cp: u32) {

@@ -10,7 +10,7 @@ use fucina_gguf::{Array, Metadata, Value};
 
 use crate::error::{Result, TokenizerError};
 use crate::hash::StrMap;
-use crate::pretokenize::PreConfig;
+use crate::pre_config::{self, PreConfig};
 use crate::unicode;
 
 /// Token attribute bits (llama.cpp's `llama_token_attr`).
@@ -41,7 +41,8 @@ const MAX_TEXT_BYTES: usize = 1 << 31;
 /// Tokenizer family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Byte-level BPE (`tokenizer.ggml.model = "gpt2"`).
+    /// BPE: byte-level (`tokenizer.ggml.model = "gpt2"`), or SentencePiece-style on raw
+    /// UTF-8 (`"gemma4"`, and the gemma4 / sarvam-moe pretokenizers).
     Bpe,
     /// SentencePiece (`tokenizer.ggml.model = "llama"`).
     Spm,
@@ -94,6 +95,8 @@ pub(crate) struct Vocab {
     pub add_eos: bool,
     pub add_space_prefix: bool,
     pub pre: Option<PreConfig>,
+    /// What llama.cpp's loader would log as a warning about this vocabulary.
+    pub warnings: Vec<String>,
 }
 
 fn invalid(key: &str, message: impl Into<String>) -> TokenizerError {
@@ -205,36 +208,52 @@ impl Vocab {
                     key: "tokenizer.ggml.model".into(),
                 })?;
         let kind = match model {
-            "gpt2" => Kind::Bpe,
+            "gpt2" | "gemma4" => Kind::Bpe,
             "llama" => Kind::Spm,
             other => {
                 return Err(TokenizerError::UnsupportedModel {
                     model: other.into(),
-                    supported: "gpt2 (byte-level BPE), llama (SentencePiece)".into(),
+                    supported: "gpt2 (byte-level BPE), gemma4 (SentencePiece-style BPE), \
+                                llama (SentencePiece)"
+                        .into(),
                 })
             }
         };
-        let pre_name = md.get_str("tokenizer.ggml.pre")?;
+        // llama.cpp's "gemma4" model ignores tokenizer.ggml.pre: it is always "gemma4".
+        let gemma4_model = model == "gemma4";
+        let pre_name = match gemma4_model {
+            true => Some("gemma4"),
+            false => md.get_str("tokenizer.ggml.pre")?,
+        };
 
+        let mut warnings = Vec::new();
         let (mut bos, mut eos, mut unk) = (Some(1u32), Some(2u32), Some(0u32));
         let (mut add_bos, mut add_space_prefix) = (true, true);
         let mut pre = None;
         if kind == Kind::Bpe {
             let name = pre_name.unwrap_or("");
-            let cfg =
-                PreConfig::from_name(name).ok_or_else(|| TokenizerError::UnknownPretokenizer {
-                    pre: if name.is_empty() {
-                        "(missing)".into()
-                    } else {
-                        name.into()
-                    },
-                    known: crate::pretokenize::known_names(),
-                })?;
-            (bos, eos, unk) = (
-                if cfg.no_default_bos { None } else { Some(11) },
-                Some(11),
-                None,
-            );
+            let cfg = if name.is_empty() {
+                warnings.push(
+                    "missing tokenizer.ggml.pre: using llama.cpp's 'default' pretokenizer \
+                     (llama.cpp warns that generation quality will be degraded)"
+                        .to_string(),
+                );
+                PreConfig::from_name("default")
+            } else {
+                PreConfig::from_name(name)
+            };
+            let cfg = cfg.ok_or_else(|| TokenizerError::UnknownPretokenizer {
+                pre: name.into(),
+                known: pre_config::known_names(),
+            })?;
+            (bos, eos, unk) = match gemma4_model {
+                true => (None, None, None),
+                false => (
+                    if cfg.no_default_bos { None } else { Some(11) },
+                    Some(11),
+                    None,
+                ),
+            };
             add_bos = cfg.add_bos_default;
             add_space_prefix = false;
             pre = Some(cfg);
@@ -342,13 +361,15 @@ impl Vocab {
             Kind::Spm => None,
             Kind::Bpe => {
                 let key = "tokenizer.ggml.merges";
-                let arr = md
-                    .get_array(key)?
-                    .ok_or_else(|| TokenizerError::MissingKey { key: key.into() })?;
-                Some(
-                    arr.as_strings()
-                        .ok_or_else(|| invalid(key, "expected an array of strings"))?,
-                )
+                match md.get_array(key)? {
+                    Some(arr) => Some(
+                        arr.as_strings()
+                            .ok_or_else(|| invalid(key, "expected an array of strings"))?,
+                    ),
+                    // llama.cpp lets Kimi-K2 go without merges.
+                    None if pre.is_some_and(|c| c.pre == crate::Pre::KimiK2) => None,
+                    None => return Err(TokenizerError::MissingKey { key: key.into() }),
+                }
             }
         };
 
@@ -367,6 +388,7 @@ impl Vocab {
             add_eos,
             add_space_prefix,
             pre,
+            warnings,
         };
 
         let in_range = |id: Option<u32>| id.filter(|&i| (i as usize) < n);
@@ -406,6 +428,12 @@ impl Vocab {
         }
         if let Some(b) = get_bool(md, &key("add_eos_token"))? {
             v.add_eos = b;
+        }
+        // llama.cpp's workaround for Gemma 4 GGUFs written with add_bos = false.
+        if v.pre.is_some_and(|c| c.gemma4) && !v.add_bos {
+            v.add_bos = true;
+            v.warnings
+                .push("tokenizer.ggml.add_bos_token overridden to true for Gemma 4".to_string());
         }
 
         v.adjust_attrs(&mut eot, &mut eom, &mut fim);
@@ -574,9 +602,10 @@ impl Vocab {
             if a & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
                 buf.extend_from_slice(text);
             } else if a & attr::NORMAL != 0 {
-                match self.kind {
-                    Kind::Spm => unescape_whitespace(text, &mut buf),
-                    Kind::Bpe => unicode::llama_decode_text(text, &mut buf),
+                match self.pre {
+                    None => unescape_whitespace(text, &mut buf),
+                    Some(c) if c.spm_style => unescape_whitespace(text, &mut buf),
+                    Some(_) => unicode::llama_decode_text(text, &mut buf),
                 }
             } else if a & attr::BYTE != 0 {
                 buf.push(byte_of_token(text));

@@ -2,7 +2,7 @@
 //! hand-built vocabularies behave as specified.
 
 use fucina_gguf::{Array, Metadata, StringArray, Value};
-use fucina_tokenizer::{Tokenizer, TokenizerError};
+use fucina_tokenizer::{Pre, Tokenizer, TokenizerError};
 use proptest::prelude::*;
 
 fn strings(items: &[&str]) -> Value {
@@ -116,7 +116,7 @@ fn missing_or_unsupported_model() {
 }
 
 #[test]
-fn unknown_or_missing_pretokenizer_lists_the_known_ones() {
+fn unknown_pretokenizer_lists_the_known_ones() {
     let mut md = bpe_metadata();
     md.insert("tokenizer.ggml.pre", Value::string("no-such-pre"));
     let e = err(&md);
@@ -132,12 +132,40 @@ fn unknown_or_missing_pretokenizer_lists_the_known_ones() {
         "deepseek-v3",
         "gpt-4o",
         "inkling",
+        "tekken",
+        "default",
     ] {
         assert!(msg.contains(known), "{msg} should list {known}");
     }
+}
+
+#[test]
+fn missing_pretokenizer_is_llama_cpps_default_with_a_warning() {
+    // llama.cpp loads such a file with its DEFAULT pretokenizer and a warning.
+    let mut md = bpe_metadata();
     md.remove("tokenizer.ggml.pre");
+    let t = Tokenizer::from_metadata(&md).expect("missing pre loads");
+    assert_eq!(t.pretokenizer(), Some(Pre::Default));
     assert!(
-        matches!(err(&md), TokenizerError::UnknownPretokenizer { pre, .. } if pre == "(missing)")
+        t.warnings()
+            .iter()
+            .any(|w| w.contains("tokenizer.ggml.pre")),
+        "{:?}",
+        t.warnings()
+    );
+    md.insert("tokenizer.ggml.pre", Value::string(""));
+    let empty = Tokenizer::from_metadata(&md).expect("empty pre loads");
+    assert_eq!(empty.pretokenizer(), Some(Pre::Default));
+    md.insert("tokenizer.ggml.pre", Value::string("default"));
+    let named = Tokenizer::from_metadata(&md).expect("default");
+    assert_eq!(named.pretokenizer(), Some(Pre::Default));
+    assert!(named.warnings().is_empty());
+    // The default splits punctuation runs before GPT-2's rules: "hi!!" is "hi" + "!!".
+    let hi = t.token_id(b"hi").expect("hi");
+    let bang = t.token_id(b"!").expect("!");
+    assert_eq!(
+        t.encode("hi!!", false, false).expect("encode"),
+        [hi, bang, bang]
     );
 }
 
