@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pytest
 
 import fucina
+from conftest import load_golden
 from fucina import Llama
 from fucina.llama import LlamaState, LogitsProcessorList, StoppingCriteriaList
 
@@ -289,3 +290,36 @@ def test_unsupported_options_raise(llm: Llama) -> None:
         llm("word " * 600)
     with pytest.raises(RuntimeError, match="embedding=True"):
         llm.create_embedding("x")
+
+
+SEEDED = load_golden("sampling", "seeded.json")
+
+
+@pytest.mark.parametrize("case", SEEDED["cases"], ids=lambda c: f"{c['seed']}-{c['prompt'][:4]}-{c['params']}")
+def test_a_seed_draws_llama_cpp_pythons_tokens(llm: Llama, case: dict[str, Any]) -> None:
+    """The same seed gives the same tokens as llama-cpp-python: ``generate`` (its sampler seeded with the
+    model's seed, one draw per token: std::mt19937 through libstdc++'s uniform and discrete distributions)
+    and ``sample`` after ``eval`` (a fresh sampler per call); filter chains sorted and unsorted, typical,
+    a negative temperature, Mirostat 1 and 2, penalties."""
+    tokens = llm.tokenize(case["prompt"].encode())
+    llm.set_seed(case["seed"])
+    out: list[int] = []
+    for tok in llm.generate(tokens, **case["params"]):
+        out.append(tok)
+        if len(out) == SEEDED["n_tokens"]:
+            break
+    assert out == case["generate"]
+    llm.reset()
+    llm.eval(tokens)
+    assert [llm.sample(**case["params"]) for _ in range(2)] == case["sample"]
+
+
+def test_sample_checks_its_position(gemma_path: Path) -> None:
+    fresh = Llama(model_path=str(gemma_path), n_ctx=64, verbose=False)
+    with pytest.raises(fucina.InvalidArgumentError, match="call eval first"):
+        fresh.sample()
+    fresh.eval(fresh.tokenize(b"Hello there"))
+    with pytest.raises(fucina.InvalidArgumentError, match="logits_all"):
+        fresh.sample(idx=0)
+    assert fresh.sample(temp=0) == int(np.argmax(fresh.scores[-1]))
+    assert fresh.tokenizer().decode(fresh.tokenizer().encode("Hello there", add_bos=False)) == "Hello there"

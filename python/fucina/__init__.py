@@ -47,7 +47,7 @@ from .chat import (
 )
 from .conversation import Conversation
 from .grammar import Grammar
-from .llama import Llama
+from .llama import Llama, LlamaGrammar, LlamaState, LogitsProcessorList, StoppingCriteriaList
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
@@ -55,6 +55,10 @@ __all__ = [
     "LLM",
     "Conversation",
     "Llama",
+    "LlamaGrammar",
+    "LlamaState",
+    "LogitsProcessorList",
+    "StoppingCriteriaList",
     "LogitProcessor",
     "Grammar",
     "GrammarError",

@@ -111,6 +111,10 @@ class GrammarMatcher:
 class QueueFullError(FucinaError, RuntimeError):
     """A scheduler's queue is full: the request was not queued (retry later)."""
 
+def sample_logits(logits: npt.NDArray[np.float32], history: Sequence[int], params: Any, seed: int) -> int:
+    """The token a fresh sampler with ``params`` (a ``fucina.SamplingParams``) and RNG ``seed`` draws
+    from ``logits`` (not modified) after ``history``."""
+
 def experts_replay(
     trace: str | PathLike[str],
     slots: Sequence[int] | None = None,

@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _core
 from ._core import ArgumentTypeError, InvalidArgumentError, read_gguf_header
 from .grammar import Grammar
 from .llm import LLM, LogitProcessor
 from .sampling import SamplingParams
 
-__all__ = ["Llama", "LlamaGrammar", "LlamaState", "LogitsProcessorList", "StoppingCriteriaList"]
+__all__ = ["Llama", "LlamaGrammar", "LlamaState", "LlamaTokenizer", "LogitsProcessorList", "StoppingCriteriaList"]
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 """llama.cpp's "no seed given" value: each call then draws its seed from the previous one."""
@@ -116,6 +117,30 @@ def _grammar(grammar: Any) -> Grammar | None:
     raise ArgumentTypeError(
         f"grammar must be a LlamaGrammar, a fucina.Grammar or GBNF text, not {type(grammar).__name__}"
     )
+
+
+class LlamaTokenizer:
+    """llama-cpp-python's ``LlamaTokenizer`` (what :meth:`Llama.tokenizer` returns): the model's
+    tokenizer with ``bytes`` (``tokenize`` / ``detokenize``) and ``str`` (``encode`` / ``decode``) faces."""
+
+    def __init__(self, llama: Llama) -> None:
+        self._llama = llama
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = True) -> list[int]:
+        return self._llama.tokenize(text, add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
+        return self._llama.detokenize(tokens, prev_tokens, special=special)
+
+    def encode(self, text: str, add_bos: bool = True, special: bool = True) -> list[int]:
+        return self.tokenize(text.encode("utf-8", errors="ignore"), add_bos=add_bos, special=special)
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.detokenize(tokens).decode("utf-8", errors="ignore")
+
+    @classmethod
+    def from_ggml_file(cls, path: str) -> LlamaTokenizer:
+        return cls(Llama(model_path=path, vocab_only=True))
 
 
 class LlamaState:
@@ -296,6 +321,7 @@ class Llama:
         self.last_n_tokens_size = last_n_tokens_size
         self._llm = LLM(model_path, n_ctx=n_ctx, n_threads=threads, kv_cache_type=_KV_TYPES[kv or 1], chat_format=fmt)
         self._seed = seed or LLAMA_DEFAULT_SEED
+        self._grammars: _core.GrammarCompiler | None = None
         self._logits_all = logits_all
         self._embedding = embedding
         self._pooling_type = pooling_type
@@ -383,6 +409,10 @@ class Llama:
         """The bytes of ``tokens`` (``prev_tokens`` is accepted and, as in llama-cpp-python, unused)."""
         return self._llm.tokenizer.decode_bytes(list(tokens), special=special)
 
+    def tokenizer(self) -> LlamaTokenizer:
+        """The model's tokenizer as llama-cpp-python's ``LlamaTokenizer``."""
+        return LlamaTokenizer(self)
+
     def set_seed(self, seed: int) -> None:
         """The seed the next call without one uses."""
         self._seed = seed
@@ -433,6 +463,71 @@ class Llama:
         self._ids += ids
         self._batches.append(len(ids))
         self.n_tokens = len(self._ids)
+
+    def sample(
+        self,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        temp: float = 0.80,
+        repeat_penalty: float = 1.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        tfs_z: float = 1.0,
+        mirostat_mode: int = 0,
+        mirostat_eta: float = 0.1,
+        mirostat_tau: float = 5.0,
+        penalize_nl: bool = True,
+        logits_processor: LogitsProcessorList | Iterable[LogitsProcessor] | None = None,
+        grammar: Any = None,
+        idx: int | None = None,
+    ) -> int:
+        """llama-cpp-python's ``sample``: a token drawn from the logits :meth:`eval` left for the last
+        token (or for position ``idx``, with ``logits_all``), by a sampler built for this call as
+        llama-cpp-python builds one: these settings, the model's seed (so equal calls draw equally),
+        penalties that have seen no token yet, ``logits_processor`` called with ``input_ids``, and a
+        ``grammar`` allowing what it can start with."""
+        if self.n_tokens == 0:
+            raise InvalidArgumentError("sample needs evaluated tokens: call eval first")
+        scores = self.scores
+        if idx is None:
+            row = scores[-1]
+        elif self._logits_all and 0 <= idx < len(scores):
+            row = scores[idx]
+        elif idx == self.n_tokens - 1:
+            row = scores[-1]
+        else:
+            raise InvalidArgumentError(
+                f"no logits for position {idx}: {self.n_tokens} tokens evaluated"
+                + ("" if self._logits_all else ", and only the last one's are kept without logits_all=True")
+            )
+        row = np.array(row, dtype=np.float32)
+        for proc in _wrap_processors(logits_processor):
+            proc(self._ids, row)
+        g = _grammar(grammar)
+        if g is not None:
+            if self._grammars is None:
+                self._grammars = _core.GrammarCompiler(self._llm.tokenizer, self.n_vocab())
+            allowed, _ = self._grammars.compile(g._core).mask()
+            row[~allowed] = -np.inf
+        params = self._sampling(
+            temp,
+            top_k,
+            top_p,
+            min_p,
+            typical_p,
+            repeat_penalty,
+            presence_penalty,
+            frequency_penalty,
+            self._seed,  # kept: llama-cpp-python seeds each call's sampler with the model's seed
+            None,
+            mirostat_mode,
+            mirostat_tau,
+            mirostat_eta,
+        )
+        draw = random.getrandbits(64) if params.seed is None else params.seed
+        return int(_core.sample_logits(row, [], params, draw))
 
     def save_state(self) -> LlamaState:
         """The low-level context as a :class:`LlamaState`: token ids, logits and the KV rows."""
@@ -778,7 +873,7 @@ class Llama:
             repeat_penalty,
             presence_penalty,
             frequency_penalty,
-            None,
+            self._seed,  # llama-cpp-python's generate draws with the model's seed, not a new one
             None,
             mirostat_mode,
             mirostat_tau,

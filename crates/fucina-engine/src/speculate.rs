@@ -335,14 +335,16 @@ impl Generation {
                 .zip(&rows[r + 1..])
                 .take_while(|(a, b)| a == b)
                 .count();
-            valid += matched;
             if matched > 0 {
                 accepted += 1;
                 forced_in += matched - 1;
             }
             if self.finish_reason().is_some() {
+                // Finished by what the grammar forced after this row's decision: a plain
+                // run never evaluates those tokens, so their rows leave the cache too.
                 break;
             }
+            valid += matched;
             if matched < new.len() {
                 rejected = r + 1 < rows.len();
                 break;

@@ -10,6 +10,7 @@ mod gguf;
 mod grammar;
 mod llm;
 mod quant;
+mod sampler;
 mod scheduler;
 mod tokenizer;
 
@@ -50,6 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::register(m)?;
     tokenizer::register(m)?;
     scheduler::register(m)?;
+    sampler::register(m)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

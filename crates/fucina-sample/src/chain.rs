@@ -38,6 +38,13 @@ pub struct Chain {
     shifted: Vec<f32>,
     /// The top-p denominator replay's final skip bound.
     hit_bound: f32,
+    /// The dist sampler's unnormalised `expf(l - max)` per candidate, in llama.cpp's
+    /// array order (`draw_order`), and their f64 sum: what its draw accumulates.
+    weights: Vec<f32>,
+    weight_sum: f64,
+    /// The candidates' ids in llama.cpp's array order when the chain left it unsorted
+    /// (the vocabulary's order); empty when that order is the sorted one.
+    draw_order: Vec<u32>,
 }
 
 /// Which buffer holds top-p's result after the window search.
@@ -64,8 +71,40 @@ impl Chain {
         self.materialize(row);
         self.temperature(p.temperature);
         self.dist_probs()?;
+        self.draw_order.clear();
+        if !self.sorted {
+            self.draw_order.extend(self.toks.iter().map(|t| t.id));
+        }
         self.order();
         Ok(())
+    }
+
+    /// The candidate llama.cpp's dist sampler selects for the uniform draw `u`, by id:
+    /// its running f64 sum of the unnormalised `expf(l - max)`, in its array order,
+    /// until it reaches `u` times their sum. Call after [`Chain::run`].
+    pub fn draw(&self, u: f64) -> u32 {
+        let order: &[u32] = &self.draw_order;
+        let id_at = |i: usize| {
+            if order.is_empty() {
+                self.toks[i].id
+            } else {
+                order[i]
+            }
+        };
+        let n = self.weights.len();
+        if n == 0 {
+            // One candidate, or the +inf case that llama.cpp has no answer for: by p.
+            return self.toks[crate::sampler::pick(&self.toks, u)].id;
+        }
+        let target = self.weight_sum * u;
+        let mut run = 0.0f64;
+        for (i, &w) in self.weights.iter().enumerate() {
+            run += f64::from(w);
+            if run >= target {
+                return id_at(i);
+            }
+        }
+        id_at(n - 1)
     }
 
     /// llama.cpp's Mirostat samplers in place of the filter chain (llama-cpp-python's
@@ -362,6 +401,7 @@ impl Chain {
         if toks.is_empty() {
             return Err(SampleError::AllTokensMasked);
         }
+        self.weights.clear();
         if toks.len() == 1 {
             toks[0].p = 1.0;
             return Ok(());
@@ -392,6 +432,8 @@ impl Chain {
             t.p = (t.logit - max_l).exp();
             sum += t.p as f64;
         }
+        self.weights.extend(toks.iter().map(|t| t.p));
+        self.weight_sum = sum;
         for t in toks.iter_mut() {
             t.p = (t.p as f64 / sum) as f32;
         }

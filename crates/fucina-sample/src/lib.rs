@@ -72,11 +72,13 @@
 //!
 //! # The draw
 //!
-//! One [`Rng::next_f64`] `u` per sampled token; the token is the first
-//! candidate, in [`Sampler::candidates`]' order, whose running sum of `p`
-//! exceeds `u · Σp`. Draws are reproducible for a seed on every platform;
-//! they are not llama.cpp's (which uses `std::mt19937`), only distributed
-//! the same.
+//! llama.cpp's, draw for draw: [`Rng`] is its `std::mt19937` (seeded with the
+//! seed modulo 2^32) and [`Rng::next_f64`] libstdc++'s `generate_canonical`. One
+//! `u` per sampled token: the `dist` sampler's candidate, in llama.cpp's array
+//! order (sorted when a filter sorted it, else the vocabulary's), whose running
+//! f64 sum of `expf(l - max)` first reaches `u` times their sum; Mirostat's via
+//! `std::discrete_distribution` (no draw when one candidate is left). So a seed
+//! gives llama-cpp-python's tokens, on every platform.
 //!
 //! ```
 //! use fucina_sample::{Sampler, SamplingParams};

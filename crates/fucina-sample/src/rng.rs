@@ -1,55 +1,93 @@
-//! The sampler's random source: xoshiro256** seeded through splitmix64.
+//! The sampler's random source: llama.cpp's, draw for draw.
 //!
-//! Written out here (rather than taken from a crate) so a seed names the same
-//! stream on every platform and every release: draws are part of the
-//! reproducibility contract (`same seed → same tokens`).
+//! llama.cpp's `dist` and Mirostat samplers draw from a `std::mt19937` seeded with
+//! the 32-bit seed, through `std::uniform_real_distribution<double>(0, 1)` (or a
+//! `std::discrete_distribution`), both of which take one `generate_canonical<double,
+//! 53>`: two 32-bit outputs, the first the low word, `(g1 + g2 · 2^32) / 2^64` in
+//! double arithmetic, clamped below 1 (GNU libstdc++, which Linux builds of llama.cpp
+//! and llama-cpp-python use). Replaying that here makes a seed name the same tokens
+//! here as in llama.cpp, on every platform.
 
-/// A small deterministic PRNG (xoshiro256**, Blackman & Vigna), seeded by splitmix64.
-#[derive(Clone, Debug, PartialEq, Eq)]
+const N: usize = 624;
+const M: usize = 397;
+
+/// The Mersenne Twister MT19937 (32-bit), as `std::mt19937`.
+#[derive(Clone)]
 pub struct Rng {
-    s: [u64; 4],
+    state: Box<[u32; N]>,
+    index: usize,
 }
 
-/// One splitmix64 step: the recommended way to expand a 64-bit seed into
-/// xoshiro's 256-bit state (never all zero, well mixed even for seeds 0, 1, 2…).
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+impl std::fmt::Debug for Rng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rng")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
 }
+
+impl PartialEq for Rng {
+    fn eq(&self, other: &Rng) -> bool {
+        self.index == other.index && self.state[..] == other.state[..]
+    }
+}
+
+impl Eq for Rng {}
 
 impl Rng {
-    /// A generator whose whole stream is determined by `seed`.
+    /// The generator `std::mt19937(seed)` is for the seed llama.cpp's samplers take
+    /// (a `uint32_t`: wider seeds are taken modulo 2^32, as the C API truncates them).
     pub fn new(seed: u64) -> Rng {
-        let mut sm = seed;
-        let s = [
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-        ];
-        Rng { s }
+        let mut state = Box::new([0u32; N]);
+        state[0] = seed as u32;
+        for i in 1..N {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(i as u32);
+        }
+        Rng { state, index: N }
     }
 
-    /// The next 64 uniformly random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        result
+    fn twist(&mut self) {
+        let s = &mut self.state;
+        for i in 0..N {
+            let y = (s[i] & 0x8000_0000) | (s[(i + 1) % N] & 0x7fff_ffff);
+            let mut next = s[(i + M) % N] ^ (y >> 1);
+            if y & 1 != 0 {
+                next ^= 0x9908_b0df;
+            }
+            s[i] = next;
+        }
+        self.index = 0;
     }
 
-    /// A uniform double in [0, 1): the top 53 bits of one `next_u64`, so every
-    /// value is a multiple of 2^-53 and 1.0 is never returned.
+    /// The next 32-bit output.
+    pub fn next_u32(&mut self) -> u32 {
+        if self.index >= N {
+            self.twist();
+        }
+        let mut y = self.state[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    /// A uniform double in [0, 1): libstdc++'s `generate_canonical<double, 53>`
+    /// over two outputs (what `std::uniform_real_distribution<double>(0, 1)` and
+    /// `std::discrete_distribution` draw).
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        const R: f64 = 4_294_967_296.0; // 2^32
+        let lo = f64::from(self.next_u32());
+        let hi = f64::from(self.next_u32());
+        let v = (lo + hi * R) / (R * R);
+        if v >= 1.0 {
+            1.0 - f64::EPSILON / 2.0 // nextafter(1.0, 0.0)
+        } else {
+            v
+        }
     }
 }
 
@@ -58,11 +96,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splitmix_matches_reference_vector() {
-        // First outputs of splitmix64 from seed 0 (Vigna's reference implementation).
-        let mut s = 0u64;
-        assert_eq!(splitmix64(&mut s), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(splitmix64(&mut s), 0x6E78_9E6A_A1B9_65F4);
+    fn mt19937_matches_the_standard() {
+        // C++ [rand.predef]: the 10000th output of a default-constructed mt19937 (seed 5489).
+        let mut r = Rng::new(5489);
+        let mut last = 0;
+        for _ in 0..10_000 {
+            last = r.next_u32();
+        }
+        assert_eq!(last, 4_123_659_995);
+        // The first outputs for seed 5489 (reference implementation).
+        let mut r = Rng::new(5489);
+        assert_eq!([r.next_u32(), r.next_u32()], [3_499_211_612, 581_869_302]);
+    }
+
+    #[test]
+    fn seeds_are_taken_modulo_2_pow_32() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7 + (1 << 32));
+        assert_eq!(a.next_u32(), b.next_u32());
     }
 
     #[test]
@@ -74,6 +125,10 @@ mod tests {
             assert!((0.0..1.0).contains(&x));
             assert_eq!(x.to_bits(), b.next_f64().to_bits());
         }
-        assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
+        assert_ne!(Rng::new(1).next_u32(), Rng::new(2).next_u32());
+        // Two outputs per draw, the first the low word.
+        let want =
+            (3_499_211_612.0 + 581_869_302.0 * 4_294_967_296.0) / 18_446_744_073_709_551_616.0;
+        assert_eq!(Rng::new(5489).next_f64().to_bits(), f64::to_bits(want));
     }
 }

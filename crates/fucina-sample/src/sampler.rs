@@ -75,9 +75,20 @@ impl Sampler {
                 .ok_or(SampleError::AllTokensMasked);
         }
         self.run(logits, history, processors)?;
-        let u = self.rng.next_f64();
-        self.draws += 1;
-        let picked = self.chain.toks[pick(&self.chain.toks, u)];
+        let toks = &self.chain.toks;
+        let picked = if self.params.mirostat_mode == 0 {
+            let u = self.rng.next_f64();
+            self.draws += 1;
+            let id = self.chain.draw(u);
+            toks.iter().find(|c| c.id == id).copied().unwrap_or(toks[0])
+        } else if toks.len() < 2 {
+            // std::discrete_distribution over one weight returns it without a draw.
+            toks[0]
+        } else {
+            let u = self.rng.next_f64();
+            self.draws += 1;
+            toks[discrete(toks, u)]
+        };
         self.mirostat_update(picked.p);
         Ok(picked.id)
     }
@@ -197,11 +208,26 @@ impl Sampler {
     }
 }
 
+/// libstdc++'s `std::discrete_distribution` over the candidates' p (llama.cpp's
+/// Mirostat draw): weights normalised by their f64 sum, their partial sums with the
+/// last set to 1, and the first partial sum `>= u`.
+fn discrete(cands: &[Candidate], u: f64) -> usize {
+    let total: f64 = cands.iter().map(|c| f64::from(c.p)).sum();
+    let mut cum = 0.0f64;
+    for (i, c) in cands.iter().enumerate().take(cands.len() - 1) {
+        cum += f64::from(c.p) / total;
+        if cum >= u {
+            return i;
+        }
+    }
+    cands.len() - 1
+}
+
 /// Inverse CDF: the index of the first candidate whose running f64 sum of p
 /// exceeds `u * total`. Strict `>` never picks a zero-probability candidate;
 /// rounding that runs off the end falls back to the last candidate with p > 0.
 /// `cands` is never empty (the chain refuses an empty set).
-fn pick(cands: &[Candidate], u: f64) -> usize {
+pub(crate) fn pick(cands: &[Candidate], u: f64) -> usize {
     let total: f64 = cands.iter().map(|c| c.p as f64).sum();
     let target = u * total;
     let mut cum = 0.0f64;
