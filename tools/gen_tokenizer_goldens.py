@@ -17,6 +17,14 @@ It writes:
                         attributes and FNV-1a hashes of every token's piece
   qwen2_pre_<name>.ids  the Qwen2 vocabulary re-labelled with another tokenizer.ggml.pre,
                         to check each pretokenizer family against llama.cpp
+  gemma4.*              the Gemma 3 vocabulary as a "gemma4" model (tools/make_gemma4_vocab.py):
+                        gemma4.ids, gemma4.vocab (plus the merges' count and hash),
+                        gemma4_extra.txt/.ids (Gemma 4 chat tokens and other cases the
+                        corpus lacks) and gemma4.detok (llama_detokenize hashes)
+
+    ... --only-pre NAME...     only qwen2_pre_<NAME>.ids (corpus.txt must be unchanged)
+    ... --only-digits NAME...  only qwen2_digits_<NAME>.ids
+    ... --only-gemma4          only the gemma4.* files
 
 llama.cpp cannot open the Qwen2 header (its tensor data is cut off), so the vocabulary is
 first copied into a metadata-only GGUF with tools/make_vocab_gguf.py's reader.
@@ -409,11 +417,58 @@ VARIANT_STRIDE = 3  # every 3rd text for the pretokenizer variants
 # plus the aliases whose loader flags differ).
 # granite-embed-multi-97m is llama.cpp's o200k regex with \p{M} in both word classes:
 # the same chunking as the spec's `inkling`, which llama.cpp does not name.
-PRE_VARIANTS = ["qwen35", "gpt-2", "starcoder", "deepseek-v3", "gpt-4o", "granite-embed-multi-97m"]
+# The names after the first six are the rest of llama.cpp's table, one per chunking
+# behaviour (aliases that only rename one, e.g. poro-chat for bloom, are checked by the
+# tests against their family's file).
+PRE_VARIANTS = [
+    "qwen35",
+    "gpt-2",
+    "starcoder",
+    "deepseek-v3",
+    "gpt-4o",
+    "granite-embed-multi-97m",
+    "default",
+    "falcon",
+    "tekken",
+    "deepseek-llm",
+    "deepseek-coder",
+    "seed-coder",
+    "bloom",
+    "viking",
+    "superbpe",
+    "chameleon",
+    "tiny_aya",
+    "bailingmoe",
+    "kimi-k2",
+    "minicpm5",
+    "spark2_5",
+    "youtu",
+    "jais-2",
+    "exaone-moe",
+    "hy_v4",
+    "ufakzeka",
+    "afmoe",
+    "laguna",
+    "sarvam-moe",
+]
 # The Qwen2 vocabulary has no multi-digit tokens, so digit grouping (llama3's
 # \p{N}{1,3} vs qwen2's \p{N}) and llama3's ignore_merges are invisible on it. These
 # families are also checked on the vocabulary extended by `digit_extension`.
-DIGIT_VARIANTS = ["qwen2", "llama-bpe", "dbrx", "glm4", "gpt-2", "deepseek-v3", "gpt-4o"]
+DIGIT_VARIANTS = [
+    "qwen2",
+    "llama-bpe",
+    "dbrx",
+    "glm4",
+    "gpt-2",
+    "deepseek-v3",
+    "gpt-4o",
+    # digit grouping is what sets these apart (right-aligned triples, afmoe's leading
+    # remainder, \p{N}{1,3} then \p{N}+ with ignore_merges, single digits with ignore_merges)
+    "superbpe",
+    "afmoe",
+    "minicpm5",
+    "tekken",
+]
 
 
 def digit_extension() -> tuple[list[str], list[str]]:
@@ -477,16 +532,19 @@ def write_ids(
     command: str,
     what: str,
     base: dict[int, list[int]] | None = None,
+    base_name: str = "qwen2.ids",
 ) -> dict[int, list[int]]:
     """Write llama.cpp's ids; with `base`, a plain encoding equal to the base file's is
-    written as `<i> =` (the ids are those of qwen2.ids). Returns the plain encodings."""
+    written as `<i> =` (the ids are those of `base_name`, which the header names for the
+    parsers). Returns the plain encodings."""
     lines = [header(command, what)]
     lines.append(
         "# line: <text index> <mode> <ids...>; p = tokenize(add_bos=False, special=False)\n"
         "#   s = (False, True) where it differs from p; a = (True, False) for the first "
         f"{ADD_SPECIAL_PREFIX} texts\n"
-        "#   = : same as the p line of qwen2.ids for that text\n"
     )
+    if base is not None or base_name == "qwen2.ids":
+        lines.append(f"#   = : same as the p line of {base_name} for that text\n")
     plain = {}
     for i in indices:
         t = texts[i]
@@ -507,7 +565,7 @@ def write_ids(
     return plain
 
 
-def write_vocab_facts(path: Path, llm, command: str, what: str) -> None:
+def write_vocab_facts(path: Path, llm, command: str, what: str, extra: list[str] | None = None) -> None:
     import ctypes
 
     import llama_cpp
@@ -541,6 +599,7 @@ def write_vocab_facts(path: Path, llm, command: str, what: str) -> None:
         if (i + 1) % PIECE_CHUNK == 0 or i + 1 == n:
             lines.append(f"pieces {i // PIECE_CHUNK} {h:016x}\n")
             h = 0xCBF29CE484222325
+    lines += extra or []
     path.write_text("".join(lines), encoding="utf-8")
 
 
@@ -609,6 +668,90 @@ def write_pre_variants(
         del llm
 
 
+# Texts for the gemma4 vocabulary that corpus.txt lacks (Gemma 4's chat tokens, the
+# literal U+2581 it writes spaces as, clean_spaces cases); kept out of corpus.txt,
+# whose regex-oracle files must cover exactly its texts.
+GEMMA4_EXTRA: list[str] = [
+    "<bos><|turn>system\nYou are helpful.<turn|>\n<|turn>user\nHi there!<turn|>\n<|turn>model\n",
+    "<|turn>model\n<|channel>thought\nLet me think step by step...<channel|>The answer is 4.<turn|>",
+    '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,unit:<|"|>C<|"|>}<tool_call|>'
+    "<|tool_response>response:get_weather{temperature:20}<tool_response|>",
+    "<|think|> <|tool>declaration:f{}<tool|> <|image|><|audio|><|video|> <eos>",
+    "</s> is an ordinary token here </s></s>",
+    '<|turn <turn| |turn> <|channel <|"| <|tool_call <unused20> <unused14>',
+    "\u2581\u2581x \u2581 y\u2581",
+    "a" + "\n" * 35 + "b" + "\n" * 3,
+    " " * 40 + "x" + " " * 33,
+    "   indented\n\t\tcode\n\t\t\treturn x  \n",
+    "Hello , world ! it 's I 'm we 're you 've don 't he 'd we 'll a ' b .",
+    "\U000f0001 private use, \U0010fffd, \x01\x02\x7f controls, \ufeff BOM, \u200b zwsp",
+    "𝕏𝕐ǅ Ａ１ ｶﾀｶﾅ 🫠🫨 \U0001f9d1\u200d\U0001f4bb",
+    "Hello <start_of_turn>user\n  spaced   out  <end_of_turn>\n\n<start_of_turn>model\n",
+    "\r\n\r\n   \n   \n\t\n",
+    "",
+    "x",
+    "▁",
+]
+
+
+def write_gemma4(args, texts: list[bytes], command: str) -> None:
+    """The gemma4.* goldens: the Gemma 3 vocabulary as a "gemma4" model."""
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp import Llama
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from make_gemma4_vocab import merges_fingerprint
+    from make_gemma4_vocab import write as write_gemma4_vocab
+
+    path = args.work / "gemma4.gguf"
+    merges = write_gemma4_vocab(args.gemma, path)
+    gemma3 = Llama(str(args.gemma), vocab_only=True, verbose=False)
+    base = {i: tokenize(gemma3, t, False, False) for i, t in enumerate(texts)}
+    del gemma3
+    g4 = Llama(str(path), vocab_only=True, verbose=False)
+    what = "Gemma 3 270M vocabulary as a gemma4 model (tools/make_gemma4_vocab.py; SentencePiece-style BPE)"
+    everything = list(range(len(texts)))
+    write_ids(args.out / "gemma4.ids", g4, texts, everything, True, command, what, base, "gemma3.ids")
+    n, h = merges_fingerprint(merges)
+    write_vocab_facts(args.out / "gemma4.vocab", g4, command, what + " vocabulary facts", [f"merges {n} {h}\n"])
+
+    extra = [t.encode() for t in GEMMA4_EXTRA]
+    with open(args.out / "gemma4_extra.txt", "w", encoding="utf-8") as f:
+        f.write(header(command, f"gemma4 extra texts: {len(extra)}, one per line (escaped)"))
+        for t in extra:
+            f.write(escape(t) + "\n")
+    indices = list(range(len(extra)))
+    write_ids(args.out / "gemma4_extra.ids", g4, extra, indices, True, command, what + ", extra texts", None, "")
+
+    v = g4._model.vocab
+
+    def detok(ids: list[int], remove_special: bool, unparse_special: bool) -> bytes:
+        size = 1024 + 256 * len(ids)  # pieces are far shorter than 256 bytes
+        buf = ctypes.create_string_buffer(size)
+        arr = (llama_cpp.llama_token * len(ids))(*ids)
+        k = llama_cpp.llama_detokenize(v, arr, len(ids), buf, size, remove_special, unparse_special)
+        if k < 0:
+            raise SystemExit(f"detokenize needs {-k} bytes")
+        return buf.raw[:k]
+
+    lines = [header(command, what + ": llama_detokenize")]
+    lines.append(
+        "# line: <c = corpus.txt | x = gemma4_extra.txt> <text index> <h1> <h2>: FNV-1a 64 of\n"
+        "#   llama_detokenize(ids, remove_special=False, unparse_special=False) and of (True, True)\n"
+        "#   where ids = tokenize(text, add_special=True, parse_special=True)\n"
+    )
+    for tag, group in (("c", texts), ("x", extra)):
+        for i, t in enumerate(group):
+            ids = tokenize(g4, t, True, True)
+            h1 = fnv1a64(detok(ids, False, False))
+            h2 = fnv1a64(detok(ids, True, True))
+            lines.append(f"{tag} {i} {h1:016x} {h2:016x}\n")
+    (args.out / "gemma4.detok").write_text("".join(lines), encoding="utf-8")
+    del g4
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gemma", type=Path, required=True, help="Gemma 3 270M GGUF")
@@ -627,6 +770,7 @@ def main() -> None:
         metavar="PRE",
         help="write only qwen2_digits_<PRE>.ids for these DIGIT_VARIANTS (the corpus must be unchanged)",
     )
+    ap.add_argument("--only-gemma4", action="store_true", help="write only the gemma4.* files")
     args = ap.parse_args()
 
     from llama_cpp import Llama
@@ -638,6 +782,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     texts = corpus()
+    if args.only_gemma4:
+        qwen_plain_from_llama(args, texts)  # checks that corpus() still reproduces corpus.txt
+        write_gemma4(args, texts, command)
+        return
     if args.only_pre or args.only_digits:
         plain = qwen_plain_from_llama(args, texts)
         write_pre_variants(args, texts, command, args.only_pre or [], plain)
@@ -666,6 +814,7 @@ def main() -> None:
 
     write_pre_variants(args, texts, command, PRE_VARIANTS, qwen_plain)
     write_digit_variants(args, texts, command, DIGIT_VARIANTS, qwen_plain)
+    write_gemma4(args, texts, command)
     print(f"wrote {len(texts)} texts and goldens to {args.out}")
 
 
