@@ -3,73 +3,8 @@
 
 mod common;
 
-use common::{corpus, facts, gemma, qwen, show};
+use common::{check_facts, corpus, gemma, qwen, show};
 use fucina_tokenizer::{attr, SpecialOverrides, Tokenizer};
-
-fn fnv(data: &[u8], mut h: u64) -> u64 {
-    for &b in data {
-        h = (h ^ b as u64).wrapping_mul(0x100000001B3);
-    }
-    h
-}
-
-fn check_facts(tok: &Tokenizer, name: &str) {
-    let mut attrs_checked = std::collections::HashMap::new();
-    let opt =
-        |v: &str| -> Option<u32> { v.parse::<i64>().ok().and_then(|x| u32::try_from(x).ok()) };
-    let mut chunks = 0;
-    for (key, vals) in facts(name) {
-        let v0 = vals.first().map(String::as_str).unwrap_or("");
-        match key.as_str() {
-            "n_tokens" => assert_eq!(tok.vocab_size().to_string(), v0, "{name}: n_tokens"),
-            "bos" => assert_eq!(tok.bos_id(), opt(v0), "{name}: bos"),
-            "eos" => assert_eq!(tok.eos_id(), opt(v0), "{name}: eos"),
-            "eot" => assert_eq!(tok.eot_id(), opt(v0), "{name}: eot"),
-            "add_bos" => assert_eq!(tok.add_bos(), v0 == "1", "{name}: add_bos"),
-            "add_eos" => assert_eq!(tok.add_eos(), v0 == "1", "{name}: add_eos"),
-            "eog" => {
-                let want: Vec<u32> = vals.iter().filter_map(|v| opt(v)).collect();
-                assert_eq!(tok.eog_ids(), &want[..], "{name}: end-of-generation ids");
-            }
-            "attr" => {
-                let (id, a) = (opt(v0).expect("id"), vals[1].parse::<u16>().expect("attr"));
-                attrs_checked.insert(id, a);
-            }
-            "pieces" => {
-                let chunk: u32 = v0.parse().expect("chunk");
-                let lo = chunk * 4096;
-                let hi = (lo + 4096).min(tok.vocab_size() as u32);
-                let mut h = 0xCBF2_9CE4_8422_2325u64;
-                for id in lo..hi {
-                    let p = tok.token_to_piece(id, true).expect("piece");
-                    h = fnv(&(p.len() as u32).to_le_bytes(), h);
-                    h = fnv(p, h);
-                }
-                assert_eq!(
-                    format!("{h:016x}"),
-                    vals[1],
-                    "{name}: pieces of tokens {lo}..{hi} differ from llama.cpp"
-                );
-                chunks += 1;
-            }
-            other => panic!("{name}: unknown fact {other}"),
-        }
-    }
-    assert_eq!(
-        chunks as usize,
-        tok.vocab_size().div_ceil(4096),
-        "{name}: piece chunks"
-    );
-    for id in 0..tok.vocab_size() as u32 {
-        let want = attrs_checked.get(&id).copied().unwrap_or(attr::NORMAL);
-        assert_eq!(
-            tok.token_attr(id),
-            Some(want),
-            "{name}: attributes of token {id} {:?}",
-            tok.token_text(id)
-        );
-    }
-}
 
 #[test]
 fn qwen2_vocab_facts_match_llama_cpp() {
