@@ -176,6 +176,12 @@ fn missing_or_malformed_merges() {
     assert!(
         matches!(err(&md), TokenizerError::MissingKey { key } if key == "tokenizer.ggml.merges")
     );
+    // llama.cpp lets Kimi-K2 go without merges: every chunk falls back to its bytes.
+    md.insert("tokenizer.ggml.pre", Value::string("kimi-k2"));
+    let t = Tokenizer::from_metadata(&md).expect("kimi-k2 without merges");
+    let (h, i) = (t.token_id(b"h").expect("h"), t.token_id(b"i").expect("i"));
+    assert_eq!(t.encode("hi", false, false).expect("encode"), [h, i]);
+    md.insert("tokenizer.ggml.pre", Value::string("qwen2"));
     md.insert(
         "tokenizer.ggml.merges",
         Value::Array(Array::I32(vec![1, 2])),
