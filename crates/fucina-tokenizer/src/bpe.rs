@@ -142,8 +142,18 @@ impl Bpe {
         self.n_vocab + i
     }
 
-    /// Encode one pretokenized chunk (raw, normalised bytes), appending ids to `out`.
-    pub(crate) fn encode_chunk(&self, chunk: &[u8], work: &mut MergeWork, out: &mut Vec<u32>) {
+    /// Encode one pretokenized chunk with the model's rules, appending ids to `out`.
+    #[inline]
+    pub(crate) fn encode(&self, chunk: &[u8], work: &mut MergeWork, out: &mut Vec<u32>) {
+        if self.config.spm_style {
+            self.encode_word_raw(chunk, work, out);
+        } else {
+            self.encode_chunk(chunk, work, out);
+        }
+    }
+
+    /// Encode one byte-level chunk (raw, normalised bytes), appending ids to `out`.
+    fn encode_chunk(&self, chunk: &[u8], work: &mut MergeWork, out: &mut Vec<u32>) {
         if chunk.is_empty() {
             return;
         }
@@ -160,12 +170,15 @@ impl Bpe {
         work.syms.clear();
         work.syms
             .extend(chunk.iter().map(|&b| self.byte_sym[b as usize]));
-        self.merge(work, out, Self::emit);
+        self.merge(work);
+        for i in 0..work.syms.len() {
+            self.emit(work.syms[i], out);
+        }
     }
 
     /// Encode one word of SentencePiece-style BPE (raw, normalised UTF-8 with spaces
     /// already written as U+2581), appending ids to `out`.
-    pub(crate) fn encode_word_raw(&self, word: &[u8], w: &mut MergeWork, out: &mut Vec<u32>) {
+    fn encode_word_raw(&self, word: &[u8], w: &mut MergeWork, out: &mut Vec<u32>) {
         if word.is_empty() {
             return;
         }
@@ -191,31 +204,31 @@ impl Bpe {
             match sym {
                 Some(sym) => w.syms.push(sym),
                 None => {
-                    self.merge(w, out, Self::emit_raw);
+                    self.merge_raw(w, out);
                     w.syms.clear();
                     self.fallback_raw(ch, out);
                 }
             }
             i += n;
         }
-        self.merge(w, out, Self::emit_raw);
+        self.merge_raw(w, out);
     }
 
-    /// Merge `w.syms` to the end and emit the result with `emit`.
-    #[inline]
-    fn merge(
-        &self,
-        w: &mut MergeWork,
-        out: &mut Vec<u32>,
-        emit: impl Fn(&Self, u32, &mut Vec<u32>),
-    ) {
+    /// Merge the SentencePiece-style symbols in `w.syms` and emit the result.
+    fn merge_raw(&self, w: &mut MergeWork, out: &mut Vec<u32>) {
+        self.merge(w);
+        for i in 0..w.syms.len() {
+            self.emit_raw(w.syms[i], out);
+        }
+    }
+
+    /// Merge `w.syms` to the end, leaving the result in `w.syms`: a flat scan for short
+    /// chunks, llama.cpp's heap for long ones.
+    fn merge(&self, w: &mut MergeWork) {
         if w.syms.len() <= SCAN_MAX {
             self.merge_scan(w);
-            for i in 0..w.syms.len() {
-                emit(self, w.syms[i], out);
-            }
         } else {
-            self.merge_heap(w, out, emit);
+            self.merge_heap(w);
         }
     }
 
@@ -286,13 +299,8 @@ impl Bpe {
     }
 
     /// Heap merging of `w.syms` with a linked list (llama.cpp's algorithm, for long
-    /// chunks), emitting the result with `emit`.
-    fn merge_heap(
-        &self,
-        w: &mut MergeWork,
-        out: &mut Vec<u32>,
-        emit: impl Fn(&Self, u32, &mut Vec<u32>),
-    ) {
+    /// chunks); the surviving symbols are compacted back into `w.syms` in order.
+    fn merge_heap(&self, w: &mut MergeWork) {
         let n = w.syms.len();
         if n == 0 {
             return;
@@ -332,11 +340,14 @@ impl Bpe {
                 self.push_pair(w, left as u32, after);
             }
         }
-        let mut i = 0u32;
+        // Alive symbols in list order; the k-th lies at index >= k, so this is in place.
+        let (mut i, mut k) = (0u32, 0usize);
         while i != NONE {
-            emit(self, w.syms[i as usize], out);
+            w.syms[k] = w.syms[i as usize];
+            k += 1;
             i = w.next[i as usize];
         }
+        w.syms.truncate(k);
     }
 
     #[inline]
@@ -442,7 +453,10 @@ mod tests {
                     }
                     let mut heap = Vec::new();
                     fill(&mut w);
-                    bpe.merge_heap(&mut w, &mut heap, Bpe::emit);
+                    bpe.merge_heap(&mut w);
+                    for i in 0..w.syms.len() {
+                        bpe.emit(w.syms[i], &mut heap);
+                    }
                     assert_eq!(
                         scan,
                         heap,

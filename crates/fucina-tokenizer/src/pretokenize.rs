@@ -447,6 +447,9 @@ pub(crate) fn gpt2(cps: &Cps, ini: usize, end: usize, ends: &mut Vec<u32>) {
 
 /// llama.cpp `unicode_regex_split_custom_llama3` (`NUM_MAX = 3`, `MARKS = false`),
 /// `_qwen2` (`1`, `false`) and `_qwen35` (`1`, `true`) over chunk `[ini, end)`.
+/// Always inlined: the hot families call it from [`split`], where it was inlined
+/// before laguna's pipeline also took it by address.
+#[inline(always)]
 fn llama3<const NUM_MAX: usize, const MARKS: bool>(
     cps: &Cps,
     ini: usize,

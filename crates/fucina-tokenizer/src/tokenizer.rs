@@ -513,10 +513,6 @@ impl Tokenizer {
         for &e in ends.iter() {
             let chunk = &text[cps.offs[start] as usize..cps.offs[e as usize] as usize];
             start = e as usize;
-            let encode = |merge: &mut MergeWork, out: &mut Vec<u32>| match spm_style {
-                true => bpe.encode_word_raw(chunk, merge, out),
-                false => bpe.encode_chunk(chunk, merge, out),
-            };
             if chunk.len() > 1 && chunk.len() <= MAX_KEY {
                 let h = hash_bytes(chunk);
                 if let Some(ids) = cache.get(chunk, h) {
@@ -524,10 +520,10 @@ impl Tokenizer {
                     continue;
                 }
                 let before = out.len();
-                encode(merge, out);
+                bpe.encode(chunk, merge, out);
                 cache.insert(chunk, h, &out[before..]);
             } else {
-                encode(merge, out);
+                bpe.encode(chunk, merge, out);
             }
         }
     }
