@@ -179,8 +179,8 @@ def gemma4_tok(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory) -> fu
     w.add("tokenizer.ggml.scores", scores, "ARRAY", "FLOAT32")
     w.add("tokenizer.ggml.token_type", types, "ARRAY", "INT32")
     w.add("tokenizer.ggml.merges", merges, "ARRAY", "STRING")
-    for k in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"):
-        w.add(f"tokenizer.ggml.{k}", md[f"tokenizer.ggml.{k}"], "UINT32")
+    for key in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"):
+        w.add(f"tokenizer.ggml.{key}", md[f"tokenizer.ggml.{key}"], "UINT32")
     w.add("tokenizer.ggml.add_space_prefix", False)
     w.add("tokenizer.ggml.add_bos_token", True)
     path = tmp_path_factory.mktemp("gemma4") / "gemma4.gguf"
@@ -207,7 +207,9 @@ def test_gemma4_matches_llama_cpp(gemma4_tok: fucina.Tokenizer, texts_file: str,
 def test_gemma4_facts_and_decoding(gemma4_tok: fucina.Tokenizer) -> None:
     t = gemma4_tok
     assert (t.kind, t.vocab_size, t.bos_id, t.eos_id, t.add_bos) == ("bpe", 262_144, 2, 1, True)
-    assert t.is_eog(t.token_to_id("<turn|>")) and not t.is_eog(t.token_to_id("</s>"))
+    turn_end, eos_text = t.token_to_id("<turn|>"), t.token_to_id("</s>")
+    assert turn_end is not None and eos_text is not None
+    assert t.is_eog(turn_end) and not t.is_eog(eos_text)
     ids = t.encode("<|turn>user\nHi  there<turn|>", add_special=False, parse_special=True)
     assert ids[0] == t.token_to_id("<|turn>")
     assert t.decode(ids) == "user\nHi  there"
@@ -240,6 +242,9 @@ def test_more_pretokenizers_match_llama_cpp(qwen_header_path: Path, tmp_path: Pa
     """A few of llama.cpp's pretokenizer names through the binding (the crate's tests
     check all of them); a missing tokenizer.ggml.pre is llama.cpp's default."""
     tok = qwen_with_pre(qwen_header_path, pre, tmp_path / "qwen.gguf")
+    # Loading said what it worked around (LLM turns these into UserWarnings).
+    assert bool(tok.warnings) == (pre is None)
+    assert pre is not None or "tokenizer.ggml.pre" in tok.warnings[0]
     want = plain_ids(f"qwen2_pre_{pre or 'default'}.ids")
     texts = corpus()
     got = tok.encode_batch([texts[i] for i in want], add_special=False)

@@ -274,6 +274,9 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int: ...
     @property
+    def warnings(self) -> list[str]:
+        """What loading the vocabulary worked around as llama.cpp does (a missing pretokenizer)."""
+    @property
     def bos_id(self) -> int | None: ...
     @property
     def eos_id(self) -> int | None: ...

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,8 @@ class LLM:
             moe_pins=moe_pins,
         )
         self.tokenizer = self.model.tokenizer()
+        for note in self.tokenizer.warnings:
+            warnings.warn(f"{self.path.name}: {note}", UserWarning, stacklevel=2)
         self.engine = _core.Engine(
             self.model, self.tokenizer, n_ctx=n_ctx, kv_cache_type=kv_cache_type, pinned=bool(batch_invariant)
         )

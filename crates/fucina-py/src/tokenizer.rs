@@ -189,6 +189,13 @@ impl PyTokenizer {
         self.inner.vocab_size()
     }
 
+    /// What loading the vocabulary noticed and worked around as llama.cpp does (a
+    /// missing `tokenizer.ggml.pre`, read as llama.cpp's default pretokenizer).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings().to_vec()
+    }
+
     /// Beginning-of-sequence id, or None.
     #[getter]
     fn bos_id(&self) -> Option<u32> {
