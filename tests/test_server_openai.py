@@ -427,7 +427,11 @@ def test_embeddings(client: openai.OpenAI, server: LiveServer) -> None:
         client.embeddings.create(model=server.model_id, input="x", dimensions=641)
 
 
-def test_tokenize_detokenize_health_and_metrics(server: LiveServer) -> None:
+def test_tokenize_detokenize_health_and_metrics(client: openai.OpenAI, server: LiveServer) -> None:
+    # Two completions of one prompt, so the metrics have requests and a prefix-cache hit to count
+    # whichever tests ran before this one.
+    for _ in range(2):
+        chat(client, server.model_id, "Hello there", max_tokens=2)
     ids = httpx.post(f"{server.url}/tokenize", json={"content": "Hello world"}).json()["tokens"]
     assert ids and all(isinstance(t, int) for t in ids)
     text = httpx.post(f"{server.url}/detokenize", json={"tokens": ids}).json()["content"]
