@@ -174,7 +174,12 @@ impl Constraint {
     pub fn error(&self) -> Option<String> {
         let e = self.lock().matcher.get_error()?;
         let e = e.trim_end();
-        Some(e.strip_suffix("<non-verbose/>").unwrap_or(e).trim_end().to_owned())
+        Some(
+            e.strip_suffix("<non-verbose/>")
+                .unwrap_or(e)
+                .trim_end()
+                .to_owned(),
+        )
     }
 
     /// Timing and forcing counts so far.
