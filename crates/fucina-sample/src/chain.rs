@@ -71,8 +71,11 @@ impl Chain {
         self.materialize(row);
         self.temperature(p.temperature);
         self.dist_probs()?;
+        // The weights are in the working set's order; `order` moves it whenever it is not
+        // sorted by logit (llama.cpp's unsorted chains, and a "sorted" set its bucket sort
+        // misfiled: logits beyond ~3e8), so the draw keeps that order's ids.
         self.draw_order.clear();
-        if !self.sorted {
+        if !is_sorted(&self.toks) {
             self.draw_order.extend(self.toks.iter().map(|t| t.id));
         }
         self.order();
@@ -443,12 +446,16 @@ impl Chain {
     /// Logit descending. When llama.cpp's chain ended sorted this is its order
     /// already (ties included) and nothing moves; otherwise ties go by id.
     fn order(&mut self) {
-        let sorted = self.toks.windows(2).all(|w| w[0].logit >= w[1].logit);
-        if !sorted {
+        if !is_sorted(&self.toks) {
             self.toks
                 .sort_unstable_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
         }
     }
+}
+
+/// Logit descending (ties in any order).
+fn is_sorted(toks: &[Candidate]) -> bool {
+    toks.windows(2).all(|w| w[0].logit >= w[1].logit)
 }
 
 /// Mirostat v1's `m`: the top probabilities its Zipf fit reads (llama-cpp-python's 100).
