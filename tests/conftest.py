@@ -31,3 +31,17 @@ def load_golden(*parts: str) -> dict[str, Any]:
     """A committed golden JSON file under tests/goldens/."""
     data: dict[str, Any] = json.loads(GOLDENS.joinpath(*parts).read_text())
     return data
+
+
+def load_llamacpp_golden(*parts: str) -> dict[str, Any]:
+    """A golden made by llama.cpp for the build fucina follows here: a native llama.cpp's
+    widest vector decides the float order of a few ops (attention dots, softmax, SiLU), so
+    `tools/` writes the AVX-512 build's goldens under the plain name and the AVX2 build's
+    with an `-avx2` suffix (`tools/llamacpp_host.py`); `fucina.build_info()["ggml_build"]`
+    picks the set (the plain one where no `-avx2` file exists)."""
+    *dirs, name = parts
+    if fucina.build_info()["ggml_build"] == "avx2":
+        avx2 = name.removesuffix(".json") + "-avx2.json"
+        if GOLDENS.joinpath(*dirs, avx2).exists():
+            return load_golden(*dirs, avx2)
+    return load_golden(*parts)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import fucina
-from conftest import load_golden
+from conftest import load_llamacpp_golden
 from fucina.server import ServerConfig
 from serverkit import live, openai_client
 
-GOLDEN = load_golden("model", "embeddings.json")["cases"]
+GOLDEN = load_llamacpp_golden("model", "embeddings.json")["cases"]
 
 
 @pytest.fixture(scope="module")

