@@ -140,7 +140,8 @@ fn repair(v: &mut Value) {
 /// A `format` that names what another keyword says (OpenAPI's `int32` / `int64` / ...,
 /// `byte`, pydantic's `uuid4`) written as that keyword, and one that asserts nothing of a
 /// JSON value (`float`, `double`, `password`, `binary`) removed: llguidance knows only
-/// JSON Schema's own formats. The schema accepts what it accepted.
+/// JSON Schema's own formats. The schema accepts what it accepted, but for `date` and
+/// `date-time`, now held to the calendar (their pattern, where the schema has none).
 fn spelled_format(m: &mut Map<String, Value>) {
     let Some(format) = m.get("format").and_then(Value::as_str).map(str::to_string) else {
         return;
@@ -174,6 +175,14 @@ fn spelled_format(m: &mut Map<String, Value>) {
             hex(12)
         )),
         "byte" => Some("^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$".into()),
+        // llguidance's own `date` / `date-time` take year 0000 and February 29 of every
+        // year; validators (Python's `date.fromisoformat`, rfc3339-validator) refuse both.
+        "date" if !m.contains_key("pattern") => Some(format!("^{}$", calendar_date())),
+        "date-time" if !m.contains_key("pattern") => Some(format!(
+            "^{}[tT](?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]+)?\
+             (?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$",
+            calendar_date()
+        )),
         "float" | "double" | "decimal" | "password" | "binary" => None,
         _ => return,
     };
@@ -181,6 +190,17 @@ fn spelled_format(m: &mut Map<String, Value>) {
     if let Some(p) = pattern {
         m.entry("pattern").or_insert(Value::String(p));
     }
+}
+
+/// RFC 3339's `full-date` with its calendar: days by month, February 29 in leap years
+/// only (Gregorian: every fourth year but centuries not divisible by 400), years 0001-9999.
+fn calendar_date() -> String {
+    let year = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)";
+    let leap = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)";
+    format!(
+        "(?:{year}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])\
+         |(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|{leap}-02-29)"
+    )
 }
 
 /// The URI a JSON Schema draft is known by, for a `$schema` that names one in another
@@ -1071,6 +1091,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dates_follow_the_calendar() {
+        let mut v = json!({"properties": {
+            "d": {"type": "string", "format": "date"},
+            "t": {"format": "date-time"},
+            "own": {"type": "string", "format": "date", "pattern": "^2"}
+        }});
+        repair(&mut v);
+        let p = &v["properties"];
+        assert_eq!(
+            p["own"]["format"], "date",
+            "a schema's own pattern is left alone"
+        );
+        let rx = |k: &str| {
+            assert!(p[k].get("format").is_none());
+            derivre::Regex::new(p[k]["pattern"].as_str().unwrap()).unwrap()
+        };
+        let (mut date, mut time) = (rx("d"), rx("t"));
+        let days = |y: u32, m: u32| match m {
+            2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        };
+        for y in (0..=2404).chain([9999]) {
+            for m in [1, 2, 4, 12] {
+                for d in [0, 1, 28, 29, 30, 31, 32] {
+                    let valid = y > 0 && d >= 1 && d <= days(y, m);
+                    let s = format!("{y:04}-{m:02}-{d:02}");
+                    assert_eq!(date.is_match(&s), valid, "{s}");
+                    assert_eq!(
+                        time.is_match(&format!("{s}T23:59:60.5+01:00")),
+                        valid,
+                        "{s}"
+                    );
+                }
+            }
+        }
+        for bad in [
+            "2024-13-01",
+            "2024-00-10",
+            "24-01-01",
+            "2024-1-01",
+            "2024-01-01 ",
+        ] {
+            assert!(!date.is_match(bad), "{bad}");
+        }
+        assert!(time.is_match("2024-02-29t00:00:00Z"));
+        for bad in [
+            "2024-02-29T24:00:00Z",
+            "2024-02-29T10:00:00",
+            "2024-02-29T10:00:00+1:00",
+        ] {
+            assert!(!time.is_match(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn schemas_are_read_as_llama_cpp_reads_them() {
         let mut v = json!({
             "type": "object",
@@ -1241,7 +1318,7 @@ mod tests {
             "b": {"type": "integer", "format": "uint64", "maximum": 10},
             "c": {"type": "string", "format": "uuid4"},
             "d": {"type": "number", "format": "double"},
-            "e": {"type": "string", "format": "date-time"}
+            "e": {"type": "string", "format": "email"}
         }});
         repair(&mut f);
         let p = &f["properties"];
@@ -1259,7 +1336,7 @@ mod tests {
             "{uuid}"
         );
         assert_eq!(p["d"], json!({"type": "number"}));
-        assert_eq!(p["e"]["format"], "date-time");
+        assert_eq!(p["e"]["format"], "email");
         for (uri, known) in [
             (
                 "http://json-schema.org/draft-04/schema",
