@@ -375,9 +375,9 @@ def test_forced_calls_with_deepseek_markers_written_as_text(gemma_path: Path) ->
                 tools=WEATHER,
                 tool_choice=cast(Any, choice),
                 parallel_tool_calls=False,
-                # Thinking is on by default (llama-server's enable_thinking, V3.1's `thinking`): the prompt
-                # opens a reasoning block, where the 270M model copies the tool listing (~130 tokens with
-                # AVX-512 numerics) before the forced call.
+                # The forced call may follow a `<think>` block (the template thinks; llama.cpp's grammar
+                # allows it too): with AVX-512 numerics the 270M model opens one and copies the tool
+                # listing there (~130 tokens) before the call.
                 max_tokens=256,
                 temperature=0,
             )
