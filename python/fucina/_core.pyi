@@ -39,6 +39,7 @@ __all__ = [
     "Scheduler",
     "ScheduledRequest",
     "experts_replay",
+    "sample_logits",
 ]
 
 class FucinaError(Exception):
