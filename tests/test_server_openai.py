@@ -375,9 +375,7 @@ def test_forced_calls_with_deepseek_markers_written_as_text(gemma_path: Path) ->
                 tools=WEATHER,
                 tool_choice=cast(Any, choice),
                 parallel_tool_calls=False,
-                # The forced call may follow a `<think>` block (the template thinks; llama.cpp's grammar
-                # allows it too): with AVX-512 numerics the 270M model opens one and copies the tool
-                # listing there (~130 tokens) before the call.
+                # The markers are text here, each "▁" three byte tokens: one call is ~64 tokens.
                 max_tokens=256,
                 temperature=0,
             )

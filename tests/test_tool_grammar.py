@@ -314,6 +314,17 @@ def _accepts(tok: fucina.Tokenizer, grammar: fucina.Grammar, text: str) -> bool:
     return matcher.accepting
 
 
+def test_no_reasoning_block_once_the_prompt_closed_it(qwen_tok: fucina.Tokenizer) -> None:
+    # A thinking template whose generation prompt closed the block (thinking off) gets the calls alone,
+    # as llama.cpp's grammars; otherwise a leading <think> block may precede them.
+    call = f'<tool_call>\n{{"name": "get_weather", "arguments": {W}}}\n</tool_call>'
+    source = "{{ '<think>' }}"
+    for reasoning in (True, False):
+        g = tool_call_grammar(ToolCallFormat.HERMES, TOOLS, _text_only, template_source=source, reasoning=reasoning)
+        assert _accepts(qwen_tok, g, call)
+        assert _accepts(qwen_tok, g, "<think>\nhm\n</think>\n\n" + call) is reasoning
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_grammar_accepts_exactly_parseable_calls(qwen_tok: fucina.Tokenizer, case: str) -> None:
     fmt, source, two_calls, bad = CASES[case]

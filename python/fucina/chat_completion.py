@@ -402,6 +402,8 @@ class _Prompt:
     """The generation prompt opened the reasoning block: the reply starts inside it."""
     prefill: _Prefill | None = None
     """The assistant message the reply continues (``None``: the reply starts a new one)."""
+    closed: bool = False
+    """The generation prompt ends with the reasoning block closed (thinking off: ``<think></think>``)."""
 
     @property
     def special(self) -> bool:
@@ -515,6 +517,7 @@ def _render(
         raise InvalidArgumentError("the rendered chat prompt is empty")
     syntax = detect_reasoning_syntax(template.source) if isinstance(template, ChatTemplate) else None
     thinking = syntax is not None and opens_reasoning(text, syntax)
+    closed = syntax is not None and syntax.has_block and text.rstrip().endswith(syntax.close.strip())
     prefill = None
     if last is not None:
         reasoning = last.get("reasoning_content")
@@ -522,7 +525,7 @@ def _render(
             where = f"messages[{len(messages)}]['reasoning_content']"
             raise ArgumentTypeError(f"{where} must be a str, not {_type_name(reasoning)}")
         prefill = _Prefill(last["content"], reasoning or "", syntax, thinking)
-    return _Prompt(ids, offered, fmt, syntax, thinking, prefill)
+    return _Prompt(ids, offered, fmt, syntax, thinking, prefill, closed)
 
 
 def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], parallel: bool | None) -> Grammar | None:
@@ -542,7 +545,9 @@ def _forced_calls(llm: LLM, prompt: _Prompt, choice: str | dict[str, Any], paral
         return None
 
     one = isinstance(choice, dict) or parallel is False
-    return tool_call_grammar(prompt.format, prompt.tools, special, parallel=not one, template_source=source)
+    return tool_call_grammar(
+        prompt.format, prompt.tools, special, parallel=not one, template_source=source, reasoning=not prompt.closed
+    )
 
 
 _REASONING_FORMATS = ("auto", "deepseek", "none")

@@ -366,13 +366,15 @@ def tool_call_grammar(
     *,
     parallel: bool = True,
     template_source: str = "",
+    reasoning: bool = True,
 ) -> Grammar:
     """A grammar whose sentences are calls of ``tools`` (OpenAI tool dicts, at least one) in ``fmt``'s
     syntax. ``special(marker)`` gives the Lark reference of a marker that is a control token
     (``"<[id]>"``) or ``None`` for one written as text. ``template_source`` (the chat template's
     Jinja source) picks Mistral's call form and, when it writes ``<think>``, allows a leading
-    ``<think>…</think>`` block."""
-    thinks = "<think>" in template_source
+    ``<think>…</think>`` block, unless ``reasoning`` is false (the generation prompt closed the
+    block already: thinking is off, and llama.cpp's grammars then allow none)."""
+    thinks = reasoning and "<think>" in template_source
     if not tools:
         raise ValueError("a tool-call grammar needs at least one tool")
 
