@@ -21,6 +21,12 @@
 /// (`repack::tune_q4_k_prefetch`) turns it off where the GEMV streams faster without
 /// (Zen 4: 258-267 against 312-327 us for a 4096 x 4096 matrix on 2 threads; Zen 5
 /// the other way, 31-33 against 35-37 GB/s on one thread).
+/// Most activation rows the packed kernels run as repeated streaming GEMV blocks
+/// (`packed_gemv_rows`) in the single-row order; more are transposed into lane form once
+/// per super-block. Measured on a 2-core Zen 4 (AVX-512, Qwen3-4B shapes, a pinned
+/// forward of 2 rows): 3.15 one-row steps through the transposed tiles.
+pub(crate) const GEMV_ROWS_MAX: usize = 8;
+
 pub(crate) static GEMV_PREFETCH: core::sync::atomic::AtomicBool =
     core::sync::atomic::AtomicBool::new(true);
 
@@ -763,6 +769,9 @@ macro_rules! q4_k_tiles {
             if nt == 1 && !PAIRS {
                 return packed_gemv(groups, nb, acts, out);
             }
+            if nt <= super::GEMV_ROWS_MAX && !PAIRS {
+                return packed_gemv_rows(groups, nb, acts, stride, nt, out);
+            }
             let per = W_CHUNK / 8;
             for c in (0..ng).step_by(per) {
                 let k = (ng - c).min(per);
@@ -799,6 +808,42 @@ macro_rules! q4_k_tiles {
                 // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
                 unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc, accm)) };
                 o.copy_from_slice(&v);
+            }
+        }
+
+        /// A few activation rows (a speculative verify batch, a server step of a few
+        /// sequences) against every group: [`packed_gemv`]'s streaming block for each
+        /// row while the super-block is in L1, rather than transposing every super-block
+        /// into lane form for so few rows ([`pack_x8`]). Bitwise the single-row order.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn packed_gemv_rows(
+            groups: &[u8],
+            nb: usize,
+            acts: &[u8],
+            stride: usize,
+            nt: usize,
+            out: &mut [f32],
+        ) {
+            let gb = nb * X8;
+            let nw = out.len() / nt;
+            let mut acc = [_mm256_setzero_ps(); super::GEMV_ROWS_MAX];
+            let mut accm = [_mm256_setzero_ps(); super::GEMV_ROWS_MAX];
+            for (g, grp) in groups.chunks_exact(gb).enumerate() {
+                acc[..nt].fill(_mm256_setzero_ps());
+                accm[..nt].fill(_mm256_setzero_ps());
+                for (b, blk) in grp.chunks_exact(X8).enumerate() {
+                    for t in 0..nt {
+                        let y = &acts[t * stride + 292 * b..][..292];
+                        gemv_block(blk, y, &mut acc[t], &mut accm[t]);
+                    }
+                }
+                for t in 0..nt {
+                    let mut v = [0f32; 8];
+                    // SAFETY: `v` is 32 writable bytes and `storeu` needs no alignment.
+                    unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc[t], accm[t])) };
+                    out[t * nw + 8 * g..][..8].copy_from_slice(&v);
+                }
             }
         }
 
