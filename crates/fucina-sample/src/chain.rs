@@ -71,13 +71,6 @@ impl Chain {
         self.materialize(row);
         self.temperature(p.temperature);
         self.dist_probs()?;
-        // The weights are in the working set's order; `order` moves it whenever it is not
-        // sorted by logit (llama.cpp's unsorted chains, and a "sorted" set its bucket sort
-        // misfiled: logits beyond ~3e8), so the draw keeps that order's ids.
-        self.draw_order.clear();
-        if !is_sorted(&self.toks) {
-            self.draw_order.extend(self.toks.iter().map(|t| t.id));
-        }
         self.order();
         Ok(())
     }
@@ -444,18 +437,17 @@ impl Chain {
     }
 
     /// Logit descending. When llama.cpp's chain ended sorted this is its order
-    /// already (ties included) and nothing moves; otherwise ties go by id.
+    /// already (ties included) and nothing moves; otherwise ties go by id, and the
+    /// order the weights were computed in is kept for the draw (`draw_order`): llama.cpp's
+    /// unsorted chains, and a "sorted" set its bucket sort misfiled (logits beyond ~3e8).
     fn order(&mut self) {
-        if !is_sorted(&self.toks) {
+        self.draw_order.clear();
+        if !self.toks.windows(2).all(|w| w[0].logit >= w[1].logit) {
+            self.draw_order.extend(self.toks.iter().map(|t| t.id));
             self.toks
                 .sort_unstable_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
         }
     }
-}
-
-/// Logit descending (ties in any order).
-fn is_sorted(toks: &[Candidate]) -> bool {
-    toks.windows(2).all(|w| w[0].logit >= w[1].logit)
 }
 
 /// Mirostat v1's `m`: the top probabilities its Zipf fit reads (llama-cpp-python's 100).
