@@ -185,13 +185,15 @@ fn main() {
         let repack_s = t.elapsed().as_secs_f64();
         if let Some((with, without)) = Packed::q4_k_prefetch_timings(&e) {
             println!(
-                r#"{{"kind": "q4_k_prefetch", "with_seconds": {with:.4e}, "without_seconds": {without:.4e}}}"#
+                r#"{{"kind": "q4_k_prefetch", "with_seconds": {with:.4e}, "without_seconds": {without:.4e}, "prefetch": "{:?}"}}"#,
+                Packed::prefetch(&e).expect("a packed layout")
             );
         }
         if let Some((tp, tr)) = Packed::calibrate(&e) {
             println!(
-                r#"{{"kind": "calibrate", "type": "{ty}", "packed_seconds": {tp:.4e}, "rows_seconds": {tr:.4e}, "pays_off": {}}}"#,
-                Packed::pays_off(&e)
+                r#"{{"kind": "calibrate", "type": "{ty}", "packed_seconds": {tp:.4e}, "rows_seconds": {tr:.4e}, "pays_off": {}, "prefetch": "{:?}"}}"#,
+                Packed::pays_off(&e),
+                Packed::prefetch(&e).expect("a packed layout")
             );
         }
         let pm: Vec<QMatrix> = packs

@@ -228,6 +228,57 @@ pub(crate) type GemmFn = fn(groups: &[u8], nb: usize, acts: &[u8], stride: usize
 /// Row-major bytes of packed rows `first..` into `dst` (whole rows).
 type UnpackFn = fn(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]);
 
+/// Where a packed decode GEMV prefetches its weight stream in software (a hint:
+/// results never depend on it), settled once per process per layout by the
+/// repacking's calibration ([`Packed::pays_off`]): CPUs differ in which one streams
+/// fastest (Zen 4: none; Zen 5: L1; Intel Xeons with AVX-512: L2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// None: the hardware prefetchers alone.
+    Off = 0,
+    /// Into L1 (`prefetcht0`), a few super-blocks ahead (each kernel's own distance).
+    L1 = 1,
+    /// Into L2 (`prefetcht1`), 8 KiB ahead.
+    L2 = 2,
+}
+
+/// A kernel's [`Prefetch`] choice, shared by every thread running it.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct PrefetchCell(std::sync::atomic::AtomicU8);
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl PrefetchCell {
+    pub(crate) const fn new(p: Prefetch) -> PrefetchCell {
+        PrefetchCell(std::sync::atomic::AtomicU8::new(p as u8))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> Prefetch {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Prefetch::Off,
+            2 => Prefetch::L2,
+            _ => Prefetch::L1,
+        }
+    }
+
+    pub(crate) fn set(&self, p: Prefetch) {
+        self.0.store(p as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The faster of prefetching into L1 (`l1` seconds) and into L2 (`l2`), L2 unless L1
+/// is at least 3% faster (they tie where the hardware prefetchers keep up; under load
+/// from both cores L2 requests hold up better, as measured on an Intel Xeon), with
+/// its time.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn faster_prefetch(l1: f64, l2: f64) -> (Prefetch, f64) {
+    if l1 * 1.03 < l2 {
+        (Prefetch::L1, l1)
+    } else {
+        (Prefetch::L2, l2)
+    }
+}
+
 /// The kernels that read one packed layout.
 #[derive(Clone, Copy)]
 enum Layout {
@@ -240,6 +291,8 @@ enum Layout {
         /// Several activation rows at once (else the GEMV once per row).
         gemm: Option<GemmFn>,
         unpack: UnpackFn,
+        /// Where the GEMV prefetches.
+        prefetch: &'static PrefetchCell,
     },
 }
 
@@ -254,11 +307,13 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
             gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
             gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
             unpack: q8_0::unpack_rows_q8_0,
+            prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
         }),
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
             gemm: None,
+            prefetch: &crate::arch::x86_64::q6_k_x8::GEMV_PREFETCH,
             unpack: |packed, cols, first, dst| {
                 let n = dst.len() / (cols / 256 * q6_k::Q6_K_BLOCK);
                 q6_k::unpack_rows_q6_k(packed, cols, first, n, dst)
@@ -389,28 +444,39 @@ fn calibration_data(entry: &DotEntry) -> Option<(Vec<u8>, usize, Vec<u8>)> {
 /// [`Packed::calibrate`] (x86-64: the only ISA with `Rows` layouts).
 #[cfg(target_arch = "x86_64")]
 fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
-    let Some(Layout::Rows { gemv, .. }) = layout(entry) else {
+    let Some(Layout::Rows { gemv, prefetch, .. }) = layout(entry) else {
         return None;
     };
     let (buf, rows, act) = calibration_data(entry)?;
     let row_bytes = buf.len() / rows;
     let tiles = crate::TileDot::new(entry);
-    let mut out = vec![0f32; rows];
-    let mut out2 = vec![0f32; rows];
+    let (mut out, mut out1, mut out2) = (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows]);
     let nb = CALIBRATE_COLS / entry.block_size;
-    let [packed, by_rows] = time_from_memory(
+    let [l1, l2, by_rows] = time_from_memory(
         &buf,
-        [&mut || gemv(&buf, nb, &act, &mut out), &mut || {
-            for (r0, o) in out2.chunks_exact_mut(GROUP_ROWS).enumerate() {
-                let ws: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| {
-                    let r = r0 * GROUP_ROWS + i;
-                    &buf[r * row_bytes..(r + 1) * row_bytes]
-                });
-                tiles.dots(&ws, &act, act.len(), o);
-            }
-        }],
+        [
+            &mut || {
+                prefetch.set(Prefetch::L1);
+                gemv(&buf, nb, &act, &mut out)
+            },
+            &mut || {
+                prefetch.set(Prefetch::L2);
+                gemv(&buf, nb, &act, &mut out1)
+            },
+            &mut || {
+                for (r0, o) in out2.chunks_exact_mut(GROUP_ROWS).enumerate() {
+                    let ws: [&[u8]; GROUP_ROWS] = std::array::from_fn(|i| {
+                        let r = r0 * GROUP_ROWS + i;
+                        &buf[r * row_bytes..(r + 1) * row_bytes]
+                    });
+                    tiles.dots(&ws, &act, act.len(), o);
+                }
+            },
+        ],
     );
-    std::hint::black_box((&out, &out2));
+    std::hint::black_box((&out, &out1, &out2));
+    let (choice, packed) = faster_prefetch(l1, l2);
+    prefetch.set(choice);
     Some((packed, by_rows))
 }
 
@@ -419,10 +485,11 @@ fn calibrate(_entry: &DotEntry) -> Option<(f64, f64)> {
     None
 }
 
-/// Settle whether the packed Q4_K decode GEMV prefetches in software (x86-64's
+/// Settle where the packed Q4_K decode GEMV prefetches in software (x86-64's
 /// `GEMV_PREFETCH`), once per process: `entry`'s packed single-row kernel streams
-/// [`CALIBRATE_BYTES`] from memory with and without; prefetching stays on unless
-/// going without is at least 5% faster. Returns the two times (with, without).
+/// [`CALIBRATE_BYTES`] from memory prefetching into L1, into L2 and not at all; the
+/// faster of L1 and L2 ([`faster_prefetch`]) stays unless going without is at least
+/// 5% faster. Returns the times (with the faster prefetch, without).
 fn tune_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
     // One flag serves every ISA's kernel: the first measurement settles it.
     type Memo = Vec<((), Option<(f64, f64)>)>;
@@ -436,29 +503,37 @@ fn tune_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
 #[cfg(target_arch = "x86_64")]
 fn measure_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
     use crate::arch::x86_64::q4_k_tiles::GEMV_PREFETCH;
-    use std::sync::atomic::Ordering;
     let Some(Layout::Q4K { single, .. }) = layout(entry) else {
         return None;
     };
     let (buf, rows, act) = calibration_data(entry)?;
-    let (mut out, mut out2) = (vec![0f32; rows], vec![0f32; rows]);
+    let (mut out, mut out1, mut out2) = (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows]);
     let nb = CALIBRATE_COLS / entry.block_size;
     let stride = act.len();
-    let [with, without] = time_from_memory(
+    let [l1, l2, without] = time_from_memory(
         &buf,
         [
             &mut || {
-                GEMV_PREFETCH.store(true, Ordering::Relaxed);
+                GEMV_PREFETCH.set(Prefetch::L1);
                 single(&buf, nb, &act, stride, &mut out);
             },
             &mut || {
-                GEMV_PREFETCH.store(false, Ordering::Relaxed);
+                GEMV_PREFETCH.set(Prefetch::L2);
+                single(&buf, nb, &act, stride, &mut out1);
+            },
+            &mut || {
+                GEMV_PREFETCH.set(Prefetch::Off);
                 single(&buf, nb, &act, stride, &mut out2);
             },
         ],
     );
-    std::hint::black_box((&out, &out2));
-    GEMV_PREFETCH.store(without * 1.05 >= with, Ordering::Relaxed);
+    std::hint::black_box((&out, &out1, &out2));
+    let (choice, with) = faster_prefetch(l1, l2);
+    GEMV_PREFETCH.set(if without * 1.05 < with {
+        Prefetch::Off
+    } else {
+        choice
+    });
     Some((with, without))
 }
 
@@ -477,8 +552,9 @@ impl Packed {
     /// measurement. Q8_0 and Q6_K (single-row order only): where, streaming weights
     /// from memory on one thread, the packed GEMV is faster than the row-major kernels
     /// (Q6_K, whose prompt batches unpack packed rows per call: by at least 10%),
-    /// measured once per process by [`Packed::calibrate`] (about 10 ms, the first time
-    /// a model with such matrices loads). The same packed Q6_K kernel
+    /// measured once per process by [`Packed::calibrate`] (about 15 ms, the first time
+    /// a model with such matrices loads), which also settles where their GEMV
+    /// prefetches ([`Packed::prefetch`]). The same packed Q6_K kernel
     /// streams at ~65 GB/s per core on Zen 5 and loses to the row-major one on Zen 4
     /// (25 against 30 GB/s on Qwen3.5's 248k-row head, 2 threads), whose in-cache
     /// speed still favours it: only a measurement from memory tells them apart.
@@ -506,6 +582,20 @@ impl Packed {
     /// `Rows` layout here).
     pub fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
         calibrate(entry)
+    }
+
+    /// Where `entry`'s packed decode GEMV prefetches now (`None` without a packed
+    /// layout here, or off x86-64): settled by [`Packed::pays_off`]'s measurement,
+    /// L1 before it.
+    pub fn prefetch(entry: &DotEntry) -> Option<Prefetch> {
+        match layout(entry)? {
+            #[cfg(target_arch = "x86_64")]
+            Layout::Q4K { .. } => Some(crate::arch::x86_64::q4_k_tiles::GEMV_PREFETCH.get()),
+            #[cfg(target_arch = "x86_64")]
+            Layout::Rows { prefetch, .. } => Some(prefetch.get()),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => None,
+        }
     }
 
     /// Whether [`Packed::new`] would repack a `rows`-row matrix with `entry`'s kernels.

@@ -7,7 +7,9 @@ mod common;
 
 use common::{prng_blocks, uniform};
 use fucina_quant::repack::{deinterleave_q4_k, interleave_q4_k};
-use fucina_quant::{GgmlType, Isa, Kernels, Packed, Q4KOrder, QMatrix, ThreadPool, TileDot};
+use fucina_quant::{
+    GgmlType, Isa, Kernels, Packed, Prefetch, Q4KOrder, QMatrix, ThreadPool, TileDot,
+};
 
 /// A `rows × cols` Q4_K matrix: quantized rows of different magnitudes, then (from
 /// `seed % 2 == 1`) raw random blocks, whose 6-bit scales and mins take every value.
@@ -379,6 +381,12 @@ fn pays_off_is_measured_once_and_only_where_a_layout_exists() {
                         "{ty} on {isa:?} calibrated"
                     );
                     assert!(packed > 0.0 && rows > 0.0 && packed.is_finite() && rows.is_finite());
+                    // The measurement settled where the GEMV prefetches (L1 or L2).
+                    assert!(
+                        matches!(Packed::prefetch(&e), Some(Prefetch::L1 | Prefetch::L2)),
+                        "{ty} on {isa:?}: {:?}",
+                        Packed::prefetch(&e)
+                    );
                 }
                 None => assert!(!supported || ty == GgmlType::Q4_K, "{ty} on {isa:?}"),
             }
@@ -390,6 +398,9 @@ fn pays_off_is_measured_once_and_only_where_a_layout_exists() {
                     let (with, without) = t.expect("Q4_K prefetch measured");
                     assert!(with > 0.0 && without > 0.0 && with.is_finite() && without.is_finite());
                     assert_eq!(Packed::q4_k_prefetch_timings(&e), Some((with, without)));
+                    // Off only where going without measured at least 5% faster.
+                    let p = Packed::prefetch(&e).expect("a packed layout");
+                    assert_eq!(p == Prefetch::Off, without * 1.05 < with, "{p:?}");
                 }
             }
         }

@@ -16,19 +16,20 @@
 //!   `gemm_q4_K_8x8_q8_K` (AVX2 and AVX-512 branches alike): bitwise the scalar
 //!   `dot_q4_k_q8_k_pairs`.
 
-/// Whether the packed decode GEMV prefetches its stream 16 KiB ahead in software (a
-/// hint: results never depend on it). On by default; the repacking's calibration
-/// (`repack::tune_q4_k_prefetch`) turns it off where the GEMV streams faster without
-/// (Zen 4: 258-267 against 312-327 us for a 4096 x 4096 matrix on 2 threads; Zen 5
-/// the other way, 31-33 against 35-37 GB/s on one thread).
+/// How the packed decode GEMV prefetches its stream in software (a hint: results never
+/// depend on it): into L1 16 KiB ahead by default; the repacking's calibration
+/// (`repack::tune_q4_k_prefetch`) picks L2 or none where the GEMV streams faster so
+/// (Zen 4 without: 258-267 against 312-327 us for a 4096 x 4096 matrix on 2 threads;
+/// Zen 5 with, 35-37 against 31-33 GB/s on one thread; an Intel Xeon into L2, 0.82-0.85
+/// of its read bandwidth against 0.68-0.76 into L1, 2 threads).
+pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
+    crate::repack::PrefetchCell::new(crate::repack::Prefetch::L1);
+
 /// Most activation rows the packed kernels run as repeated streaming GEMV blocks
 /// (`packed_gemv_rows`) in the single-row order; more are transposed into lane form once
 /// per super-block. Measured on a 2-core Zen 4 (AVX-512, Qwen3-4B shapes, a pinned
 /// forward of 2 rows): 3.15 one-row steps through the transposed tiles.
 pub(crate) const GEMV_ROWS_MAX: usize = 8;
-
-pub(crate) static GEMV_PREFETCH: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(true);
 
 macro_rules! q4_k_tiles {
     (@chunk $feat:literal, narrow) => {
@@ -786,22 +787,15 @@ macro_rules! q4_k_tiles {
         #[inline]
         fn packed_gemv(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             let gb = nb * X8;
-            let lines = if super::GEMV_PREFETCH.load(core::sync::atomic::Ordering::Relaxed) {
-                X8 / 64
-            } else {
-                0
-            };
+            let mode = super::GEMV_PREFETCH.get();
             for (g, o) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
                 let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
                 for (blk, y) in g.chunks_exact(X8).zip(act.chunks_exact(292)) {
-                    // The stream 16 KiB ahead where it helps (`GEMV_PREFETCH`): the
-                    // hardware prefetchers alone leave this GEMV short of memory speed
-                    // on Zen 5 (one thread: 31-33 GB/s without, 35-37 with; 8 KiB:
-                    // 35-36), and do better alone on Zen 4.
-                    let ahead = blk.as_ptr().wrapping_add(16 << 10);
-                    for l in 0..lines {
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
-                    }
+                    // The stream ahead as `GEMV_PREFETCH` says: the hardware prefetchers
+                    // alone leave this GEMV short of memory speed on Zen 5 (one thread:
+                    // 31-33 GB/s without, 35-37 with 16 KiB ahead into L1; 8 KiB: 35-36)
+                    // and on Intel Xeons (into L2), and do better alone on Zen 4.
+                    super::super::prefetch_stream(blk.as_ptr(), X8 / 64, mode, 16 << 10);
                     gemv_block(blk, y, &mut acc, &mut accm);
                 }
                 let mut v = [0f32; 8];

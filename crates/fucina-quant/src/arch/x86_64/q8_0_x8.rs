@@ -20,6 +20,11 @@ use crate::repack::q8_0::{BLOCK, GROUP_BLOCK, GROUP_ROWS};
 /// (4 KiB: 36, 16 KiB: 36).
 const PREFETCH: usize = 8192;
 
+/// Where [`gemv`] prefetches its stream (into L1 [`PREFETCH`] ahead by default; the
+/// repacking's calibration picks L2 where that streams faster).
+pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
+    crate::repack::PrefetchCell::new(crate::repack::Prefetch::L1);
+
 use crate::repack::{GemmFn, GemvFn};
 
 /// The kernel, if this CPU has its features (AVX-512 F/BW/VL/DQ + VNNI, F16C, FMA).
@@ -68,6 +73,7 @@ fn gemv_groups(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     let dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     let pair_d = pair_scales();
     let offset = _mm512_set1_epi8(-128); // 0x80: the unsigned 128 of `q + 128`
+    let mode = GEMV_PREFETCH.get();
     for (grp, out) in groups
         .chunks_exact(nb * GROUP_BLOCK)
         .zip(out.chunks_exact_mut(GROUP_ROWS))
@@ -78,12 +84,14 @@ fn gemv_groups(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             let y: &[u8; BLOCK] = act[BLOCK * b..BLOCK * (b + 1)].try_into().expect("block");
             let q: &[u8; 256] = quants[256 * b..256 * (b + 1)].try_into().expect("block");
             let s: &[u8; 16] = scales[16 * b..16 * (b + 1)].try_into().expect("block");
-            // The group's bytes from `GROUP_BLOCK · b` on, `PREFETCH` ahead (a linear
-            // walk through both the quants and the scales).
-            let ahead = grp.as_ptr().wrapping_add(GROUP_BLOCK * b + PREFETCH);
-            for l in 0..5 {
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
-            }
+            // The group's bytes from `GROUP_BLOCK · b` on, ahead as `GEMV_PREFETCH`
+            // says (a linear walk through both the quants and the scales).
+            super::prefetch_stream(
+                grp.as_ptr().wrapping_add(GROUP_BLOCK * b),
+                5,
+                mode,
+                PREFETCH,
+            );
             // SAFETY: `y[2..34]` is 32 readable bytes; `loadu` needs no alignment.
             let yq = unsafe { _mm256_loadu_si256(y[2..].as_ptr().cast()) };
             let ydup = _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(yq));
