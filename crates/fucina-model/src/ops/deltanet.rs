@@ -278,15 +278,12 @@ fn delta_step_from(
     kv.fill(0.0);
     match src {
         Some(src) => {
-            for ((i, srow), from) in state
-                .chunks_exact_mut(dv)
-                .enumerate()
-                .zip(src.chunks_exact(dv))
-            {
+            // Reads only: the decayed state is formed again below, where it is written
+            // (the same two roundings), so `state` is stored once, in the second pass.
+            for (i, from) in src.chunks_exact(dv).enumerate() {
                 let ki = k[i];
-                for ((x, &y), acc) in srow.iter_mut().zip(from).zip(kv.iter_mut()) {
-                    *x = y * decay;
-                    *acc += *x * ki;
+                for (&y, acc) in from.iter().zip(kv.iter_mut()) {
+                    *acc += (y * decay) * ki;
                 }
             }
         }
@@ -305,11 +302,31 @@ fn delta_step_from(
         *d = (vj - *d) * beta;
     }
     o[..dv].fill(0.0);
-    for (i, srow) in state.chunks_exact_mut(dv).enumerate() {
-        let (ki, qi) = (k[i], q[i]);
-        for ((x, &d), oj) in srow.iter_mut().zip(kv.iter()).zip(o.iter_mut()) {
-            *x += ki * d;
-            *oj += *x * qi;
+    match src {
+        Some(src) => {
+            for ((i, srow), from) in state
+                .chunks_exact_mut(dv)
+                .enumerate()
+                .zip(src.chunks_exact(dv))
+            {
+                let (ki, qi) = (k[i], q[i]);
+                for (((x, &y), &d), oj) in
+                    srow.iter_mut().zip(from).zip(kv.iter()).zip(o.iter_mut())
+                {
+                    let v = y * decay + ki * d;
+                    *x = v;
+                    *oj += v * qi;
+                }
+            }
+        }
+        None => {
+            for (i, srow) in state.chunks_exact_mut(dv).enumerate() {
+                let (ki, qi) = (k[i], q[i]);
+                for ((x, &d), oj) in srow.iter_mut().zip(kv.iter()).zip(o.iter_mut()) {
+                    *x += ki * d;
+                    *oj += *x * qi;
+                }
+            }
         }
     }
 }
