@@ -54,6 +54,20 @@ const W_DECODE: usize = 64;
 /// Bytes of packed weight rows unpacked at a time for the kernels of an order the
 /// packed layout lacks (about L2-sized: every activation row of the call passes them).
 const UNPACK_BYTES: usize = 1 << 20;
+/// Granularity of the chunks of weight rows that threads claim.
+const W_TILE_MAX: usize = 16;
+/// Most weight rows per tile-kernel call with several activation rows (each kernel
+/// asks for its number, [`TileDot::weights_per_call`]; the output buffer holds
+/// `ROW_TILE * W_TILE_MAX` values, which bounds it further by the activation rows per
+/// call).
+const W_CALL_MAX: usize = 64;
+
+/// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
+/// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
+pub const TILED_MIN_ROWS: usize = 8;
+/// Fewest activation rows of a mul_mat that llama.cpp sends through llamafile's
+/// tinyBLAS (`llamafile_sgemm`: "only enable sgemm for prompt processing").
+pub const SGEMM_MIN_ROWS: usize = 2;
 
 /// `dst.copy_from_slice(src)` for a kernel call's outputs of one row (often 8 or 16
 /// floats), inline in blocks of 8: `copy_from_slice` of a run-time length is a
@@ -71,20 +85,6 @@ fn copy_outputs(dst: &mut [f32], src: &[f32]) {
         *d = s;
     }
 }
-/// Granularity of the chunks of weight rows that threads claim.
-const W_TILE_MAX: usize = 16;
-/// Most weight rows per tile-kernel call with several activation rows (each kernel
-/// asks for its number, [`TileDot::weights_per_call`]; the output buffer holds
-/// `ROW_TILE * W_TILE_MAX` values, which bounds it further by the activation rows per
-/// call).
-const W_CALL_MAX: usize = 64;
-
-/// Fewest activation rows of a mul_mat that llama.cpp sends through its tiled K-quant
-/// kernel (ggml-cpu `tiled.cpp`, `ggml_tiled_min_batch`).
-pub const TILED_MIN_ROWS: usize = 8;
-/// Fewest activation rows of a mul_mat that llama.cpp sends through llamafile's
-/// tinyBLAS (`llamafile_sgemm`: "only enable sgemm for prompt processing").
-pub const SGEMM_MIN_ROWS: usize = 2;
 
 /// Reusable buffers of [`matmul`] (converted activation rows) and its numerics mode.
 #[derive(Default, Debug)]
