@@ -62,12 +62,57 @@ impl RecurrentGeometry {
     }
 }
 
+/// f32 storage whose first element starts a 64-byte cache line: every head's
+/// `dk × dv` state (a multiple of 16 floats where `dv` is) then starts one too, so
+/// the decode step can write it with streaming stores (see
+/// [`crate::ops::deltanet`]).
+#[derive(Clone, Debug)]
+struct LineAligned {
+    lines: Box<[Line]>,
+    len: usize,
+}
+
+/// One cache line of f32 (no padding: 16 floats fill its 64 bytes).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+impl LineAligned {
+    fn zeroed(len: usize) -> LineAligned {
+        LineAligned {
+            lines: vec![Line([0.0; 16]); len.div_ceil(16)].into_boxed_slice(),
+            len,
+        }
+    }
+
+    /// Floats allocated.
+    fn capacity(&self) -> usize {
+        16 * self.lines.len()
+    }
+}
+
+impl std::ops::Deref for LineAligned {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        // SAFETY: `lines` is `lines.len() · 16 ≥ len` contiguous initialised f32
+        // (`Line` is `repr(C)` over `[f32; 16]`, 64 bytes, no padding), borrowed with `self`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for LineAligned {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        // SAFETY: as in `deref`, borrowed mutably with `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<f32>(), self.len) }
+    }
+}
+
 /// One DeltaNet layer's per-sequence state.
 #[derive(Clone, Debug)]
 pub struct RecurrentLayer {
     geom: RecurrentGeometry,
     conv: [Vec<f32>; 2],
-    ssm: [Vec<f32>; 2],
+    ssm: [LineAligned; 2],
     /// Raw convolution inputs of the logged rows (`conv_channels` each).
     log_raw: Vec<f32>,
     /// Prepared delta-rule inputs of the logged rows ([`DeltaShape::row_width`] each).
@@ -81,7 +126,10 @@ impl RecurrentLayer {
         RecurrentLayer {
             geom,
             conv: [vec![0.0; geom.conv_len()], vec![0.0; geom.conv_len()]],
-            ssm: [vec![0.0; geom.ssm_len()], vec![0.0; geom.ssm_len()]],
+            ssm: [
+                LineAligned::zeroed(geom.ssm_len()),
+                LineAligned::zeroed(geom.ssm_len()),
+            ],
             log_raw: Vec::new(),
             log_in: Vec::new(),
             empty,

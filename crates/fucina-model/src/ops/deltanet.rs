@@ -254,13 +254,14 @@ pub fn delta_step(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_step_from(s, h, row, None, state, o, sc)
+    delta_step_from(s, h, row, None, state, o, sc, false)
 }
 
 /// [`delta_step`] whose input state is `src` when given (`state` is then only
 /// written before it is read): the decode step reads the cache's previous state
 /// buffer and writes the other one in the same pass, with no copy between them.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn delta_step_from(
     s: &DeltaShape,
     h: usize,
@@ -269,6 +270,7 @@ fn delta_step_from(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
+    stream: bool,
 ) {
     let (dk, dv) = (s.dk, s.dv);
     let (qo, ko, vo, go, bo) = s.offsets(h);
@@ -303,6 +305,12 @@ fn delta_step_from(
     }
     o[..dv].fill(0.0);
     match src {
+        #[cfg(target_arch = "x86_64")]
+        Some(src) if stream && dv % 16 == 0 && (state.as_ptr() as usize) % 64 == 0 => {
+            // SAFETY: `stream` is set only by the AVX-512 body (the CPU has AVX-512F);
+            // `state` starts a cache line and its rows are whole lines (`dv % 16 == 0`).
+            unsafe { store_decayed_streaming(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) }
+        }
         Some(src) => {
             for ((i, srow), from) in state
                 .chunks_exact_mut(dv)
@@ -329,6 +337,57 @@ fn delta_step_from(
             }
         }
     }
+}
+
+/// The second pass of [`delta_step_from`] from `src` (the same operations in the same
+/// order: bitwise its result), storing each new state row with non-temporal stores.
+/// A decode step's new state is next read one token later, after every weight of
+/// the model has streamed through the caches: ordinary stores would first read each
+/// line for ownership only to have it evicted, a third of the step's state traffic.
+///
+/// # Safety
+/// AVX-512F; `state` 64-byte aligned; `dv` (`kv.len()`) a multiple of 16; `src` and
+/// `state` hold `k.len()` rows of `dv`, `q` at least `k.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)] // AVX-512 intrinsics, as the other AVX-512 bodies
+#[target_feature(enable = "avx512f")]
+unsafe fn store_decayed_streaming(
+    src: &[f32],
+    state: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    kv: &[f32],
+    decay: f32,
+    o: &mut [f32],
+) {
+    use core::arch::x86_64::*;
+    let dv = kv.len();
+    assert!(
+        dv % 16 == 0
+            && o.len() == dv
+            && src.len() >= k.len() * dv
+            && state.len() >= k.len() * dv
+            && q.len() >= k.len()
+    );
+    let vdecay = _mm512_set1_ps(decay);
+    for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
+        let (vk, vq) = (_mm512_set1_ps(ki), _mm512_set1_ps(qi));
+        for j in (0..dv).step_by(16) {
+            // SAFETY: `i·dv + j + 16 ≤ k.len()·dv` floats of `src` / `state` and `j + 16 ≤
+            // dv` of `kv` / `o` (asserted); `state`'s row starts and `j` are 64-byte aligned.
+            unsafe {
+                let y = _mm512_loadu_ps(src.as_ptr().add(i * dv + j));
+                let d = _mm512_loadu_ps(kv.as_ptr().add(j));
+                let v = _mm512_add_ps(_mm512_mul_ps(y, vdecay), _mm512_mul_ps(vk, d));
+                _mm512_stream_ps(state.as_mut_ptr().add(i * dv + j), v);
+                let oj = o.as_mut_ptr().add(j);
+                _mm512_storeu_ps(oj, _mm512_add_ps(_mm512_loadu_ps(oj), _mm512_mul_ps(v, vq)));
+            }
+        }
+    }
+    // Streaming stores are weakly ordered: fence them before the pool's release of
+    // this task publishes the state to other threads.
+    _mm_sfence();
 }
 
 /// The chunked form of [`delta_step`] over `n` prepared rows (`rows`, row-major):
@@ -624,7 +683,9 @@ pub fn delta_rows_from(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 (checked by `body_choice`).
         Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, src, state, o, sc) },
-        Body::Portable => delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc),
+        Body::Portable => {
+            delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc, false)
+        }
     }
 }
 
@@ -640,6 +701,7 @@ fn delta_rows_body<P: Products>(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
+    stream: bool,
 ) {
     if chunked && n > 1 {
         if let Some(src) = src {
@@ -657,6 +719,9 @@ fn delta_rows_body<P: Products>(
                 state,
                 &mut o[t * s.dv..(t + 1) * s.dv],
                 sc,
+                // One row: its new state is next read a whole token later. More: the
+                // next row reads it at once, from the cache.
+                stream && n == 1,
             );
         }
         if n == 0 {
@@ -682,7 +747,7 @@ fn delta_rows_avx2(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Ymm};
-    delta_rows_body::<Tiles<Ymm, 4, 2>>(s, h, rows, n, chunked, src, state, o, sc)
+    delta_rows_body::<Tiles<Ymm, 4, 2>>(s, h, rows, n, chunked, src, state, o, sc, false)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -700,7 +765,7 @@ fn delta_rows_avx512(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Zmm};
-    delta_rows_body::<Tiles<Zmm, 4, 4>>(s, h, rows, n, chunked, src, state, o, sc)
+    delta_rows_body::<Tiles<Zmm, 4, 4>>(s, h, rows, n, chunked, src, state, o, sc, true)
 }
 
 /// Which compiled body [`delta_rows`] runs.
@@ -922,6 +987,51 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    /// A decode step from a previous state buffer into a cache-line-aligned one (the
+    /// AVX-512 body's streaming stores where the CPU has it) gives the portable body's
+    /// bits, state and output, for the shapes with whole 16-float rows and one without.
+    #[test]
+    fn a_decode_step_into_an_aligned_state_equals_the_portable_one_bitwise() {
+        #[derive(Clone, Copy)]
+        #[repr(C, align(64))]
+        struct Line([f32; 16]);
+        for (dk, dv) in [(16, 16), (32, 64), (128, 128), (16, 8)] {
+            let s = DeltaShape {
+                dk,
+                dv,
+                ..shape(VHeadOrder::Tiled)
+            };
+            let r = rows(&s, 1, 5);
+            let src: Vec<f32> = (0..s.head_state())
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 1e-3)
+                .collect();
+            let mut sc = DeltaScratch::default();
+            let (mut want_s, mut want_o) = (vec![0f32; s.head_state()], vec![0f32; dv]);
+            delta_rows_body::<Plain>(
+                &s,
+                1,
+                &r,
+                1,
+                false,
+                Some(&src),
+                &mut want_s,
+                &mut want_o,
+                &mut sc,
+                false,
+            );
+            let mut lines = vec![Line([f32::NAN; 16]); s.head_state().div_ceil(16)];
+            // SAFETY: `lines` is `16 · lines.len() ≥ head_state` initialised, contiguous f32.
+            let got_s = unsafe {
+                std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), s.head_state())
+            };
+            assert_eq!(got_s.as_ptr() as usize % 64, 0);
+            let mut got_o = vec![0f32; dv];
+            delta_rows_from(&s, 1, &r, 1, false, Some(&src), got_s, &mut got_o, &mut sc);
+            assert_eq!(got_s, &want_s[..], "{dk}x{dv} {:?}", body_choice());
+            assert_eq!(got_o, want_o, "{dk}x{dv}");
+        }
+    }
+
     /// Every compiled body the machine runs gives the portable body's bits: heads
     /// narrower than a SIMD tile, tiles with row tails (70 rows: a block of 64 and
     /// one of 6), and Qwen3.5's 128 × 128 heads.
@@ -952,6 +1062,7 @@ mod tests {
                     &mut want_s,
                     &mut want_o,
                     &mut sc,
+                    false,
                 );
                 let mut got_s = init.clone();
                 let mut got_o = vec![0f32; n * s.dv];
