@@ -101,6 +101,29 @@ impl<T> SharedMut<T> {
         }
     }
 
+    /// Ask for the cache lines of `start..start + len` in a writable state (a hint:
+    /// nothing is read or written; an out-of-range request is ignored).
+    #[inline]
+    pub(crate) fn prefetch_write(&self, start: usize, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if len > 0 && start <= self.len && len <= self.len - start {
+            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+            let first = self.ptr.wrapping_add(start).cast::<i8>();
+            let bytes = len * std::mem::size_of::<T>();
+            let mut off = 0;
+            while off < bytes {
+                // SAFETY: a prefetch is a hint; the address lies inside the slice.
+                unsafe { _mm_prefetch::<_MM_HINT_ET0>(first.wrapping_add(off)) };
+                off += 64;
+            }
+            // The last line, where the range ends in one the steps skipped.
+            // SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(first.wrapping_add(bytes - 1)) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (start, len);
+    }
+
     /// The sub-slice `start..start + len`.
     ///
     /// # Safety
