@@ -81,6 +81,9 @@ macro_rules! q4_k_tiles {
             lo: [[__m512i; 8]; 4],
             hi: [[__m512i; 8]; 4],
             sc: [__m512i; 8],
+            /// `sc` as f32 (exact: 6-bit scales), for the pairs order's float form of
+            /// each pair's integer sum.
+            scf: [__m512; 8],
             mn: [__m512i; 4],
             d: __m512,
             dmin: __m512,
@@ -109,6 +112,7 @@ macro_rules! q4_k_tiles {
                 lo: [[z; 8]; 4],
                 hi: [[z; 8]; 4],
                 sc: [z; 8],
+                scf: [_mm512_setzero_ps(); 8],
                 mn: [z; 4],
                 d: join_f(a.d, b.d),
                 dmin: join_f(a.dmin, b.dmin),
@@ -122,6 +126,7 @@ macro_rules! q4_k_tiles {
             }
             for g in 0..8 {
                 p.sc[g] = join_i(a.sc[g], b.sc[g]);
+                p.scf[g] = _mm512_cvtepi32_ps(p.sc[g]);
             }
             p
         }
@@ -164,15 +169,24 @@ macro_rules! q4_k_tiles {
                     }
                 }
                 for t in 0..N {
-                    let isum = _mm512_add_epi32(
-                        _mm512_mullo_epi32(lo[t], p.sc[2 * j]),
-                        _mm512_mullo_epi32(hi[t], p.sc[2 * j + 1]),
-                    );
                     let imin = _mm512_madd_epi16(p.mn[j], _mm512_set1_epi32(bs[t][j]));
                     if PAIRS {
-                        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd[t], a[t]);
+                        // The pair's integer sum `lo·sc + hi·sc'` formed in f32 instead of
+                        // by two `vpmulld` (two µops each on Intel): |lo|, |hi| ≤ 32·15·128
+                        // < 2^16 and the scales < 2^6, so both products (< 2^22) and their
+                        // sum (< 2^23) are exact, the very value the integer form converts.
+                        let isum = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(lo[t]),
+                            p.scf[2 * j],
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(hi[t]), p.scf[2 * j + 1]),
+                        );
+                        a[t] = _mm512_fmadd_ps(isum, dd[t], a[t]);
                         am[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm[t], am[t]);
                     } else {
+                        let isum = _mm512_add_epi32(
+                            _mm512_mullo_epi32(lo[t], p.sc[2 * j]),
+                            _mm512_mullo_epi32(hi[t], p.sc[2 * j + 1]),
+                        );
                         tot[t] = _mm512_add_epi32(tot[t], isum);
                         totm[t] = _mm512_add_epi32(totm[t], imin);
                     }
