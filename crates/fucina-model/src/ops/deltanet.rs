@@ -254,7 +254,19 @@ pub fn delta_step(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_step_from(s, h, row, None, state, o, sc, false)
+    delta_step_from(s, h, row, None, state, o, sc, Stores::Cached)
+}
+
+/// How a decode step from a previous state buffer stores the new state: ordinary
+/// stores, or non-temporal ones of the body's vector width (see
+/// [`store_decayed_streaming`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stores {
+    Cached,
+    #[cfg(target_arch = "x86_64")]
+    Stream256,
+    #[cfg(target_arch = "x86_64")]
+    Stream512,
 }
 
 /// [`delta_step`] whose input state is `src` when given (`state` is then only
@@ -270,7 +282,7 @@ fn delta_step_from(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
-    stream: bool,
+    stores: Stores,
 ) {
     let (dk, dv) = (s.dk, s.dv);
     let (qo, ko, vo, go, bo) = s.offsets(h);
@@ -306,10 +318,24 @@ fn delta_step_from(
     o[..dv].fill(0.0);
     match src {
         #[cfg(target_arch = "x86_64")]
-        Some(src) if stream && dv % 16 == 0 && (state.as_ptr() as usize) % 64 == 0 => {
-            // SAFETY: `stream` is set only by the AVX-512 body (the CPU has AVX-512F);
+        Some(src)
+            if stores == Stores::Stream512
+                && dv % 16 == 0
+                && (state.as_ptr() as usize) % 64 == 0 =>
+        {
+            // SAFETY: `Stream512` comes only from the AVX-512 body (the CPU has AVX-512F);
             // `state` starts a cache line and its rows are whole lines (`dv % 16 == 0`).
             unsafe { store_decayed_streaming(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Some(src)
+            if stores == Stores::Stream256
+                && dv % 8 == 0
+                && (state.as_ptr() as usize) % 32 == 0 =>
+        {
+            // SAFETY: `Stream256` comes only from the AVX2 body (the CPU has AVX);
+            // `state` and its rows (`dv % 8 == 0`) start on 32-byte boundaries.
+            unsafe { store_decayed_streaming_256(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) }
         }
         Some(src) => {
             for ((i, srow), from) in state
@@ -387,6 +413,51 @@ unsafe fn store_decayed_streaming(
     }
     // Streaming stores are weakly ordered: fence them before the pool's release of
     // this task publishes the state to other threads.
+    _mm_sfence();
+}
+
+/// [`store_decayed_streaming`] on 256-bit registers (the AVX2 body's).
+///
+/// # Safety
+/// AVX; `state` 32-byte aligned; `dv` (`kv.len()`) a multiple of 8; `src` and `state`
+/// hold `k.len()` rows of `dv`, `q` at least `k.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn store_decayed_streaming_256(
+    src: &[f32],
+    state: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    kv: &[f32],
+    decay: f32,
+    o: &mut [f32],
+) {
+    use core::arch::x86_64::*;
+    let dv = kv.len();
+    assert!(
+        dv % 8 == 0
+            && o.len() == dv
+            && src.len() >= k.len() * dv
+            && state.len() >= k.len() * dv
+            && q.len() >= k.len()
+    );
+    let vdecay = _mm256_set1_ps(decay);
+    for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
+        let (vk, vq) = (_mm256_set1_ps(ki), _mm256_set1_ps(qi));
+        for j in (0..dv).step_by(8) {
+            // SAFETY: `i·dv + j + 8 ≤ k.len()·dv` floats of `src` / `state` and `j + 8 ≤ dv`
+            // of `kv` / `o` (asserted); `state`'s row starts and `j` are 32-byte aligned.
+            unsafe {
+                let y = _mm256_loadu_ps(src.as_ptr().add(i * dv + j));
+                let d = _mm256_loadu_ps(kv.as_ptr().add(j));
+                let v = _mm256_add_ps(_mm256_mul_ps(y, vdecay), _mm256_mul_ps(vk, d));
+                _mm256_stream_ps(state.as_mut_ptr().add(i * dv + j), v);
+                let oj = o.as_mut_ptr().add(j);
+                _mm256_storeu_ps(oj, _mm256_add_ps(_mm256_loadu_ps(oj), _mm256_mul_ps(v, vq)));
+            }
+        }
+    }
+    // As above: fence the weakly ordered stores before the task is published.
     _mm_sfence();
 }
 
@@ -684,7 +755,7 @@ pub fn delta_rows_from(
         // SAFETY: the CPU has AVX2 (checked by `body_choice`).
         Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, src, state, o, sc) },
         Body::Portable => {
-            delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc, false)
+            delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc, Stores::Cached)
         }
     }
 }
@@ -701,7 +772,7 @@ fn delta_rows_body<P: Products>(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
-    stream: bool,
+    stores: Stores,
 ) {
     if chunked && n > 1 {
         if let Some(src) = src {
@@ -721,7 +792,7 @@ fn delta_rows_body<P: Products>(
                 sc,
                 // One row: its new state is next read a whole token later. More: the
                 // next row reads it at once, from the cache.
-                stream && n == 1,
+                if n == 1 { stores } else { Stores::Cached },
             );
         }
         if n == 0 {
@@ -747,7 +818,18 @@ fn delta_rows_avx2(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Ymm};
-    delta_rows_body::<Tiles<Ymm, 4, 2>>(s, h, rows, n, chunked, src, state, o, sc, false)
+    delta_rows_body::<Tiles<Ymm, 4, 2>>(
+        s,
+        h,
+        rows,
+        n,
+        chunked,
+        src,
+        state,
+        o,
+        sc,
+        Stores::Stream256,
+    )
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -765,7 +847,18 @@ fn delta_rows_avx512(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Zmm};
-    delta_rows_body::<Tiles<Zmm, 4, 4>>(s, h, rows, n, chunked, src, state, o, sc, true)
+    delta_rows_body::<Tiles<Zmm, 4, 4>>(
+        s,
+        h,
+        rows,
+        n,
+        chunked,
+        src,
+        state,
+        o,
+        sc,
+        Stores::Stream512,
+    )
 }
 
 /// Which compiled body [`delta_rows`] runs.
@@ -988,8 +1081,9 @@ mod tests {
     }
 
     /// A decode step from a previous state buffer into a cache-line-aligned one (the
-    /// AVX-512 body's streaming stores where the CPU has it) gives the portable body's
-    /// bits, state and output, for the shapes with whole 16-float rows and one without.
+    /// AVX2 and AVX-512 bodies' streaming stores, each where the CPU has it) gives the
+    /// portable body's bits, state and output, for shapes with whole 16-float rows and
+    /// one of 8-float rows (streamed by the AVX2 body only).
     #[test]
     fn a_decode_step_into_an_aligned_state_equals_the_portable_one_bitwise() {
         #[derive(Clone, Copy)]
@@ -1017,7 +1111,7 @@ mod tests {
                 &mut want_s,
                 &mut want_o,
                 &mut sc,
-                false,
+                Stores::Cached,
             );
             let mut lines = vec![Line([f32::NAN; 16]); s.head_state().div_ceil(16)];
             // SAFETY: `lines` is `16 · lines.len() ≥ head_state` initialised, contiguous f32.
@@ -1029,6 +1123,46 @@ mod tests {
             delta_rows_from(&s, 1, &r, 1, false, Some(&src), got_s, &mut got_o, &mut sc);
             assert_eq!(got_s, &want_s[..], "{dk}x{dv} {:?}", body_choice());
             assert_eq!(got_o, want_o, "{dk}x{dv}");
+            #[cfg(target_arch = "x86_64")]
+            for isa in ["avx2", "avx512f"] {
+                if !std::arch::is_x86_feature_detected!("avx2")
+                    || (isa == "avx512f" && !std::arch::is_x86_feature_detected!("avx512f"))
+                {
+                    continue;
+                }
+                got_s.fill(f32::NAN);
+                got_o.fill(0.0);
+                // SAFETY: the body's feature was detected just above.
+                unsafe {
+                    if isa == "avx2" {
+                        delta_rows_avx2(
+                            &s,
+                            1,
+                            &r,
+                            1,
+                            false,
+                            Some(&src),
+                            got_s,
+                            &mut got_o,
+                            &mut sc,
+                        );
+                    } else {
+                        delta_rows_avx512(
+                            &s,
+                            1,
+                            &r,
+                            1,
+                            false,
+                            Some(&src),
+                            got_s,
+                            &mut got_o,
+                            &mut sc,
+                        );
+                    }
+                }
+                assert_eq!(got_s, &want_s[..], "{dk}x{dv} {isa}");
+                assert_eq!(got_o, want_o, "{dk}x{dv} {isa}");
+            }
         }
     }
 
@@ -1062,7 +1196,7 @@ mod tests {
                     &mut want_s,
                     &mut want_o,
                     &mut sc,
-                    false,
+                    Stores::Cached,
                 );
                 let mut got_s = init.clone();
                 let mut got_o = vec![0f32; n * s.dv];
