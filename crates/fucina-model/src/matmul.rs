@@ -69,11 +69,6 @@ pub const TILED_MIN_ROWS: usize = 8;
 /// tinyBLAS (`llamafile_sgemm`: "only enable sgemm for prompt processing").
 pub const SGEMM_MIN_ROWS: usize = 2;
 
-/// `dst.copy_from_slice(src)` for a kernel call's outputs of one row (often 8 or 16
-/// floats), inline in blocks of 8: `copy_from_slice` of a run-time length is a
-/// `memcpy` call, whose fixed cost on runs this short was 6% of a Gemma 4 E2B prompt
-/// (512 rows: one call per row and weight tile).
-#[inline(always)]
 /// Before a kernel call of several activation rows: the lines its outputs go to (one
 /// short run per row, rows `rows` floats apart), asked for writable. A prompt's
 /// output matrix outgrows the caches, and stores of a narrow column strip down many
@@ -93,6 +88,11 @@ fn prefetch_outputs(
     }
 }
 
+/// `dst.copy_from_slice(src)` for a kernel call's outputs of one row (often 8 or 16
+/// floats), inline in blocks of 8: `copy_from_slice` of a run-time length is a
+/// `memcpy` call, whose fixed cost on runs this short was 6% of a Gemma 4 E2B prompt
+/// (512 rows: one call per row and weight tile).
+#[inline(always)]
 fn copy_outputs(dst: &mut [f32], src: &[f32]) {
     let mut d = dst.chunks_exact_mut(8);
     let mut s = src.chunks_exact(8);

@@ -108,17 +108,13 @@ impl<T> SharedMut<T> {
         #[cfg(target_arch = "x86_64")]
         if len > 0 && start <= self.len && len <= self.len - start {
             use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-            let first = self.ptr.wrapping_add(start).cast::<i8>();
-            let bytes = len * std::mem::size_of::<T>();
-            let mut off = 0;
-            while off < bytes {
-                // SAFETY: a prefetch is a hint; the address lies inside the slice.
-                unsafe { _mm_prefetch::<_MM_HINT_ET0>(first.wrapping_add(off)) };
-                off += 64;
+            let first = self.ptr.wrapping_add(start) as usize;
+            let last = first + len * std::mem::size_of::<T>() - 1;
+            // Every line the range touches, from the one holding its first byte.
+            for line in (first & !63..=last).step_by(64) {
+                // SAFETY: a prefetch is a hint; it neither reads nor faults.
+                unsafe { _mm_prefetch::<_MM_HINT_ET0>(line as *const i8) };
             }
-            // The last line, where the range ends in one the steps skipped.
-            // SAFETY: as above.
-            unsafe { _mm_prefetch::<_MM_HINT_ET0>(first.wrapping_add(bytes - 1)) };
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (start, len);

@@ -254,27 +254,17 @@ pub fn delta_step(
     o: &mut [f32],
     sc: &mut DeltaScratch,
 ) {
-    delta_step_from(s, h, row, None, state, o, sc, Stores::Cached)
-}
-
-/// How a decode step from a previous state buffer stores the new state: ordinary
-/// stores, or non-temporal ones of the body's vector width (see
-/// [`store_decayed_streaming`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stores {
-    Cached,
-    #[cfg(target_arch = "x86_64")]
-    Stream256,
-    #[cfg(target_arch = "x86_64")]
-    Stream512,
+    delta_step_from::<Plain>(s, h, row, None, state, o, sc, false)
 }
 
 /// [`delta_step`] whose input state is `src` when given (`state` is then only
 /// written before it is read): the decode step reads the cache's previous state
 /// buffer and writes the other one in the same pass, with no copy between them.
+/// `stream`: the new state is next read a whole token later, so `P` may store it
+/// with non-temporal stores ([`Products::store_decayed_streaming`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn delta_step_from(
+fn delta_step_from<P: Products>(
     s: &DeltaShape,
     h: usize,
     row: &[f32],
@@ -282,7 +272,7 @@ fn delta_step_from(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
-    stores: Stores,
+    stream: bool,
 ) {
     let (dk, dv) = (s.dk, s.dv);
     let (qo, ko, vo, go, bo) = s.offsets(h);
@@ -317,25 +307,10 @@ fn delta_step_from(
     }
     o[..dv].fill(0.0);
     match src {
-        #[cfg(target_arch = "x86_64")]
+        // Streamed where the body can (it writes `state` and `o` then), else the loop below.
         Some(src)
-            if stores == Stores::Stream512
-                && dv % 16 == 0
-                && (state.as_ptr() as usize) % 64 == 0 =>
-        {
-            // SAFETY: `Stream512` comes only from the AVX-512 body (the CPU has AVX-512F);
-            // `state` starts a cache line and its rows are whole lines (`dv % 16 == 0`).
-            unsafe { store_decayed_streaming(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Some(src)
-            if stores == Stores::Stream256
-                && dv % 8 == 0
-                && (state.as_ptr() as usize) % 32 == 0 =>
-        {
-            // SAFETY: `Stream256` comes only from the AVX2 body (the CPU has AVX);
-            // `state` and its rows (`dv % 8 == 0`) start on 32-byte boundaries.
-            unsafe { store_decayed_streaming_256(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) }
+            if stream
+                && P::store_decayed_streaming(src, state, k, q, &kv[..dv], decay, &mut o[..dv]) => {
         }
         Some(src) => {
             for ((i, srow), from) in state
@@ -363,102 +338,6 @@ fn delta_step_from(
             }
         }
     }
-}
-
-/// The second pass of [`delta_step_from`] from `src` (the same operations in the same
-/// order: bitwise its result), storing each new state row with non-temporal stores.
-/// A decode step's new state is next read one token later, after every weight of
-/// the model has streamed through the caches: ordinary stores would first read each
-/// line for ownership only to have it evicted, a third of the step's state traffic.
-///
-/// # Safety
-/// AVX-512F; `state` 64-byte aligned; `dv` (`kv.len()`) a multiple of 16; `src` and
-/// `state` hold `k.len()` rows of `dv`, `q` at least `k.len()` values.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::incompatible_msrv)] // AVX-512 intrinsics, as the other AVX-512 bodies
-#[target_feature(enable = "avx512f")]
-unsafe fn store_decayed_streaming(
-    src: &[f32],
-    state: &mut [f32],
-    k: &[f32],
-    q: &[f32],
-    kv: &[f32],
-    decay: f32,
-    o: &mut [f32],
-) {
-    use core::arch::x86_64::*;
-    let dv = kv.len();
-    assert!(
-        dv % 16 == 0
-            && o.len() == dv
-            && src.len() >= k.len() * dv
-            && state.len() >= k.len() * dv
-            && q.len() >= k.len()
-    );
-    let vdecay = _mm512_set1_ps(decay);
-    for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
-        let (vk, vq) = (_mm512_set1_ps(ki), _mm512_set1_ps(qi));
-        for j in (0..dv).step_by(16) {
-            // SAFETY: `i·dv + j + 16 ≤ k.len()·dv` floats of `src` / `state` and `j + 16 ≤
-            // dv` of `kv` / `o` (asserted); `state`'s row starts and `j` are 64-byte aligned.
-            unsafe {
-                let y = _mm512_loadu_ps(src.as_ptr().add(i * dv + j));
-                let d = _mm512_loadu_ps(kv.as_ptr().add(j));
-                let v = _mm512_add_ps(_mm512_mul_ps(y, vdecay), _mm512_mul_ps(vk, d));
-                _mm512_stream_ps(state.as_mut_ptr().add(i * dv + j), v);
-                let oj = o.as_mut_ptr().add(j);
-                _mm512_storeu_ps(oj, _mm512_add_ps(_mm512_loadu_ps(oj), _mm512_mul_ps(v, vq)));
-            }
-        }
-    }
-    // Streaming stores are weakly ordered: fence them before the pool's release of
-    // this task publishes the state to other threads.
-    _mm_sfence();
-}
-
-/// [`store_decayed_streaming`] on 256-bit registers (the AVX2 body's).
-///
-/// # Safety
-/// AVX; `state` 32-byte aligned; `dv` (`kv.len()`) a multiple of 8; `src` and `state`
-/// hold `k.len()` rows of `dv`, `q` at least `k.len()` values.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn store_decayed_streaming_256(
-    src: &[f32],
-    state: &mut [f32],
-    k: &[f32],
-    q: &[f32],
-    kv: &[f32],
-    decay: f32,
-    o: &mut [f32],
-) {
-    use core::arch::x86_64::*;
-    let dv = kv.len();
-    assert!(
-        dv % 8 == 0
-            && o.len() == dv
-            && src.len() >= k.len() * dv
-            && state.len() >= k.len() * dv
-            && q.len() >= k.len()
-    );
-    let vdecay = _mm256_set1_ps(decay);
-    for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
-        let (vk, vq) = (_mm256_set1_ps(ki), _mm256_set1_ps(qi));
-        for j in (0..dv).step_by(8) {
-            // SAFETY: `i·dv + j + 8 ≤ k.len()·dv` floats of `src` / `state` and `j + 8 ≤ dv`
-            // of `kv` / `o` (asserted); `state`'s row starts and `j` are 32-byte aligned.
-            unsafe {
-                let y = _mm256_loadu_ps(src.as_ptr().add(i * dv + j));
-                let d = _mm256_loadu_ps(kv.as_ptr().add(j));
-                let v = _mm256_add_ps(_mm256_mul_ps(y, vdecay), _mm256_mul_ps(vk, d));
-                _mm256_stream_ps(state.as_mut_ptr().add(i * dv + j), v);
-                let oj = o.as_mut_ptr().add(j);
-                _mm256_storeu_ps(oj, _mm256_add_ps(_mm256_loadu_ps(oj), _mm256_mul_ps(v, vq)));
-            }
-        }
-    }
-    // As above: fence the weakly ordered stores before the task is published.
-    _mm_sfence();
 }
 
 /// The chunked form of [`delta_step`] over `n` prepared rows (`rows`, row-major):
@@ -617,6 +496,26 @@ pub(crate) trait Products {
     );
     /// `o_t += Σ_{s≤t} qk[t][s]·v'_s` (`s` in order; `qk` is `l × l`).
     fn intra(qk: &[f32], l: usize, vnew: &[f32], dv: usize, o: &mut [f32]);
+    /// The second pass of a decode step from the previous state `src` ([`delta_step_from`]:
+    /// `S'[i] = decay·src[i] + k[i]·δ` stored into `state`, `o += q[i]·S'[i]`, the same
+    /// operations in the same order) with non-temporal stores of `state`, where this
+    /// body can (its ISA, `dv` whole registers, `state` aligned to one): `false`, with
+    /// nothing written, where it cannot. A decode step's new state is next read a token
+    /// later, after every weight has streamed through the caches: ordinary stores
+    /// would read each line for ownership only to have it evicted.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn store_decayed_streaming(
+        _src: &[f32],
+        _state: &mut [f32],
+        _k: &[f32],
+        _q: &[f32],
+        _delta: &[f32],
+        _decay: f32,
+        _o: &mut [f32],
+    ) -> bool {
+        false
+    }
     /// `S[i] ← decay·S[i] + Σ_t kc[i][t]·v'_t` (`t` in order; `kc` is `dk × l`).
     #[allow(clippy::too_many_arguments)]
     fn update(
@@ -754,9 +653,7 @@ pub fn delta_rows_from(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 (checked by `body_choice`).
         Body::Avx2 => unsafe { delta_rows_avx2(s, h, rows, n, chunked, src, state, o, sc) },
-        Body::Portable => {
-            delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc, Stores::Cached)
-        }
+        Body::Portable => delta_rows_body::<Plain>(s, h, rows, n, chunked, src, state, o, sc),
     }
 }
 
@@ -772,7 +669,6 @@ fn delta_rows_body<P: Products>(
     state: &mut [f32],
     o: &mut [f32],
     sc: &mut DeltaScratch,
-    stores: Stores,
 ) {
     if chunked && n > 1 {
         if let Some(src) = src {
@@ -782,7 +678,7 @@ fn delta_rows_body<P: Products>(
     } else {
         let w = s.row_width();
         for t in 0..n {
-            delta_step_from(
+            delta_step_from::<P>(
                 s,
                 h,
                 &rows[t * w..(t + 1) * w],
@@ -792,7 +688,7 @@ fn delta_rows_body<P: Products>(
                 sc,
                 // One row: its new state is next read a whole token later. More: the
                 // next row reads it at once, from the cache.
-                if n == 1 { stores } else { Stores::Cached },
+                n == 1,
             );
         }
         if n == 0 {
@@ -818,18 +714,7 @@ fn delta_rows_avx2(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Ymm};
-    delta_rows_body::<Tiles<Ymm, 4, 2>>(
-        s,
-        h,
-        rows,
-        n,
-        chunked,
-        src,
-        state,
-        o,
-        sc,
-        Stores::Stream256,
-    )
+    delta_rows_body::<Tiles<Ymm, 4, 2>>(s, h, rows, n, chunked, src, state, o, sc)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -847,18 +732,7 @@ fn delta_rows_avx512(
     sc: &mut DeltaScratch,
 ) {
     use super::deltanet_tiles::{Tiles, Zmm};
-    delta_rows_body::<Tiles<Zmm, 4, 4>>(
-        s,
-        h,
-        rows,
-        n,
-        chunked,
-        src,
-        state,
-        o,
-        sc,
-        Stores::Stream512,
-    )
+    delta_rows_body::<Tiles<Zmm, 4, 4>>(s, h, rows, n, chunked, src, state, o, sc)
 }
 
 /// Which compiled body [`delta_rows`] runs.
@@ -1111,7 +985,6 @@ mod tests {
                 &mut want_s,
                 &mut want_o,
                 &mut sc,
-                Stores::Cached,
             );
             let mut lines = vec![Line([f32::NAN; 16]); s.head_state().div_ceil(16)];
             // SAFETY: `lines` is `16 · lines.len() ≥ head_state` initialised, contiguous f32.
@@ -1163,6 +1036,27 @@ mod tests {
                 assert_eq!(got_s, &want_s[..], "{dk}x{dv} {isa}");
                 assert_eq!(got_o, want_o, "{dk}x{dv} {isa}");
             }
+            // The streaming pass really runs on these aligned rows (and declines rows that
+            // are not whole registers), so the equalities above cover it.
+            #[cfg(target_arch = "x86_64")]
+            {
+                use super::super::deltanet_tiles::{Lanes, Tiles, Ymm, Zmm};
+                let (k, q) = (vec![0.5f32; dk], vec![0.25f32; dk]);
+                let delta = vec![0.125f32; dv];
+                let mut o = vec![0f32; dv];
+                if Ymm::available() {
+                    let ran = <Tiles<Ymm, 4, 2> as Products>::store_decayed_streaming(
+                        &src, got_s, &k, &q, &delta, 0.9, &mut o,
+                    );
+                    assert_eq!(ran, dv % 8 == 0, "{dk}x{dv} avx2");
+                }
+                if Zmm::available() {
+                    let ran = <Tiles<Zmm, 4, 4> as Products>::store_decayed_streaming(
+                        &src, got_s, &k, &q, &delta, 0.9, &mut o,
+                    );
+                    assert_eq!(ran, dv % 16 == 0, "{dk}x{dv} avx512");
+                }
+            }
         }
     }
 
@@ -1196,7 +1090,6 @@ mod tests {
                     &mut want_s,
                     &mut want_o,
                     &mut sc,
-                    Stores::Cached,
                 );
                 let mut got_s = init.clone();
                 let mut got_o = vec![0f32; n * s.dv];

@@ -35,6 +35,11 @@ pub(crate) trait Lanes: Copy {
     /// # Safety
     /// `LANES` writable floats at `p`; the CPU has the ISA.
     unsafe fn store(self, p: *mut f32);
+    /// A non-temporal store (weakly ordered: fence before publishing).
+    ///
+    /// # Safety
+    /// As [`Lanes::store`], and `p` aligned to the register's size.
+    unsafe fn stream(self, p: *mut f32);
     fn splat(x: f32) -> Self;
     fn zero() -> Self;
     fn add(self, b: Self) -> Self;
@@ -68,6 +73,11 @@ impl Lanes for Ymm {
     unsafe fn store(self, p: *mut f32) {
         // SAFETY: see the note above the impls.
         unsafe { _mm256_storeu_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        // SAFETY: see the note above the impls.
+        unsafe { _mm256_stream_ps(p, self.0) }
     }
     #[inline(always)]
     fn splat(x: f32) -> Self {
@@ -111,6 +121,11 @@ impl Lanes for Zmm {
     unsafe fn store(self, p: *mut f32) {
         // SAFETY: see the note above the impls.
         unsafe { _mm512_storeu_ps(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn stream(self, p: *mut f32) {
+        // SAFETY: see the note above the impls.
+        unsafe { _mm512_stream_ps(p, self.0) }
     }
     #[inline(always)]
     fn splat(x: f32) -> Self {
@@ -180,6 +195,53 @@ impl<L: Lanes, const R: usize, const RI: usize> Tiles<L, R, RI> {
 }
 
 impl<L: Lanes, const R: usize, const RI: usize> Products for Tiles<L, R, RI> {
+    #[inline(always)]
+    fn store_decayed_streaming(
+        src: &[f32],
+        state: &mut [f32],
+        k: &[f32],
+        q: &[f32],
+        delta: &[f32],
+        decay: f32,
+        o: &mut [f32],
+    ) -> bool {
+        let dv = delta.len();
+        if !L::available() || dv % L::LANES != 0 || (state.as_ptr() as usize) % (4 * L::LANES) != 0
+        {
+            return false;
+        }
+        assert!(
+            o.len() == dv
+                && src.len() >= k.len() * dv
+                && state.len() >= k.len() * dv
+                && q.len() >= k.len(),
+            "store_decayed_streaming: short buffers"
+        );
+        let vdecay = L::splat(decay);
+        for (i, (&ki, &qi)) in k.iter().zip(q).enumerate() {
+            let (vk, vq) = (L::splat(ki), L::splat(qi));
+            for j in (0..dv).step_by(L::LANES) {
+                // SAFETY: `i·dv + j + LANES ≤ k.len()·dv` floats of `src` / `state` and
+                // `j + LANES ≤ dv` of `delta` / `o` (asserted); `state`'s rows start on
+                // register-size boundaries (checked) and `j` keeps them there; the ISA
+                // was detected above.
+                unsafe {
+                    let y = L::load(src.as_ptr().add(i * dv + j));
+                    let d = L::load(delta.as_ptr().add(j));
+                    let v = y.mul(vdecay).add(vk.mul(d));
+                    v.stream(state.as_mut_ptr().add(i * dv + j));
+                    let oj = o.as_mut_ptr().add(j);
+                    L::load(oj).add(v.mul(vq)).store(oj);
+                }
+            }
+        }
+        // Streaming stores are weakly ordered: fence them before the pool's release of
+        // this task publishes the state to other threads.
+        // SAFETY: SSE, part of every x86_64 CPU.
+        unsafe { _mm_sfence() };
+        true
+    }
+
     #[inline(always)]
     fn dot8(a: &[f32], b: &[f32]) -> f32 {
         if !std::arch::is_x86_feature_detected!("avx2") {
