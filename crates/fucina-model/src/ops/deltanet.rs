@@ -1005,34 +1005,13 @@ mod tests {
                 }
                 got_s.fill(f32::NAN);
                 got_o.fill(0.0);
+                let body = if isa == "avx2" {
+                    delta_rows_avx2
+                } else {
+                    delta_rows_avx512
+                };
                 // SAFETY: the body's feature was detected just above.
-                unsafe {
-                    if isa == "avx2" {
-                        delta_rows_avx2(
-                            &s,
-                            1,
-                            &r,
-                            1,
-                            false,
-                            Some(&src),
-                            got_s,
-                            &mut got_o,
-                            &mut sc,
-                        );
-                    } else {
-                        delta_rows_avx512(
-                            &s,
-                            1,
-                            &r,
-                            1,
-                            false,
-                            Some(&src),
-                            got_s,
-                            &mut got_o,
-                            &mut sc,
-                        );
-                    }
-                }
+                unsafe { body(&s, 1, &r, 1, false, Some(&src), got_s, &mut got_o, &mut sc) };
                 assert_eq!(got_s, &want_s[..], "{dk}x{dv} {isa}");
                 assert_eq!(got_o, want_o, "{dk}x{dv} {isa}");
             }
