@@ -23,7 +23,8 @@ last token - time of the first), so prefill is excluded. fucina runs each task p
 of the ratios within each round, which a shared machine's noise moves less than the best-of ratio), ours/peer
 for the speculative runs, fucina's tokens per step and acceptance; and the verify cost ratio
 (time of a pinned forward of 1 + k rows over a one-row decode step, from the Rust
-`verify_cost` example so no logits are copied to Python) at k = 1 .. 16.
+`verify_cost` example so no logits are copied to Python) at k = 1 .. 16, with full logits and with
+greedy picks (the head's shortcut a greedy verify takes).
 """
 
 from __future__ import annotations
@@ -217,7 +218,8 @@ def verify_cost(model: str, threads: int) -> str:
     r = subprocess.run([*cmd, model, str(threads)], capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         return f"(verify_cost failed: {r.stderr.strip()[-300:]})"
-    return r.stdout.strip().splitlines()[-1]
+    # The full-logits line, then the greedy-picks line (a greedy verify's cost).
+    return "\n  ".join(r.stdout.strip().splitlines()[-2:])
 
 
 if __name__ == "__main__":

@@ -501,11 +501,24 @@ impl Generation {
         logits: &mut [f32],
         extra: &mut [&mut dyn LogitProcessor],
     ) -> Result<Option<Step>> {
+        self.decide_with(|g| g.decide_inner(logits, extra))
+    }
+
+    /// [`Generation::decide`] from the row's greedy pick, for a generation that
+    /// [`Generation::decides_by_argmax`] (a batch whose head gave picks, not logits).
+    pub(crate) fn decide_picked(&mut self, pick: Option<u32>) -> Result<Option<Step>> {
+        self.decide_with(|g| g.decide_pick(pick))
+    }
+
+    fn decide_with(
+        &mut self,
+        decide: impl FnOnce(&mut Self) -> Result<Step>,
+    ) -> Result<Option<Step>> {
         if self.finish.is_some() || self.released {
             return Ok(None);
         }
         self.evaluated = self.history.len();
-        let result = self.decide_inner(logits, extra);
+        let result = decide(self);
         match &result {
             Ok(_) => self.sync_index(),
             Err(_) => self.finish = Some(FinishReason::Stop),
@@ -541,6 +554,28 @@ impl Generation {
         };
         let logprobs = top.map(|n| log_probs(&self.raw, token, n));
         self.commit_token(token, logprobs)
+    }
+
+    /// Whether this generation's pick from a row of logits is that row's greedy pick
+    /// (first largest logit, NaN ignored) and nothing else reads the row: greedy with
+    /// no bias, penalty, processor or log-probabilities.
+    pub(crate) fn decides_by_argmax(&self) -> bool {
+        self.opts.logprobs.is_none()
+            && self.processors.is_empty()
+            && self.sampler.decides_by_argmax()
+    }
+
+    /// [`Generation::decide_inner`] for a generation that [`Generation::decides_by_argmax`],
+    /// from the greedy pick of the row instead of its logits (`None`: no logit exceeded
+    /// −∞, which fails as the sampler fails on such a row).
+    pub(crate) fn decide_pick(&mut self, pick: Option<u32>) -> Result<Step> {
+        match pick {
+            Some(token) => self.commit_token(token, None),
+            None => {
+                let mut row = vec![f32::NAN; self.n_vocab];
+                self.decide_inner(&mut row, &mut [])
+            }
+        }
     }
 
     /// Commit the tokens the processors force next, without sampling (a grammar's

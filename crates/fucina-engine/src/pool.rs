@@ -91,6 +91,8 @@ pub struct SeqPool {
     row: Box<[f32]>,
     /// Logits of every row, for [`SeqPool::eval_all`].
     all: Vec<f32>,
+    /// Greedy picks of the rows of [`SeqPool::eval_verify_greedy_from`].
+    picks: Vec<Option<u32>>,
     n_batch: usize,
     /// The sequence whose next evaluation keeps its rows' hidden states.
     capture_for: Option<SeqId>,
@@ -130,6 +132,7 @@ impl SeqPool {
             rows: Vec::new(),
             row: vec![0.0; n_vocab].into_boxed_slice(),
             all: Vec::new(),
+            picks: Vec::new(),
             n_batch: DEFAULT_N_BATCH,
             capture_for: None,
             captured: Captured::default(),
@@ -359,6 +362,22 @@ impl SeqPool {
     /// row per flagged item in order. Numerics follow the pool's pinned setting: with
     /// it on, every row is bitwise what it gives alone. Nothing is appended on error.
     pub fn eval_mixed(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&mut [f32]> {
+        self.eval_mixed_rows(items)?;
+        Ok(&mut self.all)
+    }
+
+    /// [`SeqPool::eval_mixed`] returning each flagged row's greedy pick instead of its
+    /// logits (as [`SeqPool::eval_verify_greedy_from`] does).
+    pub fn eval_mixed_greedy(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&[Option<u32>]> {
+        self.picks.clear();
+        self.scratch.set_greedy_output(true);
+        let r = self.eval_mixed_rows(items);
+        self.scratch.set_greedy_output(false);
+        r?;
+        Ok(&self.picks)
+    }
+
+    fn eval_mixed_rows(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<()> {
         if items.is_empty() || items.iter().all(|(_, t, _)| t.is_empty()) {
             return Err(invalid("items", "nothing to evaluate"));
         }
@@ -392,11 +411,16 @@ impl SeqPool {
                 }));
         }
         self.all.clear();
+        let greedy = self.scratch.greedy_output();
         if self.rows.iter().any(|r| r.logits) {
             let out = self
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
-            self.all.extend_from_slice(out);
+            if greedy {
+                self.picks.extend_from_slice(self.scratch.greedy_tokens());
+            } else {
+                self.all.extend_from_slice(out);
+            }
         } else {
             self.model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
@@ -404,7 +428,7 @@ impl SeqPool {
         for &(id, tokens, _) in items {
             self.tokens[id.0].extend_from_slice(tokens);
         }
-        Ok(&mut self.all)
+        Ok(())
     }
 
     /// The embedding of `tokens`: their hidden states after the model's final norm,
@@ -599,6 +623,7 @@ impl SeqPool {
         from: usize,
     ) -> Result<&mut [f32]> {
         self.all.clear();
+        self.picks.clear();
         if from >= tokens.len() {
             return Err(invalid(
                 "from",
@@ -611,6 +636,25 @@ impl SeqPool {
         self.scratch.set_pinned(pinned);
         r?;
         Ok(&mut self.all)
+    }
+
+    /// [`SeqPool::eval_verify_from`] returning, instead of the logits of rows
+    /// `from..`, each one's greedy pick (the first index of its largest logit, NaN
+    /// ignored; `None` where none exceeds −∞: what the greedy sampler picks from those
+    /// logits, with no bias, penalty or processor). The head computes few logits
+    /// exactly where it can ([`fucina_model::greedy`]); [`SeqPool::last_logits`] is not
+    /// updated.
+    pub fn eval_verify_greedy_from(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        from: usize,
+    ) -> Result<&[Option<u32>]> {
+        self.scratch.set_greedy_output(true);
+        let r = self.eval_verify_from(id, tokens, from).map(|_| ());
+        self.scratch.set_greedy_output(false);
+        r?;
+        Ok(&self.picks)
     }
 
     /// The logits of the last row [`SeqPool::eval`] produced (zeros before any).
@@ -676,15 +720,20 @@ impl SeqPool {
                     logits: collect_from.is_some_and(|f| done + r >= f)
                         || (last_chunk && r + 1 == n),
                 }));
+            let greedy = self.scratch.greedy_output();
             let out = self
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
-            if collect_from.is_some() {
-                // `out` holds the rows with logits, in order: exactly rows `from..`.
-                self.all.extend_from_slice(out);
-            }
-            if last_chunk {
-                self.row.copy_from_slice(&out[out.len() - vocab..]);
+            if greedy {
+                self.picks.extend_from_slice(self.scratch.greedy_tokens());
+            } else {
+                if collect_from.is_some() {
+                    // `out` holds the rows with logits, in order: exactly rows `from..`.
+                    self.all.extend_from_slice(out);
+                }
+                if last_chunk {
+                    self.row.copy_from_slice(&out[out.len() - vocab..]);
+                }
             }
             if capture {
                 self.captured

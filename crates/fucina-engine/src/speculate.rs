@@ -290,7 +290,17 @@ impl Generation {
         if self.spec_mut().mtp.is_some() {
             MtpDraft::request_capture(pool, seq);
         }
-        let logits = pool.eval_verify_from(seq, &rows, first)?;
+        // Greedy rows with nothing between the logits and the pick: the head gives the
+        // picks without computing most logits (bitwise the same picks).
+        let greedy = !wants && extra.is_empty() && self.decides_by_argmax();
+        let mut picks = Vec::new();
+        let mut empty = [0f32; 0];
+        let logits: &mut [f32] = if greedy {
+            picks.extend_from_slice(pool.eval_verify_greedy_from(seq, &rows, first)?);
+            &mut empty
+        } else {
+            pool.eval_verify_from(seq, &rows, first)?
+        };
         let vocab = logits.len() / (rows.len() - first);
         let mut topk: Vec<Vec<u32>> = Vec::new();
         let (mut committed, mut accepted, mut forced_in, mut rejected) = (0usize, 0, 0, false);
@@ -299,14 +309,19 @@ impl Generation {
         let mut failure = None;
         let mut r = first;
         while r < rows.len() {
-            let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
-            if wants {
-                let mut ids = Vec::new();
-                top_k(row, k, &mut ids);
-                topk.push(ids);
-            }
             let at = self.history.len();
-            let step = match self.decide_inner(row, extra) {
+            let decided = if greedy {
+                self.decide_pick(picks[r - first])
+            } else {
+                let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
+                if wants {
+                    let mut ids = Vec::new();
+                    top_k(row, k, &mut ids);
+                    topk.push(ids);
+                }
+                self.decide_inner(row, extra)
+            };
+            let step = match decided {
                 Ok(step) => step,
                 Err(e) => {
                     failure = Some(e);

@@ -72,6 +72,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             line += &format!("  m{m} {:.0}us ({:.2}x)", best * 1e6, best / one);
         }
+        if w.packed().is_some_and(|p| p.has_approx()) {
+            // The greedy shortcut over the same rows: its time, and its picks against
+            // the argmax of the pinned logits.
+            line += "\n    greedy argmax:";
+            let mut picks = Vec::new();
+            for m in [1usize, 5, 8, 17] {
+                let reps = (2_000_000_000 / (rows * cols * m)).clamp(3, 2000);
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        fucina_model::greedy::argmax_rows(
+                            &pool,
+                            &w,
+                            &x[..m * cols],
+                            m,
+                            &mut sc,
+                            &mut picks,
+                        )?;
+                    }
+                    best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+                }
+                matmul(&pool, &w, &x[..m * cols], m, &mut y[..m * rows], &mut sc)?;
+                for (t, &p) in picks.iter().enumerate() {
+                    let want = fucina_model::greedy::first_argmax(&y[t * rows..(t + 1) * rows]);
+                    assert_eq!(p, want, "row {t} of {m}");
+                }
+                line += &format!("  m{m} {:.0}us", best * 1e6);
+            }
+        }
         println!("{line}");
     }
     Ok(())

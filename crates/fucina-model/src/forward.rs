@@ -88,6 +88,10 @@ pub struct Scratch {
     pub(crate) ple_p: Vec<f32>,
     /// Return the flagged rows' final-normed hidden states instead of their logits.
     pub(crate) hidden: bool,
+    /// Return only each flagged row's greedy pick ([`Scratch::set_greedy_output`]).
+    pub(crate) greedy: bool,
+    /// The greedy picks of the last forward in greedy mode.
+    pub(crate) greedy_tokens: Vec<Option<u32>>,
     /// Also keep every row's final-normed hidden state ([`Scratch::captured_hidden`]).
     pub(crate) capture: bool,
     /// The captured hidden states (`m × n_embd` of the last forward).
@@ -116,6 +120,27 @@ impl Scratch {
     /// output head (embeddings). Off by default.
     pub fn set_hidden_output(&mut self, hidden: bool) {
         self.hidden = hidden;
+    }
+
+    /// Greedy output: the forward returns no logits (an empty slice) and
+    /// [`Scratch::greedy_tokens`] holds each flagged row's greedy pick instead: the
+    /// first index of its largest logit, NaN ignored, `None` where no logit exceeds −∞
+    /// (`fucina_sample`'s greedy choice over the logits the forward would have returned).
+    /// Where the head has a whole-block kernel ([`crate::greedy`]) most logits are then
+    /// never computed exactly. Off by default.
+    pub fn set_greedy_output(&mut self, greedy: bool) {
+        self.greedy = greedy;
+    }
+
+    /// Whether greedy output is on.
+    pub fn greedy_output(&self) -> bool {
+        self.greedy
+    }
+
+    /// The greedy picks of the last forward with [`Scratch::set_greedy_output`] on, one
+    /// per flagged row.
+    pub fn greedy_tokens(&self) -> &[Option<u32>] {
+        &self.greedy_tokens
     }
 
     /// Hidden-state capture: the forward also keeps the final-normed hidden state of
@@ -355,14 +380,41 @@ impl Model {
         if s.hidden {
             return Ok(&s.xn[..n_out * e]);
         }
+        if s.greedy
+            && self.output_bias.is_none()
+            && cfg.final_softcap.is_none()
+            && crate::greedy::argmax_rows(
+                &self.pool,
+                &self.output,
+                &s.xn[..n_out * e],
+                n_out,
+                &mut s.mm,
+                &mut s.greedy_tokens,
+            )?
+        {
+            return Ok(&s.logits[..0]);
+        }
         let logits = grow(&mut s.logits, n_out * vsz);
-        matmul(&self.pool, &self.output, xn, n_out, logits, &mut s.mm)?;
+        matmul(
+            &self.pool,
+            &self.output,
+            &s.xn[..n_out * e],
+            n_out,
+            logits,
+            &mut s.mm,
+        )?;
         add_bias(logits, self.output_bias.as_ref(), vsz);
         if let Some(c) = cfg.final_softcap {
             // Element-wise (libm's tanhf, 262k of them a row on Gemma 4): split as
             // rows of one element, so every thread takes a share, also of a decode
             // step's single row.
             par_rows(&self.pool, logits, 1, &|_, l| soft_cap(l, c));
+        }
+        if s.greedy {
+            s.greedy_tokens.clear();
+            s.greedy_tokens
+                .extend(logits.chunks_exact(vsz).map(crate::greedy::first_argmax));
+            return Ok(&s.logits[..0]);
         }
         Ok(&s.logits[..n_out * vsz])
     }

@@ -20,6 +20,7 @@ mod error;
 pub mod families;
 pub mod ffn;
 pub mod forward;
+pub mod greedy;
 pub mod kv_cache;
 pub mod matmul;
 pub mod mixer;

@@ -126,6 +126,11 @@ impl MatmulScratch {
     pub fn pinned(&self) -> bool {
         self.pinned
     }
+
+    /// The converted-activation buffer (reused by [`crate::greedy`]).
+    pub(crate) fn act_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.act
+    }
 }
 
 /// `y[r][o] = Σ_k x[r][k] · W[o][k]` for `m` rows: `x` is `m × cols`, `y` is
@@ -386,7 +391,7 @@ fn check_shapes(w: &Linear, x: &[f32], m: usize, gemm_rows: usize, y: &[f32]) ->
 }
 
 /// Convert `m` rows of `x` (`cols` wide) to `entry`'s activation format into `act`.
-fn convert(
+pub(crate) fn convert(
     entry: &fucina_quant::DotEntry,
     cols: usize,
     x: &[f32],

@@ -38,7 +38,7 @@ pub use gemm::{sgemm_order_reference, TileDot};
 pub use ggml_build::{GgmlBuild, GGML_BUILD_ENV};
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
-pub use repack::{Packed, Prefetch, Q4KOrder};
+pub use repack::{approx_slack, q8_0_magnitude, Packed, Prefetch, Q4KOrder};
 
 fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
     format(ty).ok_or(QuantError::Unsupported { ty, op })

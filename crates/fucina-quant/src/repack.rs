@@ -225,6 +225,11 @@ pub(crate) type GemvFn = fn(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32
 /// (`n = 8 · groups`) against activation row `t` (`acts[t * stride..]`), for every
 /// `t < out.len() / n`; per output bitwise the GEMV's result.
 pub(crate) type GemmFn = fn(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]);
+/// Whole-block approximate dots over packed groups ([`Packed::approx_dots`]):
+/// `out[t * n + i]` for row `i` of the groups and activation row `t`, and `dmax[i]`
+/// = the largest `|d|` of row `i`'s blocks.
+pub(crate) type ApproxFn =
+    fn(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32], dmax: &mut [f32]);
 /// Row-major bytes of packed rows `first..` into `dst` (whole rows).
 type UnpackFn = fn(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]);
 
@@ -279,6 +284,34 @@ fn faster_prefetch(l1: f64, l2: f64) -> (Prefetch, f64) {
     }
 }
 
+/// `A = Σ_b |d_b| · Σ_j |q_j|` of a Q8_0 activation row (`nb` blocks of 34 bytes),
+/// rounded up: with a weight row's largest block scale, the bound on the terms of its
+/// dot that [`Packed::approx_dots`] states its error against. Infinite or NaN where a
+/// scale is.
+pub fn q8_0_magnitude(row: &[u8]) -> f32 {
+    let a: f64 = row
+        .chunks_exact(34)
+        .map(|y| {
+            let d = crate::half::f16_to_f32(u16::from_le_bytes([y[0], y[1]])) as f64;
+            let q: u32 = y[2..]
+                .iter()
+                .map(|&v| (v as i8).unsigned_abs() as u32)
+                .sum();
+            d.abs() * q as f64
+        })
+        .sum();
+    (a * (1.0 + 1e-6)) as f32
+}
+
+/// The factor `s` of [`Packed::approx_dots`]'s bound `s · dmax · A` for rows of `nb`
+/// blocks: `2 · 2 · γ_(nb + 4) · 128` (twice the two results' error terms), rounded up.
+pub fn approx_slack(nb: usize) -> f32 {
+    let k = (nb + 4) as f64;
+    let u = (2.0f64).powi(-24);
+    let gamma = k * u / (1.0 - k * u);
+    (4.0 * gamma * 128.0 * (1.0 + 1e-6)) as f32
+}
+
 /// The kernels that read one packed layout.
 #[derive(Clone, Copy)]
 enum Layout {
@@ -290,6 +323,8 @@ enum Layout {
         gemv: GemvFn,
         /// Several activation rows at once (else the GEMV once per row).
         gemm: Option<GemmFn>,
+        /// Whole-block approximations with a bound ([`Packed::approx_dots`]).
+        approx: Option<ApproxFn>,
         unpack: UnpackFn,
         /// Where the GEMV prefetches.
         prefetch: &'static PrefetchCell,
@@ -306,6 +341,7 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
         (GgmlType::Q8_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
             gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
+            approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
             unpack: q8_0::unpack_rows_q8_0,
             prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
         }),
@@ -313,6 +349,7 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
         (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
             gemm: None,
+            approx: None,
             prefetch: &crate::arch::x86_64::q6_k_x8::GEMV_PREFETCH,
             unpack: |packed, cols, first, dst| {
                 let n = dst.len() / (cols / 256 * q6_k::Q6_K_BLOCK);
@@ -793,6 +830,75 @@ impl Packed {
                 }
             }
         }
+    }
+
+    /// Whether [`Packed::approx_dots`] has a kernel here (Q8_0 on AVX-512 VNNI).
+    pub fn has_approx(&self) -> bool {
+        matches!(
+            self.layout,
+            Layout::Rows {
+                approx: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Most activation rows one [`Packed::approx_dots`] call takes.
+    pub const APPROX_ROWS: usize = 32;
+
+    /// Approximate dots for finding the largest output without computing every output
+    /// in the single-row order: `out[t * n + i]` ≈ the dot of weight row
+    /// `rows.start + i` with activation row `t` (`n = rows.len()`, at most
+    /// [`Packed::APPROX_ROWS`] activation rows), and `dmax[i]` = the largest `|d|` of that
+    /// row's blocks. Returns false (nothing written) where there is no such kernel
+    /// ([`Packed::has_approx`]).
+    ///
+    /// Each block's 32 products are summed as one exact integer and scaled once, where
+    /// the single-row order ([`Packed::dots`]) keeps 8 partial sums of 4 per block in
+    /// separate f32 lanes and adds them at the end. Both use the same rounded block
+    /// scales `fl(d_w·d_a)` and exact integer partial sums, so both are within
+    /// `γ_(nb + 4) · T` of the same real number (γ_k = k·u / (1 − k·u), u = 2⁻²⁴, nb blocks,
+    /// three levels of the final horizontal sum, one more rounding of the scale), where
+    /// `T = Σ_b |d_w,b·d_a,b| · Σ_j |q_w,j·q_a,j| ≤ 128 · dmax · A` and `A` =
+    /// [`q8_0_magnitude`] of the activation row. Hence, finite values assumed,
+    /// `|approx − single-row| ≤ approx_slack(nb) · dmax · A` with [`approx_slack`]
+    /// taking twice the two γ terms (and an absolute 2⁻¹⁰⁰ for underflow).
+    ///
+    /// # Panics
+    /// As [`Packed::dots`], and if `dmax` is not `rows.len()` long or `out` asks for
+    /// more than [`Packed::APPROX_ROWS`] activation rows.
+    pub fn approx_dots(
+        &self,
+        rows: Range<usize>,
+        acts: &[u8],
+        stride: usize,
+        out: &mut [f32],
+        dmax: &mut [f32],
+    ) -> bool {
+        let Layout::Rows {
+            approx: Some(approx),
+            ..
+        } = self.layout
+        else {
+            return false;
+        };
+        assert!(
+            rows.start <= rows.end
+                && rows.end <= self.rows
+                && rows.start.is_multiple_of(GROUP_ROWS)
+                && rows.end.is_multiple_of(GROUP_ROWS)
+                && dmax.len() == rows.len(),
+            "packed {} approximate rows {rows:?} of {}",
+            self.ty,
+            self.rows
+        );
+        if rows.is_empty() {
+            return true;
+        }
+        let gb = self.nb * self.ty.type_size() as usize * GROUP_ROWS;
+        let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
+        approx(groups, self.nb, acts, stride, out, dmax);
+        true
     }
 
     /// Row-major bytes of rows `first..first + dst.len() / row_bytes` (any range).

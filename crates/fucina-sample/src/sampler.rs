@@ -93,6 +93,20 @@ impl Sampler {
         Ok(picked.id)
     }
 
+    /// Whether [`Sampler::sample`] without processors picks exactly the first largest
+    /// raw logit (NaN ignored): greedy, with no logit bias and no active penalty. Such a
+    /// pick needs no other logit (a verify can take it from a greedy head).
+    pub fn decides_by_argmax(&self) -> bool {
+        let pen = Penalties {
+            repeat: self.params.repeat_penalty,
+            frequency: self.params.frequency_penalty,
+            presence: self.params.presence_penalty,
+        };
+        self.params.is_greedy()
+            && self.params.logit_bias.is_empty()
+            && (self.params.repeat_last_n == 0 || pen.is_off())
+    }
+
     /// Mirostat's update for `token` drawn elsewhere from the set the last
     /// [`Sampler::candidates`] call left (what [`Sampler::sample`] does after its own
     /// draw); false, and no update, when the token is not in that set or Mirostat is off.

@@ -435,16 +435,33 @@ impl Worker {
             })
             .collect();
         let n_vocab = pool.model().config().n_vocab;
-        let rows = pool.eval_mixed(&items)?;
+        // Every deciding request greedy with nothing between logits and pick: the head
+        // gives the picks without computing most logits (bitwise the same picks).
+        let greedy = plan
+            .iter()
+            .filter(|it| it.last)
+            .all(|it| active[it.i].gen.decides_by_argmax());
+        let mut picks = Vec::new();
+        let mut empty = [0f32; 0];
+        let rows: &mut [f32] = if greedy {
+            picks.extend_from_slice(pool.eval_mixed_greedy(&items)?);
+            &mut empty
+        } else {
+            pool.eval_mixed(&items)?
+        };
         let mut rows = rows.chunks_exact_mut(n_vocab);
+        let mut picks = picks.into_iter();
         let mut out = Vec::new();
         for it in plan {
             let g = &mut active[it.i].gen;
             if it.last {
-                let row = rows.next().ok_or_else(|| {
-                    EngineError::Scheduler("the forward returned too few rows".into())
-                })?;
-                out.push((it.i, g.decide(row, &mut [])));
+                let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
+                let decided = if greedy {
+                    g.decide_picked(picks.next().ok_or_else(too_few)?)
+                } else {
+                    g.decide(rows.next().ok_or_else(too_few)?, &mut [])
+                };
+                out.push((it.i, decided));
             } else {
                 let evaluated = g.history.len() - g.pending().len();
                 g.set_evaluated(evaluated + it.n);

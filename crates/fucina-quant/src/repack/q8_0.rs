@@ -230,6 +230,83 @@ mod tests {
         }
         assert!(checked > 500);
     }
+
+    /// The whole-block approximations stay within the documented bound of the
+    /// single-row results (the GEMV's, bitwise the row dots'), row by row, and report
+    /// each row's largest block scale exactly; odd group counts (a last group paired
+    /// with itself) and every activation-row count up to the limit included. Extreme
+    /// rows (all quants −128 or 127 against activations of one sign) put the sums at
+    /// their integer bounds.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn whole_block_approximations_stay_within_their_bound() {
+        let (Some(gemv), Some(approx)) = (
+            crate::arch::x86_64::q8_0_x8::kernel(),
+            crate::arch::x86_64::q8_0_x8::approx_kernel(),
+        ) else {
+            eprintln!("skipped: this CPU lacks AVX-512 VNNI (the packed Q8_0 kernel's ISA)");
+            return;
+        };
+        let mut worst = 0f64;
+        for (nb, rows, nt) in [
+            (1, 8, 1),
+            (2, 16, 3),
+            (20, 24, 17),
+            (20, 64, 32),
+            (7, 40, 5),
+        ] {
+            let cols = 32 * nb;
+            let mut w = matrix(rows, cols, (nb * 977 + rows) as u64);
+            let rb = nb * BLOCK;
+            for (r, fill) in [(1usize, 0x80u8), (2, 0x7f)] {
+                for blk in w[r * rb..(r + 1) * rb].chunks_exact_mut(BLOCK) {
+                    blk[2..].fill(fill);
+                }
+            }
+            let mut packed = vec![0u8; w.len()];
+            interleave_q8_0(&w, rows, cols, &mut packed).unwrap();
+            let mut acts = Vec::new();
+            for t in 0..nt {
+                let x: Vec<f32> = (0..cols)
+                    .map(|i| match t {
+                        0 => 3.0,
+                        1 => -0.5,
+                        _ => ((i * 7919 + t * 131) % 263) as f32 * 0.037 - 4.8,
+                    })
+                    .collect();
+                crate::quantize(GgmlType::Q8_0, &x, &mut acts).unwrap();
+            }
+            let mut out = vec![0f32; nt * rows];
+            let mut dmax = vec![0f32; rows];
+            approx(&packed, nb, &acts, rb, &mut out, &mut dmax);
+            let slack = crate::repack::approx_slack(nb);
+            for t in 0..nt {
+                let act = &acts[t * rb..(t + 1) * rb];
+                let mut exact = vec![0f32; rows];
+                gemv(&packed, nb, act, &mut exact);
+                let a = crate::repack::q8_0_magnitude(act);
+                for r in 0..rows {
+                    let row = &w[r * rb..(r + 1) * rb];
+                    let d = row
+                        .chunks_exact(BLOCK)
+                        .map(|b| crate::half::f16_to_f32(u16::from_le_bytes([b[0], b[1]])).abs())
+                        .fold(0f32, f32::max);
+                    assert_eq!(dmax[r], d, "nb {nb} row {r}");
+                    let bound = slack * d * a;
+                    let err = (out[t * rows + r] - exact[r]).abs();
+                    assert!(
+                        err <= bound,
+                        "nb {nb} t {t} row {r}: {} vs {} (bound {bound})",
+                        out[t * rows + r],
+                        exact[r]
+                    );
+                    worst = worst.max(err as f64 / bound as f64);
+                }
+            }
+        }
+        // The bound is no sham: the approximations do differ from the single-row order.
+        assert!(worst > 0.0);
+    }
 }
 
 /// Single-thread timing of the packed GEMV against the ISA's row dots (not a test:
@@ -290,6 +367,59 @@ fn q8_0_speed() {
         });
         eprintln!(
             "Q8_0 {rows}x{cols} ×{copies}: row dots {rowwise:.1} GB/s, packed {packedv:.1} GB/s, repacking {repack:.2} GB/s"
+        );
+    }
+}
+
+/// Single-thread in-cache timing of the whole-block kernel against the single-row
+/// GEMM (not a test: `cargo test -p fucina-quant --release --lib -- --ignored
+/// --nocapture q8_0_approx_speed`).
+#[cfg(all(test, target_arch = "x86_64"))]
+#[test]
+#[ignore]
+fn q8_0_approx_speed() {
+    let (Some(gemm), Some(approx)) = (
+        crate::arch::x86_64::q8_0_x8::gemm_kernel(),
+        crate::arch::x86_64::q8_0_x8::approx_kernel(),
+    ) else {
+        return;
+    };
+    let (rows, cols) = (512usize, 640usize);
+    let nb = cols / 32;
+    let rb = nb * BLOCK;
+    let w: Vec<u8> = (0..rows * rb)
+        .map(|i| ((i * 2654435761usize) >> 7) as u8 & 0x3f)
+        .collect();
+    let mut packed = vec![0u8; w.len()];
+    interleave_q8_0(&w, rows, cols, &mut packed).unwrap();
+    for nt in [5usize, 8, 17] {
+        let mut acts = Vec::new();
+        for t in 0..nt {
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 31 + t * 7) % 97) as f32 - 48.0)
+                .collect();
+            crate::quantize(GgmlType::Q8_0, &x, &mut acts).unwrap();
+        }
+        let mut out = vec![0f32; nt * rows];
+        let mut dmax = vec![0f32; rows];
+        let time = |f: &mut dyn FnMut()| {
+            (0..200)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    f();
+                    t.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let tg = time(&mut || gemm(&packed, nb, &acts, rb, &mut out));
+        let ta = time(&mut || approx(&packed, nb, &acts, rb, &mut out, &mut dmax));
+        let macs = (rows * cols * nt) as f64;
+        println!(
+            "nt {nt}: gemm {:.1} us ({:.1} GMAC/s), approx {:.1} us ({:.1} GMAC/s)",
+            tg * 1e6,
+            macs / tg * 1e-9,
+            ta * 1e6,
+            macs / ta * 1e-9
         );
     }
 }

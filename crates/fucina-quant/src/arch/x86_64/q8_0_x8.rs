@@ -275,3 +275,181 @@ fn hsum_pair(acc: __m512) -> (f32, f32) {
     unsafe { _mm_storeu_ps(two.as_mut_ptr(), r) };
     (two[0], two[1])
 }
+
+/// The whole-block kernel ([`ApproxFn`]), if this CPU has its features (those of
+/// [`kernel`]).
+pub(crate) fn approx_kernel() -> Option<crate::repack::ApproxFn> {
+    features().then_some(approx as crate::repack::ApproxFn)
+}
+
+/// Most activation rows per [`approx`] call (its accumulators).
+pub(crate) const APPROX_ROWS: usize = 32;
+
+/// One activation block as [`approx_tile`] meets it: `−128·Σ q`, its scale and its
+/// eight quads (each broadcast to all 16 rows of a tile).
+#[derive(Clone, Copy)]
+struct WholeBlock {
+    start: i32,
+    d: f32,
+    quads: [i32; 8],
+}
+
+/// `out[t * n + i]` ≈ dot of packed row `i` with activation row `t`, and `dmax[i]` =
+/// the largest `|d|` of row `i`'s blocks (`n = 8 · groups`, at most [`APPROX_ROWS`]
+/// activation rows). Not the single-row order: each block's 32 products are summed
+/// as one exact integer (16 rows per register, eight `vpdpbusd` a block), scaled by
+/// `d_w·d_a` and accumulated in one f32 lane per row, a third of the single-row
+/// kernel's work per product. See [`crate::repack::Packed::approx_dots`] for how far
+/// from the single-row order's result it can be.
+fn approx(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32], dmax: &mut [f32]) {
+    let gs = nb * GROUP_BLOCK;
+    assert!(
+        nb > 0 && !groups.is_empty() && groups.len().is_multiple_of(gs),
+        "packed Q8_0 bounds: {} bytes of groups of {nb} blocks",
+        groups.len()
+    );
+    let n = groups.len() / gs * GROUP_ROWS;
+    let nt = out.len() / n;
+    assert!(
+        out.len() == nt * n
+            && (1..=APPROX_ROWS).contains(&nt)
+            && dmax.len() == n
+            && stride >= nb * BLOCK
+            && acts.len() >= (nt - 1) * stride + nb * BLOCK,
+        "packed Q8_0 bounds: {} outputs for {n} rows, {} activation bytes of stride {stride}",
+        out.len(),
+        acts.len()
+    );
+    let mut prep = Vec::with_capacity(nt * nb);
+    for t in 0..nt {
+        for y in acts[t * stride..t * stride + nb * BLOCK].chunks_exact(BLOCK) {
+            let q = &y[2..];
+            let sum: i32 = q.iter().map(|&v| i32::from(v as i8)).sum();
+            prep.push(WholeBlock {
+                start: -128 * sum,
+                d: crate::half::f16_to_f32(u16::from_le_bytes([y[0], y[1]])),
+                quads: core::array::from_fn(|i| {
+                    i32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]])
+                }),
+            });
+        }
+    }
+    // SAFETY: `approx_kernel` hands this function out only after detecting every
+    // feature in `approx_tile`'s `#[target_feature]` set.
+    unsafe { approx_groups(groups, nb, &prep, nt, out, dmax) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+fn approx_groups(
+    groups: &[u8],
+    nb: usize,
+    prep: &[WholeBlock],
+    nt: usize,
+    out: &mut [f32],
+    dmax: &mut [f32],
+) {
+    let gs = nb * GROUP_BLOCK;
+    let ng = groups.len() / gs;
+    let n = ng * GROUP_ROWS;
+    let mut g = 0;
+    while g < ng {
+        // Two groups (16 rows) per tile; a last odd group pairs with itself.
+        let g1 = (g + 1).min(ng - 1);
+        let width = if g1 > g { 16 } else { 8 };
+        let (acc, dm) = approx_tile(
+            &groups[g * gs..(g + 1) * gs],
+            &groups[g1 * gs..(g1 + 1) * gs],
+            nb,
+            prep,
+            nt,
+        );
+        let mut lanes = [0f32; 16];
+        for (t, acc) in acc.iter().take(nt).enumerate() {
+            // SAFETY: `lanes` is 64 writable bytes; `storeu` needs no alignment.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *acc) };
+            out[t * n + 8 * g..t * n + 8 * g + width].copy_from_slice(&lanes[..width]);
+        }
+        // SAFETY: as above.
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), dm) };
+        dmax[8 * g..8 * g + width].copy_from_slice(&lanes[..width]);
+        g += 2;
+    }
+}
+
+/// One tile of 16 rows (groups `a` and `b`): per block, the eight 64-byte row-pair
+/// registers transposed (an 8 × 8 transpose of 64-bit elements) into one register per
+/// activation quad, lane `j` = row `j`; then per activation row eight `vpdpbusd` from
+/// `−128·Σ`, one conversion and one FMA by `d_w·d_a`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn approx_tile(
+    a: &[u8],
+    b: &[u8],
+    nb: usize,
+    prep: &[WholeBlock],
+    nt: usize,
+) -> ([__m512; APPROX_ROWS], __m512) {
+    let mut acc = [_mm512_setzero_ps(); APPROX_ROWS];
+    let mut dm = _mm512_setzero_ps();
+    let (qa, sa) = a.split_at(256 * nb);
+    let (qb, sb) = b.split_at(256 * nb);
+    for blk in 0..nb {
+        // Both groups' streams, ahead as the GEMM prefetches its one.
+        for g in [a, b] {
+            let ahead = g.as_ptr().wrapping_add(GROUP_BLOCK * blk + PREFETCH);
+            for l in 0..5 {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
+            }
+        }
+        // SAFETY: block `blk`'s 256 quant bytes of each group are readable; `loadu`
+        // needs no alignment.
+        let w: [__m512i; 8] = core::array::from_fn(|k| unsafe {
+            let q = if k < 4 { qa } else { qb };
+            _mm512_loadu_si512(q[256 * blk + 64 * (k % 4)..].as_ptr().cast())
+        });
+        // w[k] qword i = quad i of rows (2k, 2k + 1); wanted: t[i] qword k.
+        let lo: [__m512i; 4] =
+            core::array::from_fn(|k| _mm512_unpacklo_epi64(w[2 * k], w[2 * k + 1]));
+        let hi: [__m512i; 4] =
+            core::array::from_fn(|k| _mm512_unpackhi_epi64(w[2 * k], w[2 * k + 1]));
+        // c[0] = quads 0 | 4 of pairs 0-3 (or 4-7 from the second half), c[1] = 2 | 6,
+        // c[2] = 1 | 5, c[3] = 3 | 7.
+        let half = |l: &[__m512i; 4], h: &[__m512i; 4], s: usize| -> [__m512i; 4] {
+            [
+                _mm512_shuffle_i64x2::<0x88>(l[s], l[s + 1]),
+                _mm512_shuffle_i64x2::<0xDD>(l[s], l[s + 1]),
+                _mm512_shuffle_i64x2::<0x88>(h[s], h[s + 1]),
+                _mm512_shuffle_i64x2::<0xDD>(h[s], h[s + 1]),
+            ]
+        };
+        let (c, e) = (half(&lo, &hi, 0), half(&lo, &hi, 2));
+        let t = [
+            _mm512_shuffle_i64x2::<0x88>(c[0], e[0]), // quad 0
+            _mm512_shuffle_i64x2::<0x88>(c[2], e[2]), // quad 1
+            _mm512_shuffle_i64x2::<0x88>(c[1], e[1]), // quad 2
+            _mm512_shuffle_i64x2::<0x88>(c[3], e[3]), // quad 3
+            _mm512_shuffle_i64x2::<0xDD>(c[0], e[0]), // quad 4
+            _mm512_shuffle_i64x2::<0xDD>(c[2], e[2]), // quad 5
+            _mm512_shuffle_i64x2::<0xDD>(c[1], e[1]), // quad 6
+            _mm512_shuffle_i64x2::<0xDD>(c[3], e[3]), // quad 7
+        ];
+        // SAFETY: each group's 16 scale bytes of block `blk` are readable.
+        let dw = unsafe {
+            _mm512_cvtph_ps(_mm256_set_m128i(
+                _mm_loadu_si128(sb[16 * blk..].as_ptr().cast()),
+                _mm_loadu_si128(sa[16 * blk..].as_ptr().cast()),
+            ))
+        };
+        dm = _mm512_max_ps(dm, _mm512_abs_ps(dw));
+        for (r, acc) in acc.iter_mut().take(nt).enumerate() {
+            let y = &prep[r * nb + blk];
+            let mut s = _mm512_set1_epi32(y.start);
+            for (q, tq) in t.iter().enumerate() {
+                s = _mm512_dpbusd_epi32(s, *tq, _mm512_set1_epi32(y.quads[q]));
+            }
+            let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
+            *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), *acc);
+        }
+    }
+    (acc, dm)
+}
