@@ -1,6 +1,6 @@
 //! Cost of a pinned matmul of m rows against m = 1, per weight of a model's first layer
 //! and its output head: `matmul_rows [path] [threads]` (defaults: the Gemma 3 270M test
-//! model, 2 threads). Prints microseconds and the ratio to one row for m = 1, 5, 8, 17.
+//! model, 2 threads). Prints microseconds and the ratio to one row for m = 1, 2, 3, 5, 8, 17.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             w.packed().is_some()
         );
         let mut one = 0.0;
-        for m in [1usize, 5, 8, 17] {
+        for m in [1usize, 2, 3, 5, 8, 17] {
             let reps = (2_000_000_000 / (rows * cols * m)).clamp(3, 2000);
             let mut best = f64::MAX;
             for _ in 0..3 {

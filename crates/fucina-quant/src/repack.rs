@@ -348,7 +348,7 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
-            gemm: None,
+            gemm: crate::arch::x86_64::q6_k_x8::gemm_kernel(),
             approx: None,
             prefetch: &crate::arch::x86_64::q6_k_x8::GEMV_PREFETCH,
             unpack: |packed, cols, first, dst| {

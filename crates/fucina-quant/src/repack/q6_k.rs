@@ -496,6 +496,47 @@ mod tests {
         }
     }
 
+    /// The multi-row kernel is bitwise the GEMV for every activation row: row counts
+    /// below, at and past one pass (8), strides longer than a row.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_gemm_is_bitwise_the_gemv_per_row() {
+        use crate::arch::x86_64::q6_k_x8;
+        let (Some(gemv), Some(gemm)) = (q6_k_x8::kernel(), q6_k_x8::gemm_kernel()) else {
+            eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL/DQ/VNNI/VBMI");
+            return;
+        };
+        let mut rng = Rng(9);
+        let mut checked = 0;
+        for (nb, rows, nt) in [(1, 8, 2), (3, 16, 5), (10, 24, 8), (2, 8, 9), (4, 16, 17)] {
+            let m = random_q6_k(&mut rng, rows, nb);
+            let stride = nb * Q8_K_BLOCK + if nt % 2 == 0 { 0 } else { Q8_K_BLOCK };
+            let mut acts = Vec::new();
+            for _ in 0..nt {
+                let mut a = random_act(&mut rng, nb);
+                a.resize(stride, 0x55);
+                acts.extend_from_slice(&a);
+            }
+            let mut p = vec![0u8; m.len()];
+            interleave_q6_k(&m, rows, 256 * nb, &mut p).unwrap();
+            let mut out = vec![f32::NAN; nt * rows];
+            gemm(&p, nb, &acts, stride, &mut out);
+            for t in 0..nt {
+                let mut want = vec![f32::NAN; rows];
+                gemv(&p, nb, &acts[t * stride..(t + 1) * stride], &mut want);
+                for r in 0..rows {
+                    assert_eq!(
+                        out[t * rows + r].to_bits(),
+                        want[r].to_bits(),
+                        "nb {nb}, row {r}/{rows}, activation row {t}/{nt}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500);
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_gemv_empty_and_bad_lengths() {

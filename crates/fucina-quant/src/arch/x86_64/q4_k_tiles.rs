@@ -28,8 +28,11 @@ pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
 /// Most activation rows the packed kernels run as repeated streaming GEMV blocks
 /// (`packed_gemv_rows`) in the single-row order; more are transposed into lane form once
 /// per super-block. Measured on a 2-core Zen 4 (AVX-512, Qwen3-4B shapes, a pinned
-/// forward of 2 rows): 3.15 one-row steps through the transposed tiles.
-pub(crate) const GEMV_ROWS_MAX: usize = 8;
+/// forward of 2 rows): 3.15 one-row steps through the transposed tiles. On a 2-core
+/// Intel Xeon (`matmul_rows`, Qwen3-4B's 9728 x 2560 FFN matrix, 2 threads) the
+/// streaming blocks against the tiles cost 1.8x / 2.5x a one-row call at 2 rows,
+/// 2.5x / 2.9x at 3, 3.9x / 3.4x at 5 and 6.0x / 4.2x at 8: the tiles win from 4 or 5.
+pub(crate) const GEMV_ROWS_MAX: usize = 4;
 
 macro_rules! q4_k_tiles {
     (@chunk $feat:literal, narrow) => {

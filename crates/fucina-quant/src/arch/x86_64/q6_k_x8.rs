@@ -30,7 +30,7 @@ use crate::formats::kquants::hsum_lanes8;
 use crate::formats::kquants::Q8_K_BYTES as Q8_K_BLOCK;
 use crate::repack::q6_k::{Q6_K_X8_BLOCK_BYTES, X8_D, X8_SCALES};
 
-use crate::repack::GemvFn;
+use crate::repack::{GemmFn, GemvFn};
 
 /// Whether this CPU has every feature [`gemv`] needs.
 pub(crate) fn available() -> bool {
@@ -48,6 +48,125 @@ pub(crate) fn available() -> bool {
 /// The kernel, if this CPU can run it.
 pub(crate) fn kernel() -> Option<GemvFn> {
     available().then_some(gemv as GemvFn)
+}
+
+/// The multi-row kernel ([`GemmFn`]), if this CPU can run it.
+pub(crate) fn gemm_kernel() -> Option<GemmFn> {
+    available().then_some(gemm as GemmFn)
+}
+
+/// Activation rows per pass of [`gemm_rows`] over an unpacked super-block.
+const GEMM_ROWS: usize = 8;
+
+/// `out[t * n + i]` = dot of packed row `i` with activation row `t` (`acts[t *
+/// stride..]`), `n = 8 · groups`: per output exactly [`gemv`]'s arithmetic, with each
+/// super-block's 6-bit fields unpacked (and its scales put in order) once for every
+/// activation row instead of once per row.
+///
+/// # Panics
+/// As [`gemv`], for every activation row.
+fn gemm(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]) {
+    assert!(
+        available(),
+        "packed Q6_K GEMM needs AVX-512 F/BW/VL/DQ/VNNI/VBMI"
+    );
+    let gb = nb.checked_mul(Q6_K_X8_BLOCK_BYTES).unwrap_or(0);
+    assert!(
+        gb > 0 && !groups.is_empty() && groups.len().is_multiple_of(gb),
+        "packed Q6_K GEMM: {} bytes of groups of {nb} super-blocks",
+        groups.len()
+    );
+    let n = groups.len() / gb * 8;
+    let nt = out.len() / n;
+    assert!(
+        out.len() == nt * n
+            && stride >= nb * Q8_K_BLOCK
+            && (nt == 0 || acts.len() >= (nt - 1) * stride + nb * Q8_K_BLOCK),
+        "packed Q6_K GEMM: {} outputs for {n} rows, {} activation bytes of stride {stride}",
+        out.len(),
+        acts.len()
+    );
+    // SAFETY: every feature `gemm_rows` enables was detected just above (`available`).
+    unsafe { gemm_rows(groups, nb, acts, stride, nt, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, out: &mut [f32]) {
+    let gb = nb * Q6_K_X8_BLOCK_BYTES;
+    let n = groups.len() / gb * 8;
+    let c = consts();
+    let zero = _mm512_setzero_si512();
+    for (g, grp) in groups.chunks_exact(gb).enumerate() {
+        for t0 in (0..nt).step_by(GEMM_ROWS) {
+            let rows = (nt - t0).min(GEMM_ROWS);
+            let mut facc = [[_mm512_setzero_ps(); 4]; GEMM_ROWS];
+            for (b, blk) in grp.chunks_exact(Q6_K_X8_BLOCK_BYTES).enumerate() {
+                let blk: &[u8; Q6_K_X8_BLOCK_BYTES] = blk.try_into().expect("whole block");
+                let ahead = blk.as_ptr().wrapping_add(PF_DIST);
+                for l in 0..Q6_K_X8_BLOCK_BYTES.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l).cast());
+                }
+                // The block's quants and ordered scales, once for all rows.
+                let mut q = [[[zero; 2]; 4]; 4];
+                let mut sc = [zero; 4];
+                let mut sp = [[zero; 4]; 4];
+                for k in 0..4 {
+                    sc[k] = _mm512_cvtepi8_epi16(load_i256(&blk[X8_SCALES + 32 * k..]));
+                }
+                for j in 0..4 {
+                    for k in 0..4 {
+                        let o = 96 * (4 * j + k);
+                        q[j][k][0] = unpack(load_i512(&blk[o..]), c.perm, c.shifts, c.m6);
+                        q[j][k][1] = unpack(load_i512(&blk[o + 48..]), c.perm, c.shifts, c.m6);
+                        sp[j][k] = _mm512_permutexvar_epi16(c.sidx[j], sc[k]);
+                    }
+                }
+                let dw = _mm256_cvtph_ps(load_i128(&blk[X8_D..]));
+                for (r, facc) in facc.iter_mut().take(rows).enumerate() {
+                    let t = t0 + r;
+                    let y: &[u8; Q8_K_BLOCK] = acts[t * stride + Q8_K_BLOCK * b..][..Q8_K_BLOCK]
+                        .try_into()
+                        .expect("whole block");
+                    let bs = _mm512_castsi256_si512(load_i256(&y[260..292]));
+                    let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(c.bidx, bs));
+                    let mut isum = [zero; 4];
+                    for k in 0..4 {
+                        isum[k] = _mm512_slli_epi32::<5>(_mm512_madd_epi16(nbs, sc[k]));
+                    }
+                    for j in 0..4 {
+                        let yv = _mm512_permutexvar_epi8(c.yperm, load_i512(&y[4 + 64 * j..]));
+                        for k in 0..4 {
+                            let pa = _mm512_dpbusd_epi32(zero, q[j][k][0], yv);
+                            let pb = _mm512_dpbusd_epi32(zero, q[j][k][1], yv);
+                            isum[k] = dpwssd(isum[k], _mm512_packs_epi32(pa, pb), sp[j][k]);
+                        }
+                    }
+                    let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+                    let dd = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(da)));
+                    for k in 0..4 {
+                        let d2 = _mm512_permutexvar_ps(c.dis[k], dd);
+                        facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(isum[k]), facc[k]);
+                    }
+                }
+            }
+            for (r, facc) in facc.iter().take(rows).enumerate() {
+                let o = &mut out[(t0 + r) * n + 8 * g..][..8];
+                for (k, acc) in facc.iter().enumerate() {
+                    let mut v = [0f32; 16];
+                    // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
+                    unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *acc) };
+                    for s in 0..2 {
+                        // Lane l of side s: dword 4·(l % 4) + 2s + l / 4.
+                        let mut lanes = [0f32; 8];
+                        for (l, lane) in lanes.iter_mut().enumerate() {
+                            *lane = v[4 * (l % 4) + 2 * s + l / 4];
+                        }
+                        o[2 * k + s] = hsum_lanes8(&lanes);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Q6_K GEMV over interleaved groups (see [`GemvFn`]: `act` one Q8_K row); bitwise the single-row dot of
@@ -145,22 +264,21 @@ fn scale_word(s: usize, g: usize) -> usize {
     8 * m + 4 * s + i
 }
 
-/// The kernel body: `act` is exactly `nb` Q8_K blocks, the lengths checked by [`gemv`].
-///
-/// Per pair `k` and chunk pair `j`: registers `A` (side 0) and `B` (side 1) of 64
-/// quants each, against the 64 activations of chunks `2j`, `2j + 1` put in the same
-/// order (one `vpermb` per `j`, shared by the 8 rows). `vpdpbusd` gives 16 dword sums
-/// of 4 products each (|sum| ≤ 4·63·127 < 2^15); in 128-bit lane `m` they are, per
-/// side, lane `m` of chunk `2j`, lane `m` of chunk `2j + 1`, lane `4 + m` of `2j`,
-/// lane `4 + m` of `2j + 1`. `vpackssdw` (exact: no saturation) packs `A`'s and `B`'s
-/// into words, and one `vpdpwssd` with the scales
-/// `[(sa[4j], sa[4j+2]), (sa[4j+1], sa[4j+3]), (sb[4j], sb[4j+2]), (sb[4j+1], sb[4j+3])]`
-/// (every lane) adds both chunks' scaled sums: dword `4m + 2s + h` of the pair's
-/// accumulator is lane `4h + m` of side `s`'s row, exactly.
+/// The kernels' constant registers (permute indices, shifts, masks).
+#[derive(Clone, Copy)]
+struct Consts {
+    perm: __m512i,
+    shifts: __m512i,
+    m6: __m512i,
+    yperm: __m512i,
+    bidx: __m512i,
+    sidx: [__m512i; 4],
+    dis: [__m512i; 4],
+}
+
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
-fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
-    let gb = nb * Q6_K_X8_BLOCK_BYTES;
-    let mode = GEMV_PREFETCH.get();
+#[inline]
+fn consts() -> Consts {
     // `vpermb` index: qword t takes bytes 6t..6t + 8 (field t). Bytes 6 and 7 of each
     // qword are don't-cares: the shifts below read at most bits 42..50, masked to 6.
     let perm = load_i512(&index_bytes(|p| 6 * (p / 8) + p % 8));
@@ -199,6 +317,42 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             }
         }));
     }
+    Consts {
+        perm,
+        shifts,
+        m6,
+        yperm,
+        bidx,
+        sidx,
+        dis,
+    }
+}
+
+/// The kernel body: `act` is exactly `nb` Q8_K blocks, the lengths checked by [`gemv`].
+///
+/// Per pair `k` and chunk pair `j`: registers `A` (side 0) and `B` (side 1) of 64
+/// quants each, against the 64 activations of chunks `2j`, `2j + 1` put in the same
+/// order (one `vpermb` per `j`, shared by the 8 rows). `vpdpbusd` gives 16 dword sums
+/// of 4 products each (|sum| ≤ 4·63·127 < 2^15); in 128-bit lane `m` they are, per
+/// side, lane `m` of chunk `2j`, lane `m` of chunk `2j + 1`, lane `4 + m` of `2j`,
+/// lane `4 + m` of `2j + 1`. `vpackssdw` (exact: no saturation) packs `A`'s and `B`'s
+/// into words, and one `vpdpwssd` with the scales
+/// `[(sa[4j], sa[4j+2]), (sa[4j+1], sa[4j+3]), (sb[4j], sb[4j+2]), (sb[4j+1], sb[4j+3])]`
+/// (every lane) adds both chunks' scaled sums: dword `4m + 2s + h` of the pair's
+/// accumulator is lane `4h + m` of side `s`'s row, exactly.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
+    let gb = nb * Q6_K_X8_BLOCK_BYTES;
+    let mode = GEMV_PREFETCH.get();
+    let Consts {
+        perm,
+        shifts,
+        m6,
+        yperm,
+        bidx,
+        sidx,
+        dis,
+    } = consts();
     let zero = _mm512_setzero_si512();
     for (grp, out) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
         let mut facc = [_mm512_setzero_ps(); 4];
