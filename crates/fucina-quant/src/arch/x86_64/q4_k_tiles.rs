@@ -31,7 +31,9 @@ pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
 /// forward of 2 rows): 3.15 one-row steps through the transposed tiles. On a 2-core
 /// Intel Xeon (`matmul_rows`, Qwen3-4B's 9728 x 2560 FFN matrix, 2 threads) the
 /// streaming blocks against the tiles cost 1.8x / 2.5x a one-row call at 2 rows,
-/// 2.5x / 2.9x at 3, 3.9x / 3.4x at 5 and 6.0x / 4.2x at 8: the tiles win from 4 or 5.
+/// 2.5x / 2.9x at 3, 3.9x / 3.4x at 5 and 6.0x / 4.2x at 8: the tiles win from 4 or 5
+/// (the AVX2 kernels on the same host, `FUCINA_ISA=avx2`: 4.4x / 3.65x at 5 rows, 7.0x /
+/// 5.15x at 8).
 pub(crate) const GEMV_ROWS_MAX: usize = 4;
 
 macro_rules! q4_k_tiles {

@@ -150,20 +150,7 @@ fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, ou
                 }
             }
             for (r, facc) in facc.iter().take(rows).enumerate() {
-                let o = &mut out[(t0 + r) * n + 8 * g..][..8];
-                for (k, acc) in facc.iter().enumerate() {
-                    let mut v = [0f32; 16];
-                    // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
-                    unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *acc) };
-                    for s in 0..2 {
-                        // Lane l of side s: dword 4·(l % 4) + 2s + l / 4.
-                        let mut lanes = [0f32; 8];
-                        for (l, lane) in lanes.iter_mut().enumerate() {
-                            *lane = v[4 * (l % 4) + 2 * s + l / 4];
-                        }
-                        o[2 * k + s] = hsum_lanes8(&lanes);
-                    }
-                }
+                store_group(facc, &mut out[(t0 + r) * n + 8 * g..][..8]);
             }
         }
     }
@@ -344,15 +331,7 @@ fn consts() -> Consts {
 fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     let gb = nb * Q6_K_X8_BLOCK_BYTES;
     let mode = GEMV_PREFETCH.get();
-    let Consts {
-        perm,
-        shifts,
-        m6,
-        yperm,
-        bidx,
-        sidx,
-        dis,
-    } = consts();
+    let c = consts();
     let zero = _mm512_setzero_si512();
     for (grp, out) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
         let mut facc = [_mm512_setzero_ps(); 4];
@@ -371,7 +350,7 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             );
             // −bsums (|bsum| ≤ 16·127: no overflow) in the scale order.
             let bs = _mm512_castsi256_si512(load_i256(&y[260..292]));
-            let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(bidx, bs));
+            let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(c.bidx, bs));
             let mut sc = [zero; 4];
             let mut isum = [zero; 4];
             for k in 0..4 {
@@ -379,14 +358,14 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
                 // Each dword starts at −32·(sc·bsum) of its lane's two sub-blocks.
                 isum[k] = _mm512_slli_epi32::<5>(_mm512_madd_epi16(nbs, sc[k]));
             }
-            for (j, si) in sidx.iter().enumerate() {
-                let yv = _mm512_permutexvar_epi8(yperm, load_i512(&y[4 + 64 * j..]));
+            for (j, si) in c.sidx.iter().enumerate() {
+                let yv = _mm512_permutexvar_epi8(c.yperm, load_i512(&y[4 + 64 * j..]));
                 for k in 0..4 {
                     // Sides 0 and 1 of pair k, 48 bytes each plus 16 more: at most
                     // 96·15 + 48 + 64 = 1552 bytes into the super-block.
                     let o = 96 * (4 * j + k);
-                    let qa = unpack(load_i512(&blk[o..]), perm, shifts, m6);
-                    let qb = unpack(load_i512(&blk[o + 48..]), perm, shifts, m6);
+                    let qa = unpack(load_i512(&blk[o..]), c.perm, c.shifts, c.m6);
+                    let qb = unpack(load_i512(&blk[o + 48..]), c.perm, c.shifts, c.m6);
                     let pa = _mm512_dpbusd_epi32(zero, qa, yv);
                     let pb = _mm512_dpbusd_epi32(zero, qb, yv);
                     let s = _mm512_permutexvar_epi16(*si, sc[k]);
@@ -398,22 +377,30 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
             let dd = _mm256_mul_ps(_mm256_cvtph_ps(load_i128(&blk[X8_D..])), _mm256_set1_ps(da));
             let dd = _mm512_castps256_ps512(dd);
             for k in 0..4 {
-                let d2 = _mm512_permutexvar_ps(dis[k], dd);
+                let d2 = _mm512_permutexvar_ps(c.dis[k], dd);
                 facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(isum[k]), facc[k]);
             }
         }
-        for (k, acc) in facc.iter().enumerate() {
-            let mut v = [0f32; 16];
-            // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
-            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *acc) };
-            for s in 0..2 {
-                // Lane l of side s: dword 4·(l % 4) + 2s + l / 4.
-                let mut lanes = [0f32; 8];
-                for (l, lane) in lanes.iter_mut().enumerate() {
-                    *lane = v[4 * (l % 4) + 2 * s + l / 4];
-                }
-                out[2 * k + s] = hsum_lanes8(&lanes);
+        store_group(&facc, out);
+    }
+}
+
+/// A group's 8 results from its four pair accumulators: each row's 8 lanes reduced in
+/// ggml's `hsum_float_8` order.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")]
+#[inline]
+fn store_group(facc: &[__m512; 4], out: &mut [f32]) {
+    for (k, acc) in facc.iter().enumerate() {
+        let mut v = [0f32; 16];
+        // SAFETY: `v` is 64 writable bytes and `storeu` needs no alignment.
+        unsafe { _mm512_storeu_ps(v.as_mut_ptr(), *acc) };
+        for s in 0..2 {
+            // Lane l of side s: dword 4·(l % 4) + 2s + l / 4.
+            let mut lanes = [0f32; 8];
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                *lane = v[4 * (l % 4) + 2 * s + l / 4];
             }
+            out[2 * k + s] = hsum_lanes8(&lanes);
         }
     }
 }
