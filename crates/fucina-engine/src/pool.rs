@@ -92,7 +92,7 @@ pub struct SeqPool {
     /// Logits of every row, for [`SeqPool::eval_all`].
     all: Vec<f32>,
     /// Greedy picks of the rows of [`SeqPool::eval_verify_greedy_from`].
-    picks: Vec<Option<u32>>,
+    picks: fucina_model::greedy::Picks,
     n_batch: usize,
     /// The sequence whose next evaluation keeps its rows' hidden states.
     capture_for: Option<SeqId>,
@@ -132,7 +132,7 @@ impl SeqPool {
             rows: Vec::new(),
             row: vec![0.0; n_vocab].into_boxed_slice(),
             all: Vec::new(),
-            picks: Vec::new(),
+            picks: Default::default(),
             n_batch: DEFAULT_N_BATCH,
             capture_for: None,
             captured: Captured::default(),
@@ -367,14 +367,14 @@ impl SeqPool {
     }
 
     /// [`SeqPool::eval_mixed`] returning each flagged row's greedy pick instead of its
-    /// logits (as [`SeqPool::eval_verify_greedy_from`] does).
+    /// logits (as [`SeqPool::eval_verify_greedy_from`] does, with no top ids).
     pub fn eval_mixed_greedy(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&[Option<u32>]> {
-        self.picks.clear();
-        self.scratch.set_greedy_output(true);
+        self.picks = Default::default();
+        self.scratch.set_greedy_output(Some(0));
         let r = self.eval_mixed_rows(items);
-        self.scratch.set_greedy_output(false);
+        self.scratch.set_greedy_output(None);
         r?;
-        Ok(&self.picks)
+        Ok(&self.picks.pick)
     }
 
     fn eval_mixed_rows(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<()> {
@@ -411,13 +411,15 @@ impl SeqPool {
                 }));
         }
         self.all.clear();
-        let greedy = self.scratch.greedy_output();
+        let greedy = self.scratch.greedy_output().is_some();
         if self.rows.iter().any(|r| r.logits) {
             let out = self
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
             if greedy {
-                self.picks.extend_from_slice(self.scratch.greedy_tokens());
+                let p = self.scratch.picks();
+                self.picks.pick.extend_from_slice(&p.pick);
+                self.picks.top.extend(p.top.iter().cloned());
             } else {
                 self.all.extend_from_slice(out);
             }
@@ -623,7 +625,7 @@ impl SeqPool {
         from: usize,
     ) -> Result<&mut [f32]> {
         self.all.clear();
-        self.picks.clear();
+        self.picks = Default::default();
         if from >= tokens.len() {
             return Err(invalid(
                 "from",
@@ -641,18 +643,19 @@ impl SeqPool {
     /// [`SeqPool::eval_verify_from`] returning, instead of the logits of rows
     /// `from..`, each one's greedy pick (the first index of its largest logit, NaN
     /// ignored; `None` where none exceeds −∞: what the greedy sampler picks from those
-    /// logits, with no bias, penalty or processor). The head computes few logits
-    /// exactly where it can ([`fucina_model::greedy`]); [`SeqPool::last_logits`] is not
-    /// updated.
+    /// logits, with no bias, penalty or processor) and the ids of its `k` largest logits
+    /// (best first, ties to the lower id). The head computes few logits exactly where it
+    /// can ([`fucina_model::greedy`]); [`SeqPool::last_logits`] is not updated.
     pub fn eval_verify_greedy_from(
         &mut self,
         id: SeqId,
         tokens: &[u32],
         from: usize,
-    ) -> Result<&[Option<u32>]> {
-        self.scratch.set_greedy_output(true);
+        k: usize,
+    ) -> Result<&fucina_model::greedy::Picks> {
+        self.scratch.set_greedy_output(Some(k));
         let r = self.eval_verify_from(id, tokens, from).map(|_| ());
-        self.scratch.set_greedy_output(false);
+        self.scratch.set_greedy_output(None);
         r?;
         Ok(&self.picks)
     }
@@ -720,12 +723,14 @@ impl SeqPool {
                     logits: collect_from.is_some_and(|f| done + r >= f)
                         || (last_chunk && r + 1 == n),
                 }));
-            let greedy = self.scratch.greedy_output();
+            let greedy = self.scratch.greedy_output().is_some();
             let out = self
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
             if greedy {
-                self.picks.extend_from_slice(self.scratch.greedy_tokens());
+                let p = self.scratch.picks();
+                self.picks.pick.extend_from_slice(&p.pick);
+                self.picks.top.extend(p.top.iter().cloned());
             } else {
                 if collect_from.is_some() {
                     // `out` holds the rows with logits, in order: exactly rows `from..`.

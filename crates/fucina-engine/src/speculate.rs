@@ -91,31 +91,6 @@ impl Speculator {
     }
 }
 
-/// Ids of the `k` largest logits of `row`, best first (ties: the lower id).
-pub(crate) fn top_k(row: &[f32], k: usize, out: &mut Vec<u32>) {
-    out.clear();
-    if k == 0 {
-        return;
-    }
-    let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
-    let mut floor = f32::NEG_INFINITY;
-    for (i, &x) in row.iter().enumerate() {
-        if best.len() == k && x <= floor {
-            continue;
-        }
-        if x.is_nan() {
-            continue;
-        }
-        let at = best.iter().position(|&(v, _)| x > v).unwrap_or(best.len());
-        best.insert(at, (x, i as u32));
-        best.truncate(k);
-        if best.len() == k {
-            floor = best[k - 1].0;
-        }
-    }
-    out.extend(best.iter().map(|&(_, i)| i));
-}
-
 impl Generation {
     /// Let the draft index observe every token committed since it last did, at once.
     pub(crate) fn sync_index(&mut self) {
@@ -241,7 +216,7 @@ impl Generation {
         };
         let mut ids = Vec::new();
         if wants {
-            top_k(logits, k, &mut ids);
+            fucina_model::greedy::top_k(logits, k, &mut ids);
         }
         self.set_evaluated(self.history.len());
         let step = self.decide_inner(logits, extra)?;
@@ -291,12 +266,14 @@ impl Generation {
             MtpDraft::request_capture(pool, seq);
         }
         // Greedy rows with nothing between the logits and the pick: the head gives the
-        // picks without computing most logits (bitwise the same picks).
-        let greedy = !wants && extra.is_empty() && self.decides_by_argmax();
-        let mut picks = Vec::new();
+        // picks (and the top ids the guesses feed on) without computing most logits
+        // (bitwise the same picks and ids).
+        let greedy = extra.is_empty() && self.decides_by_argmax();
+        let mut picks = fucina_model::greedy::Picks::default();
         let mut empty = [0f32; 0];
         let logits: &mut [f32] = if greedy {
-            picks.extend_from_slice(pool.eval_verify_greedy_from(seq, &rows, first)?);
+            let kk = if wants { k } else { 0 };
+            picks.clone_from(pool.eval_verify_greedy_from(seq, &rows, first, kk)?);
             &mut empty
         } else {
             pool.eval_verify_from(seq, &rows, first)?
@@ -311,12 +288,15 @@ impl Generation {
         while r < rows.len() {
             let at = self.history.len();
             let decided = if greedy {
-                self.decide_pick(picks[r - first])
+                if wants {
+                    topk.push(std::mem::take(&mut picks.top[r - first]));
+                }
+                self.decide_pick(picks.pick[r - first])
             } else {
                 let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
                 if wants {
                     let mut ids = Vec::new();
-                    top_k(row, k, &mut ids);
+                    fucina_model::greedy::top_k(row, k, &mut ids);
                     topk.push(ids);
                 }
                 self.decide_inner(row, extra)

@@ -168,8 +168,9 @@ fn stop_strings_and_max_tokens_edges_are_the_same() {
     }
 }
 
-/// A verify batch's greedy picks (the head's shortcut: most logits never computed
-/// exactly) are the first argmax of the same batch's full pinned logits, row by row,
+/// A verify batch's greedy picks and top-8 ids (the head's shortcut: most logits never
+/// computed exactly) are the first argmax and the top 8 of the same batch's full pinned
+/// logits, row by row,
 /// and leave the same cache: on the real model's 262k-row Q8_0 head, for rows of a
 /// prompt and of its repetition (confident picks) and of filler tokens (flat ones).
 #[test]
@@ -187,10 +188,20 @@ fn greedy_verify_picks_are_the_argmax_of_the_verify_logits() {
     let n_vocab = model().config().n_vocab;
     for chunk in rest.chunks(17) {
         let logits = pool.eval_verify_from(a, chunk, 0).unwrap().to_vec();
-        let picks = pool.eval_verify_greedy_from(b, chunk, 0).unwrap().to_vec();
-        assert_eq!(picks.len(), chunk.len());
-        for (r, (row, pick)) in logits.chunks_exact(n_vocab).zip(&picks).enumerate() {
-            assert_eq!(*pick, fucina_model::greedy::first_argmax(row), "row {r}");
+        let picks = pool
+            .eval_verify_greedy_from(b, chunk, 0, 8)
+            .unwrap()
+            .clone();
+        assert_eq!(picks.pick.len(), chunk.len());
+        let mut ids = Vec::new();
+        for (r, row) in logits.chunks_exact(n_vocab).enumerate() {
+            assert_eq!(
+                picks.pick[r],
+                fucina_model::greedy::first_argmax(row),
+                "row {r}"
+            );
+            fucina_model::greedy::top_k(row, 8, &mut ids);
+            assert_eq!(picks.top[r], ids, "row {r}");
         }
     }
     let (ca, cb) = (pool.cache(a).unwrap(), pool.cache(b).unwrap());

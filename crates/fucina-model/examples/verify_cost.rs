@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (0, _, _) => drop(pool.eval(seq, rows, &mut |_, _| {})?),
                     (_, _, true) => drop(pool.eval_all(seq, rows)?),
                     (_, 0, _) => drop(pool.eval_verify_from(seq, rows, 0)?),
-                    _ => drop(pool.eval_verify_greedy_from(seq, rows, 0)?),
+                    _ => drop(pool.eval_verify_greedy_from(seq, rows, 0, 0)?),
                 }
                 best[i] = best[i].min(t.elapsed().as_secs_f64());
                 pool.truncate(seq, 128)?;

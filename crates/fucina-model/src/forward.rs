@@ -88,10 +88,11 @@ pub struct Scratch {
     pub(crate) ple_p: Vec<f32>,
     /// Return the flagged rows' final-normed hidden states instead of their logits.
     pub(crate) hidden: bool,
-    /// Return only each flagged row's greedy pick ([`Scratch::set_greedy_output`]).
-    pub(crate) greedy: bool,
+    /// Return only each flagged row's greedy pick and this many top ids
+    /// ([`Scratch::set_greedy_output`]).
+    pub(crate) greedy: Option<usize>,
     /// The greedy picks of the last forward in greedy mode.
-    pub(crate) greedy_tokens: Vec<Option<u32>>,
+    pub(crate) picks: crate::greedy::Picks,
     /// Also keep every row's final-normed hidden state ([`Scratch::captured_hidden`]).
     pub(crate) capture: bool,
     /// The captured hidden states (`m × n_embd` of the last forward).
@@ -122,25 +123,26 @@ impl Scratch {
         self.hidden = hidden;
     }
 
-    /// Greedy output: the forward returns no logits (an empty slice) and
-    /// [`Scratch::greedy_tokens`] holds each flagged row's greedy pick instead: the
-    /// first index of its largest logit, NaN ignored, `None` where no logit exceeds −∞
-    /// (`fucina_sample`'s greedy choice over the logits the forward would have returned).
-    /// Where the head has a whole-block kernel ([`crate::greedy`]) most logits are then
-    /// never computed exactly. Off by default.
-    pub fn set_greedy_output(&mut self, greedy: bool) {
+    /// Greedy output: with `Some(k)` the forward returns no logits (an empty slice) and
+    /// [`Scratch::picks`] holds each flagged row's greedy pick instead (the first index
+    /// of its largest logit, NaN ignored, `None` where no logit exceeds −∞:
+    /// fucina-sample's greedy choice over the logits the forward would have returned)
+    /// and the ids of its `k` largest logits ([`crate::greedy::top_k`]). Where the head
+    /// has a whole-block kernel ([`crate::greedy`]) most logits are then never computed
+    /// exactly. `None` (the default): logits.
+    pub fn set_greedy_output(&mut self, greedy: Option<usize>) {
         self.greedy = greedy;
     }
 
-    /// Whether greedy output is on.
-    pub fn greedy_output(&self) -> bool {
+    /// The greedy output setting ([`Scratch::set_greedy_output`]).
+    pub fn greedy_output(&self) -> Option<usize> {
         self.greedy
     }
 
-    /// The greedy picks of the last forward with [`Scratch::set_greedy_output`] on, one
-    /// per flagged row.
-    pub fn greedy_tokens(&self) -> &[Option<u32>] {
-        &self.greedy_tokens
+    /// The picks of the last forward with [`Scratch::set_greedy_output`] on, one per
+    /// flagged row.
+    pub fn picks(&self) -> &crate::greedy::Picks {
+        &self.picks
     }
 
     /// Hidden-state capture: the forward also keeps the final-normed hidden state of
@@ -380,19 +382,21 @@ impl Model {
         if s.hidden {
             return Ok(&s.xn[..n_out * e]);
         }
-        if s.greedy
-            && self.output_bias.is_none()
-            && cfg.final_softcap.is_none()
-            && crate::greedy::argmax_rows(
-                &self.pool,
-                &self.output,
-                &s.xn[..n_out * e],
-                n_out,
-                &mut s.mm,
-                &mut s.greedy_tokens,
-            )?
-        {
-            return Ok(&s.logits[..0]);
+        if let Some(k) = s.greedy {
+            if self.output_bias.is_none()
+                && cfg.final_softcap.is_none()
+                && crate::greedy::top_rows(
+                    &self.pool,
+                    &self.output,
+                    &s.xn[..n_out * e],
+                    n_out,
+                    k,
+                    &mut s.mm,
+                    &mut s.picks,
+                )?
+            {
+                return Ok(&s.logits[..0]);
+            }
         }
         let logits = grow(&mut s.logits, n_out * vsz);
         matmul(
@@ -410,10 +414,17 @@ impl Model {
             // step's single row.
             par_rows(&self.pool, logits, 1, &|_, l| soft_cap(l, c));
         }
-        if s.greedy {
-            s.greedy_tokens.clear();
-            s.greedy_tokens
-                .extend(logits.chunks_exact(vsz).map(crate::greedy::first_argmax));
+        if let Some(k) = s.greedy {
+            s.picks.pick.clear();
+            s.picks.top.clear();
+            for row in s.logits[..n_out * vsz].chunks_exact(vsz) {
+                s.picks.pick.push(crate::greedy::first_argmax(row));
+                if k > 0 {
+                    let mut ids = Vec::new();
+                    crate::greedy::top_k(row, k, &mut ids);
+                    s.picks.top.push(ids);
+                }
+            }
             return Ok(&s.logits[..0]);
         }
         Ok(&s.logits[..n_out * vsz])

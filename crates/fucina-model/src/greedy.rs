@@ -1,14 +1,15 @@
 //! The output head's greedy decision without every logit.
 //!
-//! A greedy row needs only the index of its largest logit. Where the head has a
-//! whole-block kernel ([`Packed::approx_dots`]: Q8_0 on AVX-512 VNNI, a third of the
-//! single-row kernel's work per weight), [`argmax_rows`] computes every output
-//! approximately with a proven bound on its distance from the single-row order's
-//! value, keeps the rows whose upper bound reaches the best lower bound, and computes
-//! only those in the single-row order: the winner is the argmax of the logits a pinned
-//! forward computes, bitwise, ties to the lowest index and NaN ignored as
-//! fucina-sample's greedy pick does. A speculative verify of 17 rows on Gemma 3's
-//! 262k-row head is where this pays (the head is compute-bound there).
+//! A greedy row needs only the index of its largest logit (and a speculative decoder
+//! feeding its guesses, the ids of the few largest). Where the head has a whole-block
+//! kernel ([`Packed::approx_dots`]: Q8_0 on AVX-512 VNNI, a third of the single-row
+//! kernel's work per weight), [`top_rows`] computes every output approximately with a
+//! proven bound on its distance from the single-row order's value, keeps the rows whose
+//! upper bound reaches the `k`-th best lower bound, and computes only those in the
+//! single-row order: the picks are those of the logits a pinned forward computes,
+//! bitwise (the greedy pick: first largest, NaN ignored, as fucina-sample's; the top
+//! `k`: best first, ties to the lower id, as [`top_k`]). A speculative verify of 17 rows
+//! on Gemma 3's 262k-row head is where this pays (the head is compute-bound there).
 
 use std::sync::Mutex;
 
@@ -38,21 +39,66 @@ pub fn first_argmax(row: &[f32]) -> Option<u32> {
     best.map(|(i, _)| i as u32)
 }
 
+/// Ids of the `k` largest values of `row` into `out`, best first, ties to the lower id,
+/// NaN skipped.
+pub fn top_k(row: &[f32], k: usize, out: &mut Vec<u32>) {
+    out.clear();
+    if k == 0 {
+        return;
+    }
+    let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+    let mut floor = f32::NEG_INFINITY;
+    for (i, &x) in row.iter().enumerate() {
+        if (best.len() == k && x <= floor) || x.is_nan() {
+            continue;
+        }
+        let at = best.iter().position(|&(v, _)| x > v).unwrap_or(best.len());
+        best.insert(at, (x, i as u32));
+        best.truncate(k);
+        if best.len() == k {
+            floor = best[k - 1].0;
+        }
+    }
+    out.extend(best.iter().map(|&(_, i)| i));
+}
+
+/// What [`top_rows`] gives for each activation row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Picks {
+    /// Per row, its greedy pick ([`first_argmax`] of its logits).
+    pub pick: Vec<Option<u32>>,
+    /// Per row, its `k` largest ids ([`top_k`] of its logits: fewer where fewer are
+    /// not NaN); empty with `k` = 0.
+    pub top: Vec<Vec<u32>>,
+}
+
 /// Running candidates of one activation row within one chunk of weight rows.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Cands {
-    /// The best lower bound seen.
-    lo: f32,
-    /// (weight row, upper bound) of every row whose upper bound reached `lo` when seen.
-    list: Vec<(u32, f32)>,
+    /// A lower bound on the `k`-th largest value (the `k`-th best lower bound seen).
+    thr: f32,
+    /// (weight row, lower bound, upper bound) of every row whose upper bound reached
+    /// `thr` when seen, ascending.
+    list: Vec<(u32, f32, f32)>,
     /// A non-finite value or bound: decide this row from its full logits.
     bad: bool,
 }
 
+/// The `k`-th largest lower bound of `list` (−∞ with fewer than `k`).
+fn kth_lower(list: &[(u32, f32, f32)], k: usize, tmp: &mut Vec<f32>) -> f32 {
+    if list.len() < k {
+        return f32::NEG_INFINITY;
+    }
+    tmp.clear();
+    tmp.extend(list.iter().map(|e| e.1));
+    let (_, kth, _) = tmp.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    *kth
+}
+
 /// For each of the `m` rows of `x` (`m × w.cols()`), the greedy pick
 /// ([`first_argmax`]) of `x · wᵀ` as [`matmul`] computes it in pinned mode, into
-/// `out`. Returns false (nothing done) where `w` has no whole-block kernel. `scratch`'s
-/// activation buffer is reused.
+/// `out`: [`top_rows`] with no top ids. Returns false (nothing done) where `w` has no
+/// whole-block kernel.
 pub fn argmax_rows(
     pool: &ThreadPool,
     w: &Linear,
@@ -61,10 +107,30 @@ pub fn argmax_rows(
     scratch: &mut MatmulScratch,
     out: &mut Vec<Option<u32>>,
 ) -> Result<bool> {
+    let mut picks = Picks::default();
+    let done = top_rows(pool, w, x, m, 0, scratch, &mut picks)?;
+    *out = picks.pick;
+    Ok(done)
+}
+
+/// For each of the `m` rows of `x` (`m × w.cols()`), the greedy pick and the `k`
+/// largest ids ([`first_argmax`], [`top_k`]) of `x · wᵀ` as [`matmul`] computes it in
+/// pinned mode, into `out`. Returns false (nothing done) where `w` has no whole-block
+/// kernel. `scratch`'s activation buffer is reused.
+pub fn top_rows(
+    pool: &ThreadPool,
+    w: &Linear,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    scratch: &mut MatmulScratch,
+    out: &mut Picks,
+) -> Result<bool> {
     let Some(p) = w.packed().filter(|p| p.has_approx()) else {
         return Ok(false);
     };
-    out.clear();
+    out.pick.clear();
+    out.top.clear();
     if m == 0 {
         return Ok(true);
     }
@@ -76,16 +142,16 @@ pub fn argmax_rows(
         .map(|t| q8_0_magnitude(&act[t * act_row..(t + 1) * act_row]))
         .collect();
     let slack = approx_slack(cols / 32);
-    let found = candidates(pool, p, &act, act_row, m, &mags, slack);
-    // The candidates in the single-row order, each 8-row group once.
+    let found = candidates(pool, p, &act, act_row, m, k.max(1), &mags, slack);
+    // The candidates in the single-row order, each 8-row group once, best first.
     let mut full = Vec::new();
     let mut group = [0f32; 8];
     for (t, c) in found.into_iter().enumerate() {
         let a = &act[t * act_row..(t + 1) * act_row];
-        let pick = c.and_then(|list| {
-            let mut best: Option<(u32, f32)> = None;
+        let ranked = c.and_then(|list| {
+            let mut vals: Vec<(f32, u32)> = Vec::with_capacity(list.len());
             let mut at = usize::MAX;
-            for (r, _) in list {
+            for r in list {
                 let g = r as usize / 8;
                 if g != at {
                     p.dots(Q4KOrder::Single, 8 * g..8 * g + 8, a, act_row, &mut group);
@@ -95,16 +161,23 @@ pub fn argmax_rows(
                 if !v.is_finite() {
                     return None;
                 }
-                if best.is_none_or(|(_, b)| v > b) {
-                    best = Some((r, v));
+                vals.push((v, r));
+            }
+            vals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            (vals.len() >= k.max(1)).then_some(vals)
+        });
+        match ranked {
+            Some(vals) => {
+                out.pick.push(Some(vals[0].1));
+                if k > 0 {
+                    out.top.push(vals.iter().take(k).map(|&(_, r)| r).collect());
                 }
             }
-            best.map(|(r, _)| Some(r))
-        });
-        match pick {
-            Some(r) => out.push(r),
             None => {
-                out.push(None);
+                out.pick.push(None);
+                if k > 0 {
+                    out.top.push(Vec::new());
+                }
                 full.push(t);
             }
         }
@@ -112,6 +185,7 @@ pub fn argmax_rows(
     *scratch.act_mut() = act;
     // Rows with a non-finite value somewhere: their full logits, as the sampler sees them.
     let mut logits = vec![0f32; if full.is_empty() { 0 } else { rows }];
+    let mut ids = Vec::new();
     for t in full {
         matmul(
             pool,
@@ -121,16 +195,22 @@ pub fn argmax_rows(
             &mut logits,
             scratch,
         )?;
-        out[t] = first_argmax(&logits);
+        out.pick[t] = first_argmax(&logits);
+        if k > 0 {
+            top_k(&logits, k, &mut ids);
+            out.top[t].clone_from(&ids);
+        }
     }
     Ok(true)
 }
 
 /// Fold one kernel call's values `v` (weight rows `w0..`, largest block scales `d`)
-/// of one activation row into its candidates, `scale` = the bound per unit of `d`:
-/// a pass for the best lower bound (lanes of 16, vectorised), then one that keeps
-/// the rows whose upper bound reaches it (few).
-fn scan(c: &mut Cands, w0: usize, v: &[f32], d: &[f32], scale: f32) {
+/// of one activation row into its candidates, `scale` = the bound per unit of `d`,
+/// `k` the number of largest values wanted: a pass for the best lower bound (lanes of
+/// 16, vectorised; the threshold itself where `k` is 1), then one that keeps the rows
+/// whose upper bound reaches the threshold (few), which is raised to the `k`-th best
+/// lower bound kept whenever the list grows long.
+fn scan(c: &mut Cands, w0: usize, v: &[f32], d: &[f32], scale: f32, k: usize, tmp: &mut Vec<f32>) {
     const L: usize = 16;
     let mut lo = [f32::NEG_INFINITY; L];
     let mut sum = [0f32; L];
@@ -154,33 +234,43 @@ fn scan(c: &mut Cands, w0: usize, v: &[f32], d: &[f32], scale: f32) {
         c.bad = true;
         return;
     }
-    let best = lo.iter().fold(c.lo, |a, &b| if b > a { b } else { a });
-    if best > c.lo {
-        c.lo = best;
-        if c.list.len() >= 32 {
-            c.list.retain(|&(_, h)| h >= best);
+    if k == 1 {
+        let best = lo.iter().fold(c.thr, |a, &b| if b > a { b } else { a });
+        if best > c.thr {
+            c.thr = best;
+            if c.list.len() >= 32 {
+                c.list.retain(|e| e.2 >= best);
+            }
         }
     }
     for (i, (&v, &d)) in v.iter().zip(d).enumerate() {
-        let hi = v + (scale * d + TINY);
-        if hi >= best {
-            c.list.push(((w0 + i) as u32, hi));
+        let e = scale * d + TINY;
+        let hi = v + e;
+        if hi >= c.thr {
+            c.list.push(((w0 + i) as u32, v - e, hi));
+            if k > 1 && c.list.len() >= 4 * k + 256 {
+                c.thr = kth_lower(&c.list, k, tmp);
+                let thr = c.thr;
+                c.list.retain(|e| e.2 >= thr);
+            }
         }
     }
 }
 
 /// Per activation row, the weight rows (ascending) whose approximate value's upper
-/// bound reaches the best lower bound over all rows; `None` where a value or a bound
-/// is not finite.
+/// bound reaches the `k`-th best lower bound over all rows; `None` where a value or a
+/// bound is not finite.
+#[allow(clippy::too_many_arguments)]
 fn candidates(
     pool: &ThreadPool,
     p: &Packed,
     act: &[u8],
     act_row: usize,
     m: usize,
+    k: usize,
     mags: &[f32],
     slack: f32,
-) -> Vec<Option<Vec<(u32, f32)>>> {
+) -> Vec<Option<Vec<u32>>> {
     let rows = p.rows();
     let n_chunks = (rows / 256).clamp(1, pool.n_threads() * 8);
     let chunk = rows.div_ceil(n_chunks).next_multiple_of(16);
@@ -190,13 +280,15 @@ fn candidates(
         let (o0, o1) = (c * chunk, ((c + 1) * chunk).min(rows));
         let mut cands = vec![
             Cands {
-                lo: f32::NEG_INFINITY,
-                ..Cands::default()
+                thr: f32::NEG_INFINITY,
+                list: Vec::new(),
+                bad: false,
             };
             m
         ];
         let mut vals = vec![0f32; W_CALL * Packed::APPROX_ROWS.min(m)];
         let mut dmax = vec![0f32; W_CALL];
+        let mut tmp = Vec::new();
         for t0 in (0..m).step_by(Packed::APPROX_ROWS) {
             let t1 = (t0 + Packed::APPROX_ROWS).min(m);
             let acts = &act[t0 * act_row..t1 * act_row];
@@ -205,7 +297,15 @@ fn candidates(
                 let vals = &mut vals[..(t1 - t0) * nw];
                 p.approx_dots(w0..w0 + nw, acts, act_row, vals, &mut dmax[..nw]);
                 for (t, v) in (t0..t1).zip(vals.chunks_exact(nw)) {
-                    scan(&mut cands[t], w0, v, &dmax[..nw], slack * mags[t]);
+                    scan(
+                        &mut cands[t],
+                        w0,
+                        v,
+                        &dmax[..nw],
+                        slack * mags[t],
+                        k,
+                        &mut tmp,
+                    );
                 }
             }
         }
@@ -215,21 +315,19 @@ fn candidates(
         .into_iter()
         .map(|r| r.into_inner().expect("chunk results"))
         .collect();
+    let mut tmp = Vec::new();
     (0..m)
         .map(|t| {
             if chunks.iter().any(|c| c[t].bad) {
                 return None;
             }
-            let lo = chunks
-                .iter()
-                .map(|c| c[t].lo)
-                .fold(f32::NEG_INFINITY, f32::max);
             // Chunks are in row order and each list ascends: the union ascends.
-            let list: Vec<(u32, f32)> = chunks
+            let all: Vec<(u32, f32, f32)> = chunks
                 .iter()
                 .flat_map(|c| c[t].list.iter().copied())
-                .filter(|&(_, h)| h >= lo)
                 .collect();
+            let thr = kth_lower(&all, k, &mut tmp);
+            let list: Vec<u32> = all.iter().filter(|e| e.2 >= thr).map(|e| e.0).collect();
             (!list.is_empty()).then_some(list)
         })
         .collect()
@@ -281,8 +379,8 @@ mod tests {
         m
     }
 
-    /// The greedy picks equal the first argmax of the pinned matmul's logits, row for
-    /// row, for activations that make the planted ties win (the dequantized row 5,
+    /// The greedy picks equal the first argmax of the pinned matmul's logits, and the top
+    /// ids its top 1, 3 or 8 (the planted ties decide ranks too), row for row, for activations that make the planted ties win (the dequantized row 5,
     /// scaled), random ones, all zeros (every output ties: the first row wins), and
     /// non-finite ones (decided from the full logits), in batches of 1 to 40 rows (past
     /// one kernel call's 32).
@@ -338,12 +436,19 @@ mod tests {
                 let batch: Vec<&Vec<f32>> = xs.iter().cycle().skip(start).take(m).collect();
                 let x: Vec<f32> = batch.iter().flat_map(|v| v.iter().copied()).collect();
                 assert!(argmax_rows(&pool, &lin, &x, m, &mut sc, &mut picks).unwrap());
+                let k = [1, 3, 8][start % 3];
+                let mut tops = Picks::default();
+                assert!(top_rows(&pool, &lin, &x, m, k, &mut sc, &mut tops).unwrap());
                 let mut y = vec![0f32; m * rows];
                 matmul(&pool, &lin, &x, m, &mut y, &mut sc).unwrap();
+                let mut ids = Vec::new();
                 for t in 0..m {
                     let row = &y[t * rows..(t + 1) * rows];
                     let want = first_argmax(row);
                     assert_eq!(picks[t], want, "batch of {m} from {start}, row {t}");
+                    assert_eq!(tops.pick[t], want, "batch of {m} from {start}, row {t}");
+                    top_k(row, k, &mut ids);
+                    assert_eq!(tops.top[t], ids, "top {k}, row {t}");
                     if want == Some(5) && row[1000] == row[5] {
                         ties += 1;
                     }
