@@ -417,9 +417,7 @@ impl SeqPool {
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
             if greedy {
-                let p = self.scratch.picks();
-                self.picks.pick.extend_from_slice(&p.pick);
-                self.picks.top.extend(p.top.iter().cloned());
+                self.picks.extend_from(self.scratch.picks());
             } else {
                 self.all.extend_from_slice(out);
             }
@@ -728,9 +726,7 @@ impl SeqPool {
                 .model
                 .forward(&self.rows, &mut self.caches, &mut self.scratch)?;
             if greedy {
-                let p = self.scratch.picks();
-                self.picks.pick.extend_from_slice(&p.pick);
-                self.picks.top.extend(p.top.iter().cloned());
+                self.picks.extend_from(self.scratch.picks());
             } else {
                 if collect_from.is_some() {
                     // `out` holds the rows with logits, in order: exactly rows `from..`.

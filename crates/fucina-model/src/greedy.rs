@@ -72,6 +72,14 @@ pub struct Picks {
     pub top: Vec<Vec<u32>>,
 }
 
+impl Picks {
+    /// Append `other`'s rows after these.
+    pub fn extend_from(&mut self, other: &Picks) {
+        self.pick.extend_from_slice(&other.pick);
+        self.top.extend(other.top.iter().cloned());
+    }
+}
+
 /// Running candidates of one activation row within one chunk of weight rows.
 #[derive(Clone)]
 struct Cands {

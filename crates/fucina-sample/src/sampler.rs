@@ -97,14 +97,21 @@ impl Sampler {
     /// raw logit (NaN ignored): greedy, with no logit bias and no active penalty. Such a
     /// pick needs no other logit (a verify can take it from a greedy head).
     pub fn decides_by_argmax(&self) -> bool {
-        let pen = Penalties {
+        self.params.is_greedy() && self.params.logit_bias.is_empty() && !self.penalizes()
+    }
+
+    /// The repetition, frequency and presence penalties of the parameters.
+    fn penalties(&self) -> Penalties {
+        Penalties {
             repeat: self.params.repeat_penalty,
             frequency: self.params.frequency_penalty,
             presence: self.params.presence_penalty,
-        };
-        self.params.is_greedy()
-            && self.params.logit_bias.is_empty()
-            && (self.params.repeat_last_n == 0 || pen.is_off())
+        }
+    }
+
+    /// Whether the penalties change any logit (a window and a penalty that is not off).
+    fn penalizes(&self) -> bool {
+        self.params.repeat_last_n != 0 && !self.penalties().is_off()
     }
 
     /// Mirostat's update for `token` drawn elsewhere from the set the last
@@ -188,12 +195,8 @@ impl Sampler {
             p.process(logits, history)?;
         }
         penalty::apply_bias(logits, &self.params.logit_bias);
-        let pen = Penalties {
-            repeat: self.params.repeat_penalty,
-            frequency: self.params.frequency_penalty,
-            presence: self.params.presence_penalty,
-        };
-        if self.params.repeat_last_n != 0 && !pen.is_off() {
+        if self.penalizes() {
+            let pen = self.penalties();
             let counted = &history[self.penalty_start.min(history.len())..];
             pen.apply(
                 logits,
