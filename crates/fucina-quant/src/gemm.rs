@@ -197,12 +197,13 @@ impl TileDot {
     /// Weight rows worth passing per [`TileDot::dots`] call with several activation
     /// rows: 16 for Q4_K on AVX-512 (two 8-row halves per 512-bit register), 64 for the
     /// Q8_0-activation types on AVX2 (which regroup the activation rows once per
-    /// call), else 8.
+    /// call) and AVX-512 (which prepare them once per call for the packed Q8_0 GEMM
+    /// their weights are decoded into), else 8.
     pub fn weights_per_call(&self) -> usize {
         use GgmlType::{Q4_0, Q4_K, Q5_0, Q8_0};
         match (self.entry.path, self.entry.ty) {
             (KernelPath::Simd(Isa::Avx512), Q4_K) => 16,
-            (KernelPath::Simd(Isa::Avx2), Q4_0 | Q5_0 | Q8_0) => 64,
+            (KernelPath::Simd(Isa::Avx2 | Isa::Avx512), Q4_0 | Q5_0 | Q8_0) => 64,
             _ => 8,
         }
     }

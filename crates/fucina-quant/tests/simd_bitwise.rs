@@ -57,7 +57,7 @@ fn tiles_equal_single_row_dots_for_any_row_count() {
         for ty in TYPES {
             let entry = kernels.entry(ty).expect("entry");
             let tiles = TileDot::new(&entry);
-            let ws: Vec<Vec<u8>> = (0..11u64)
+            let ws: Vec<Vec<u8>> = (0..27u64)
                 .map(|i| weights(ty, N, 200 + i, 0.5 + i as f32))
                 .collect();
             let stride = entry.act.row_bytes(N);
@@ -68,7 +68,7 @@ fn tiles_equal_single_row_dots_for_any_row_count() {
                     .quantize_row(&uniform(300 + r, N, 1.0 + 3.0 * r as f32), &mut acts)
                     .expect("activations");
             }
-            for nw in [1usize, 2, 3, 7, 8, 11] {
+            for nw in [1usize, 2, 3, 7, 8, 11, 16, 27] {
                 let w: Vec<&[u8]> = ws[..nw].iter().map(|v| v.as_slice()).collect();
                 for nt in [1usize, 2, 3, 4, 5, 8, 9, 16, 17] {
                     let mut out = vec![f32::NAN; nt * nw];

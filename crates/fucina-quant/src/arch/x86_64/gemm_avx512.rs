@@ -14,9 +14,29 @@ gemm_kernels!(
     8
 );
 
-tile_entry!(q4_0_q8_0, q4_0_tile);
-tile_entry!(q5_0_q8_0, q5_0_tile);
-tile_entry!(q8_0_q8_0, q8_0_tile);
+tile_entry!(q4_0_tiles, q4_0_tile);
+tile_entry!(q5_0_tiles, q5_0_tile);
+tile_entry!(q8_0_tiles, q8_0_tile);
+
+// Row-major Q4_0 / Q5_0 / Q8_0 weights with several activation rows: decoded 8 rows at a
+// time into the packed Q8_0 layout and multiplied by its GEMM (bitwise the same dots,
+// about twice the tiles' throughput); the tiles take the rest.
+macro_rules! legacy_entry {
+    ($name:ident, $ty:ident, $tiles:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+        fn $name(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+            use super::q8_0_x8::{legacy_gemm, Legacy};
+            // The closure inherits `$name`'s features (`$tiles`'), and `legacy_gemm`,
+            // which has them too, is its only caller.
+            let tiles: fn(&[&[u8]], &[u8], usize, &mut [f32]) =
+                |ws, acts, stride, out| $tiles(ws, acts, stride, out);
+            legacy_gemm(Legacy::$ty, ws, acts, stride, out, tiles)
+        }
+    };
+}
+legacy_entry!(q4_0_q8_0, Q4_0, q4_0_tiles);
+legacy_entry!(q5_0_q8_0, Q5_0, q5_0_tiles);
+legacy_entry!(q8_0_q8_0, Q8_0, q8_0_tiles);
 
 // The integer primitives of `avx512` (kept identical: the bitwise tests compare them).
 

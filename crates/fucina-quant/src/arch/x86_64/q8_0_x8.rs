@@ -179,10 +179,20 @@ struct ActBlock {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, out: &mut [f32]) {
-    let dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    let offset = _mm512_set1_epi8(-128);
     // The activation-only work of the GEMV, once per call instead of once per group.
     let mut prep = Vec::with_capacity(nt * nb);
+    prepare(acts, stride, nt, nb, &mut prep);
+    let n = out.len() / nt;
+    gemm_prepared(groups, nb, &prep, nt, out, n);
+}
+
+/// The activation-only work of the GEMV for `nt` rows of `nb` blocks (`acts[t * stride..]`),
+/// appended to `prep` (row `t`, block `b` at `t * nb + b`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn prepare(acts: &[u8], stride: usize, nt: usize, nb: usize, prep: &mut Vec<ActBlock>) {
+    let dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    let offset = _mm512_set1_epi8(-128);
     for t in 0..nt {
         for b in 0..nb {
             let y = &acts[t * stride + BLOCK * b..t * stride + BLOCK * (b + 1)];
@@ -197,28 +207,51 @@ fn gemm_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, ou
             prep.push(ActBlock { ydup, start, d });
         }
     }
-    let n = out.len() / nt;
+}
+
+/// `out[t * ld + i]` = dot of packed row `i` with prepared activation row `t < nt`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[inline]
+fn gemm_prepared(
+    groups: &[u8],
+    nb: usize,
+    prep: &[ActBlock],
+    nt: usize,
+    out: &mut [f32],
+    ld: usize,
+) {
+    // Tiles of nearly equal height (17 rows: 4, 4, 3, 3, 3 rather than 4, 4, 4, 4, 1):
+    // each tile reads every weight block once, so a one-row tile costs almost as much
+    // as a full one.
+    let tiles = nt.div_ceil(GEMM_ROWS);
     let mut t0 = 0;
-    while t0 < nt {
-        let rows = (nt - t0).min(GEMM_ROWS);
+    for i in 0..tiles {
+        let rows = (nt - t0).div_ceil(tiles - i);
         let p = &prep[t0 * nb..(t0 + rows) * nb];
-        let o = &mut out[t0 * n..(t0 + rows) * n];
+        let o = &mut out[t0 * ld..];
         match rows {
-            4 => gemm_tile::<4>(groups, nb, p, o),
-            3 => gemm_tile::<3>(groups, nb, p, o),
-            2 => gemm_tile::<2>(groups, nb, p, o),
-            _ => gemm_tile::<1>(groups, nb, p, o),
+            4 => gemm_tile::<4>(groups, nb, p, o, ld),
+            3 => gemm_tile::<3>(groups, nb, p, o, ld),
+            2 => gemm_tile::<2>(groups, nb, p, o, ld),
+            _ => gemm_tile::<1>(groups, nb, p, o, ld),
         }
         t0 += rows;
     }
 }
 
-/// [`gemm_rows`] for `N` activation rows (`prep[r * nb + b]`: row `r`, block `b`).
+/// [`gemm_rows`] for `N` activation rows (`prep[r * nb + b]`: row `r`, block `b`),
+/// output row `r` at `out[r * ld..]`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 #[inline]
-fn gemm_tile<const N: usize>(groups: &[u8], nb: usize, prep: &[ActBlock], out: &mut [f32]) {
+fn gemm_tile<const N: usize>(
+    groups: &[u8],
+    nb: usize,
+    prep: &[ActBlock],
+    out: &mut [f32],
+    ld: usize,
+) {
     let pair_d = pair_scales();
-    let n = out.len() / N;
+    let n = ld;
     for (g, grp) in groups.chunks_exact(nb * GROUP_BLOCK).enumerate() {
         let (quants, scales) = grp.split_at(256 * nb);
         let mut acc = [[_mm512_setzero_ps(); 4]; N];
@@ -231,19 +264,18 @@ fn gemm_tile<const N: usize>(groups: &[u8], nb: usize, prep: &[ActBlock], out: &
             }
             // SAFETY: `s` is 16 readable bytes; `loadu` needs no alignment.
             let wd = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s.as_ptr().cast()) });
-            let wd = _mm512_castps256_ps512(wd);
             // SAFETY: `q[64k..64k + 64]` is readable (k < 4); `loadu` needs no alignment.
             let w: [__m512i; 4] = core::array::from_fn(|k| unsafe {
                 _mm512_loadu_si512(q[64 * k..].as_ptr().cast())
             });
-            let wdk: [__m512; 4] = core::array::from_fn(|k| _mm512_permutexvar_ps(pair_d[k], wd));
             for (r, acc) in acc.iter_mut().enumerate() {
                 let y = prep[r * nb + b];
-                let yd = _mm512_set1_ps(y.d);
+                // `d_w · d_a` of the 8 rows at once, then spread per pair (as the GEMV):
+                // one multiply instead of four, the spreading on the shuffle port.
+                let d = _mm512_castps256_ps512(_mm256_mul_ps(wd, _mm256_set1_ps(y.d)));
                 for k in 0..4 {
                     let sum = _mm512_dpbusd_epi32(y.start, w[k], y.ydup);
-                    // `d_w · d_a` per row, as the GEMV's `wd · yd` then permute.
-                    let dk = _mm512_mul_ps(wdk[k], yd);
+                    let dk = _mm512_permutexvar_ps(pair_d[k], d);
                     acc[k] = _mm512_fmadd_ps(dk, _mm512_cvtepi32_ps(sum), acc[k]);
                 }
             }
@@ -257,6 +289,153 @@ fn gemm_tile<const N: usize>(groups: &[u8], nb: usize, prep: &[ActBlock], out: &
             }
         }
     }
+}
+
+/// Row-major blocks of the types whose ggml dot has Q8_0's float structure (an f16
+/// scale per 32 quants, lane `i` = the exact sum of quants `4i..4i + 4` times the
+/// activation's, one FMA by `d_w·d_a` per block): [`legacy_gemm`] decodes them into
+/// the packed layout on the fly.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Legacy {
+    /// `d`, then 16 bytes of nibbles (`q - 8`).
+    Q4_0,
+    /// `d`, 32 high bits, then 16 bytes of nibbles (`q - 16`).
+    Q5_0,
+    /// `d`, then 32 signed quants.
+    Q8_0,
+}
+
+impl Legacy {
+    fn block_bytes(self) -> usize {
+        match self {
+            Legacy::Q4_0 => 18,
+            Legacy::Q5_0 => 22,
+            Legacy::Q8_0 => 34,
+        }
+    }
+
+    /// One block's 32 quants offset to unsigned (`q + 128`, the packed layout's bytes).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+    #[inline]
+    fn unsigned_quants(self, x: &[u8]) -> __m256i {
+        // Low nibbles in bytes 0..16, high nibbles in 16..32 (ggml's order).
+        let nibbles = |q: &[u8]| {
+            // SAFETY: `q` is 16 readable bytes; `loadu` needs no alignment.
+            let v = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
+            let lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), _mm_set1_epi8(0x0F));
+            _mm256_set_m128i(hi, lo)
+        };
+        match self {
+            Legacy::Q4_0 => _mm256_add_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(120)),
+            Legacy::Q5_0 => {
+                let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                let hb = _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10));
+                let q = _mm256_or_si256(nibbles(&x[6..22]), hb);
+                _mm256_add_epi8(q, _mm256_set1_epi8(112))
+            }
+            Legacy::Q8_0 => {
+                // SAFETY: `x[2..34]` is 32 readable bytes; `loadu` needs no alignment.
+                let q = unsafe { _mm256_loadu_si256(x[2..34].as_ptr().cast()) };
+                _mm256_xor_si256(q, _mm256_set1_epi8(-128))
+            }
+        }
+    }
+}
+
+/// Fewest activation rows for which [`legacy_gemm`] decodes. Fewer rows stay on the
+/// register tiles: with weights streamed from memory (a model's forward, not a hot
+/// matrix) decoding costs more than it saves there. Gemma 3 270M's Q5_0 matrices
+/// (Xeon, AVX-512, 2 threads): greedy verify of 2 / 3 / 5 / 9 / 17 rows 1.08 / 1.25 /
+/// 1.52 / 2.12 / 3.32 plain steps on the tiles, 1.18 / 1.29 / 1.51 / 1.99 / 3.01
+/// decoded.
+pub(crate) const LEGACY_MIN_ROWS: usize = 5;
+
+/// Scratch of [`legacy_gemm`], reused by each thread across calls.
+struct LegacyScratch {
+    groups: Vec<u8>,
+    prep: Vec<ActBlock>,
+    rest: Vec<f32>,
+}
+
+std::thread_local! {
+    static LEGACY_SCRATCH: std::cell::RefCell<LegacyScratch> =
+        const { std::cell::RefCell::new(LegacyScratch { groups: Vec::new(), prep: Vec::new(), rest: Vec::new() }) };
+}
+
+/// The multi-row kernel for row-major `ty` weight rows `ws` (a [`crate::gemm::TileFn`]):
+/// with at least [`LEGACY_MIN_ROWS`] activation rows, each 8 weight rows are decoded into
+/// one packed group (the Q8_0 quants and scales of the same values) and go through the
+/// packed GEMM, whose every output is bitwise the single-row Q8_0 dot of those values,
+/// i.e. the single-row `ty` dot (same integer lanes, same `d_w·d_a`, same FMA and
+/// horizontal-sum order). The last `ws.len() % 8` rows, and calls with fewer activation
+/// rows, go to `tiles` (the register-tiled kernel).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+pub(crate) fn legacy_gemm(
+    ty: Legacy,
+    ws: &[&[u8]],
+    acts: &[u8],
+    stride: usize,
+    out: &mut [f32],
+    tiles: fn(&[&[u8]], &[u8], usize, &mut [f32]),
+) {
+    let nw = ws.len();
+    let nt = if nw == 0 { 0 } else { out.len() / nw };
+    let full = nw - nw % GROUP_ROWS;
+    let ts = ty.block_bytes();
+    // Blocks per dot: as the single-row kernels, the shorter of the two rows.
+    let nb = ws.iter().fold(stride / BLOCK, |n, x| n.min(x.len() / ts));
+    if nt < LEGACY_MIN_ROWS || full == 0 || nb == 0 || acts.len() < nt * stride {
+        return tiles(ws, acts, stride, out);
+    }
+    LEGACY_SCRATCH.with_borrow_mut(|s| {
+        let LegacyScratch { groups, prep, rest } = s;
+        let gs = nb * GROUP_BLOCK;
+        // Every byte is written below: grow, never clear.
+        let need = full / GROUP_ROWS * gs;
+        if groups.len() < need {
+            groups.resize(need, 0);
+        }
+        let groups = &mut groups[..need];
+        let idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        for (g, grp) in groups.chunks_exact_mut(gs).enumerate() {
+            let rows = &ws[g * GROUP_ROWS..(g + 1) * GROUP_ROWS];
+            let (quants, scales) = grp.split_at_mut(256 * nb);
+            for k in 0..GROUP_ROWS / 2 {
+                let blocks = rows[2 * k]
+                    .chunks_exact(ts)
+                    .zip(rows[2 * k + 1].chunks_exact(ts))
+                    .zip(
+                        quants
+                            .chunks_exact_mut(256)
+                            .zip(scales.chunks_exact_mut(16)),
+                    );
+                for ((x0, x1), (q, sc)) in blocks {
+                    let q0 = _mm512_castsi256_si512(ty.unsigned_quants(x0));
+                    let q1 = _mm512_castsi256_si512(ty.unsigned_quants(x1));
+                    let pair = _mm512_permutex2var_epi32(q0, idx, q1);
+                    // SAFETY: `q[64k..64k + 64]` is writable (k < 4); `storeu` needs no
+                    // alignment.
+                    unsafe { _mm512_storeu_si512(q[64 * k..].as_mut_ptr().cast(), pair) };
+                    sc[4 * k..4 * k + 4].copy_from_slice(&[x0[0], x0[1], x1[0], x1[1]]);
+                }
+            }
+        }
+        prep.clear();
+        prepare(acts, stride, nt, nb, prep);
+        gemm_prepared(groups, nb, prep, nt, out, nw);
+        if full < nw {
+            let nr = nw - full;
+            if rest.len() < nt * nr {
+                rest.resize(nt * nr, 0.0);
+            }
+            let rest = &mut rest[..nt * nr];
+            tiles(&ws[full..], acts, stride, rest);
+            for (o, r) in out.chunks_exact_mut(nw).zip(rest.chunks_exact(nr)) {
+                o[full..].copy_from_slice(r);
+            }
+        }
+    });
 }
 
 /// `hsum_float_8` of the two rows interleaved in `acc` (dword 2i / 2i + 1 = lane i of
