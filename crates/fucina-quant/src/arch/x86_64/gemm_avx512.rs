@@ -28,8 +28,7 @@ macro_rules! legacy_entry {
             use super::q8_0_x8::{legacy_gemm, Legacy};
             // The closure inherits `$name`'s features (`$tiles`'), and `legacy_gemm`,
             // which has them too, is its only caller.
-            let tiles: fn(&[&[u8]], &[u8], usize, &mut [f32]) =
-                |ws, acts, stride, out| $tiles(ws, acts, stride, out);
+            let tiles: crate::gemm::TileFn = |ws, acts, stride, out| $tiles(ws, acts, stride, out);
             legacy_gemm(Legacy::$ty, ws, acts, stride, out, tiles)
         }
     };

@@ -377,10 +377,10 @@ pub(crate) fn legacy_gemm(
     acts: &[u8],
     stride: usize,
     out: &mut [f32],
-    tiles: fn(&[&[u8]], &[u8], usize, &mut [f32]),
+    tiles: crate::gemm::TileFn,
 ) {
     let nw = ws.len();
-    let nt = if nw == 0 { 0 } else { out.len() / nw };
+    let nt = out.len().checked_div(nw).unwrap_or(0);
     let full = nw - nw % GROUP_ROWS;
     let ts = ty.block_bytes();
     // Blocks per dot: as the single-row kernels, the shorter of the two rows.
