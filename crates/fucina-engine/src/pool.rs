@@ -362,13 +362,32 @@ impl SeqPool {
     /// row per flagged item in order. Numerics follow the pool's pinned setting: with
     /// it on, every row is bitwise what it gives alone. Nothing is appended on error.
     pub fn eval_mixed(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&mut [f32]> {
-        self.eval_mixed_rows(items)?;
-        Ok(&mut self.all)
+        self.eval_mixed_from(&last_rows(items))
     }
 
     /// [`SeqPool::eval_mixed`] returning each flagged row's greedy pick instead of its
     /// logits (as [`SeqPool::eval_verify_greedy_from`] does, with no top ids).
     pub fn eval_mixed_greedy(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<&[Option<u32>]> {
+        self.eval_mixed_greedy_from(&last_rows(items))
+    }
+
+    /// [`SeqPool::eval_mixed`] with the logits of every row `from..` of each item whose
+    /// `from` is given (a speculative verify's rows among a batch's decode rows), in
+    /// order: item by item, row by row.
+    pub fn eval_mixed_from(
+        &mut self,
+        items: &[(SeqId, &[u32], Option<usize>)],
+    ) -> Result<&mut [f32]> {
+        self.eval_mixed_rows(items)?;
+        Ok(&mut self.all)
+    }
+
+    /// [`SeqPool::eval_mixed_from`] returning each of those rows' greedy pick instead
+    /// of its logits.
+    pub fn eval_mixed_greedy_from(
+        &mut self,
+        items: &[(SeqId, &[u32], Option<usize>)],
+    ) -> Result<&[Option<u32>]> {
         self.picks = Default::default();
         self.scratch.set_greedy_output(Some(0));
         let r = self.eval_mixed_rows(items);
@@ -377,7 +396,7 @@ impl SeqPool {
         Ok(&self.picks.pick)
     }
 
-    fn eval_mixed_rows(&mut self, items: &[(SeqId, &[u32], bool)]) -> Result<()> {
+    fn eval_mixed_rows(&mut self, items: &[(SeqId, &[u32], Option<usize>)]) -> Result<()> {
         if items.is_empty() || items.iter().all(|(_, t, _)| t.is_empty()) {
             return Err(invalid("items", "nothing to evaluate"));
         }
@@ -401,13 +420,12 @@ impl SeqPool {
                 }
                 .into());
             }
-            let n = tokens.len();
             self.rows
                 .extend(tokens.iter().enumerate().map(|(k, &token)| BatchRow {
                     seq: i,
                     pos: start + k,
                     token,
-                    logits: logits && k + 1 == n,
+                    logits: logits.is_some_and(|from| k >= from),
                 }));
         }
         self.all.clear();
@@ -747,4 +765,12 @@ impl SeqPool {
         }
         Ok(())
     }
+}
+
+/// `eval_mixed`'s items as `eval_mixed_from`'s: a flagged item's last row only.
+fn last_rows<'a>(items: &[(SeqId, &'a [u32], bool)]) -> Vec<(SeqId, &'a [u32], Option<usize>)> {
+    items
+        .iter()
+        .map(|&(id, tokens, logits)| (id, tokens, logits.then(|| tokens.len().saturating_sub(1))))
+        .collect()
 }

@@ -116,10 +116,28 @@ impl Generation {
         if let Some(m) = self.spec.as_deref_mut().and_then(|s| s.mtp.as_mut()) {
             m.sync(pool, seq);
         }
+        let draft = self.next_draft(pool.n_ctx(), extra)?;
+        let result = if draft.is_empty() {
+            self.plain_step(pool, extra)
+        } else {
+            self.verify(pool, extra, &draft)
+        };
+        self.recycle_draft(draft);
+        result
+    }
+
+    /// The draft of this decode step (empty: a plain step), as the gate and the
+    /// processors allow; the stats count a step the gate kept plain or a draft too
+    /// short to verify. Give it back with [`Generation::recycle_draft`].
+    pub(crate) fn next_draft(
+        &mut self,
+        n_ctx: usize,
+        extra: &mut [&mut dyn LogitProcessor],
+    ) -> Result<Vec<u32>> {
         let room = self
             .remaining()
             .saturating_sub(1)
-            .min(pool.n_ctx().saturating_sub(self.history.len()));
+            .min(n_ctx.saturating_sub(self.history.len()));
         let (mut draft, allowed) = {
             let Some(spec) = self.spec.as_deref_mut() else {
                 return Err(crate::error::invalid("speculation", "is off"));
@@ -179,14 +197,26 @@ impl Generation {
             draft.clear();
             spec.stats.fallback_steps += 1;
         }
-        let result = if draft.is_empty() {
-            self.plain_step(pool, extra)
-        } else {
-            self.verify(pool, extra, &draft)
-        };
-        draft.clear();
-        self.spec_mut().draft = draft;
-        result
+        Ok(draft)
+    }
+
+    /// Hand a draft's buffer back for the next step's.
+    pub(crate) fn recycle_draft(&mut self, mut draft: Vec<u32>) {
+        if let Some(spec) = self.spec.as_deref_mut() {
+            draft.clear();
+            spec.draft = draft;
+        }
+    }
+
+    /// A batched step (the scheduler's) evaluated this generation's pending row without
+    /// a draft and took `secs` of the forward's time: what its gate weighs verifies
+    /// against, as a plain step's time.
+    pub(crate) fn record_batched_plain(&mut self, secs: f64) {
+        if let Some(spec) = self.spec.as_deref_mut() {
+            spec.gate.record_plain(secs);
+            spec.stats.steps += 1;
+            spec.stats.committed += 1;
+        }
     }
 
     fn plain_step(
@@ -239,9 +269,8 @@ impl Generation {
         Ok(step)
     }
 
-    /// One forward over the pending tokens and `draft`, then the decisions row by row:
-    /// while each committed token (and the tokens a grammar forces after it) equals the
-    /// next row's input, the row after it is valid and decides the next token.
+    /// One forward over the pending tokens and `draft`, then the decisions row by row
+    /// ([`Generation::accept_verified`]).
     fn verify(
         &mut self,
         pool: &mut SeqPool,
@@ -249,11 +278,7 @@ impl Generation {
         draft: &[u32],
     ) -> Result<Step> {
         let t0 = Instant::now();
-        let n0 = self.evaluated();
-        let p = self.history.len() - n0;
-        let mut rows = Vec::with_capacity(p + draft.len());
-        rows.extend_from_slice(&self.history[n0..]);
-        rows.extend_from_slice(draft);
+        let rows = self.verify_rows(draft);
         let seq = self.seq();
         let (wants, k) = {
             let spec = self.spec_mut();
@@ -261,7 +286,7 @@ impl Generation {
             (wants, spec.gate.options().topk_feedback)
         };
         // Rows before the last pending one predict tokens already committed.
-        let first = p - 1;
+        let first = self.history.len() - self.evaluated() - 1;
         if self.spec_mut().mtp.is_some() {
             MtpDraft::request_capture(pool, seq);
         }
@@ -270,36 +295,73 @@ impl Generation {
         // (bitwise the same picks and ids).
         let greedy = extra.is_empty() && self.decides_by_argmax();
         let mut picks = fucina_model::greedy::Picks::default();
-        let mut empty = [0f32; 0];
-        let logits: &mut [f32] = if greedy {
+        let verified = if greedy {
             let kk = if wants { k } else { 0 };
             picks.clone_from(pool.eval_verify_greedy_from(seq, &rows, first, kk)?);
-            &mut empty
+            Verified::Picks {
+                pick: &picks.pick,
+                top: wants.then_some(&mut picks.top[..]),
+            }
         } else {
-            pool.eval_verify_from(seq, &rows, first)?
+            Verified::Logits {
+                logits: pool.eval_verify_from(seq, &rows, first)?,
+                top_k: wants.then_some(k),
+            }
         };
-        let vocab = logits.len() / (rows.len() - first);
-        let mut topk: Vec<Vec<u32>> = Vec::new();
+        let result = self.accept_verified(extra, &rows, draft.len(), verified);
+        self.finish_verify(pool, &rows, draft.len(), result, Cost::Since(t0))
+    }
+
+    /// The rows a verify of `draft` evaluates: the pending tokens, then the draft.
+    pub(crate) fn verify_rows(&self, draft: &[u32]) -> Vec<u32> {
+        let pending = &self.history[self.evaluated()..];
+        let mut rows = Vec::with_capacity(pending.len() + draft.len());
+        rows.extend_from_slice(pending);
+        rows.extend_from_slice(draft);
+        rows
+    }
+
+    /// The decisions on a verify's rows, which the caller has appended to the sequence
+    /// (`rows`: the pending tokens, then `drafted` draft tokens; `verified`: the rows
+    /// from the last pending one on): while each committed token (and the tokens a
+    /// grammar forces after it) equals the next row's input, the row after it is valid
+    /// and decides the next token. Finish with [`Generation::finish_verify`].
+    pub(crate) fn accept_verified(
+        &mut self,
+        extra: &mut [&mut dyn LogitProcessor],
+        rows: &[u32],
+        drafted: usize,
+        verified: Verified<'_>,
+    ) -> Accepted {
+        let n0 = self.evaluated();
+        let p = rows.len() - drafted;
+        let first = p - 1;
+        let mut top_rows: Vec<Vec<u32>> = Vec::new();
         let (mut committed, mut accepted, mut forced_in, mut rejected) = (0usize, 0, 0, false);
         // Rows whose input is committed history (the cache keeps exactly those).
         let mut valid = p;
         let mut failure = None;
+        let mut verified = verified;
         let mut r = first;
         while r < rows.len() {
             let at = self.history.len();
-            let decided = if greedy {
-                if wants {
-                    topk.push(std::mem::take(&mut picks.top[r - first]));
+            let decided = match &mut verified {
+                Verified::Picks { pick, top } => {
+                    if let Some(top) = top {
+                        top_rows.push(std::mem::take(&mut top[r - first]));
+                    }
+                    self.decide_pick(pick[r - first])
                 }
-                self.decide_pick(picks.pick[r - first])
-            } else {
-                let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
-                if wants {
-                    let mut ids = Vec::new();
-                    fucina_model::greedy::top_k(row, k, &mut ids);
-                    topk.push(ids);
+                Verified::Logits { logits, top_k } => {
+                    let vocab = logits.len() / (rows.len() - first);
+                    let row = &mut logits[(r - first) * vocab..(r - first + 1) * vocab];
+                    if let Some(k) = *top_k {
+                        let mut ids = Vec::new();
+                        fucina_model::greedy::top_k(row, k, &mut ids);
+                        top_rows.push(ids);
+                    }
+                    self.decide_inner(row, extra)
                 }
-                self.decide_inner(row, extra)
             };
             let step = match decided {
                 Ok(step) => step,
@@ -346,30 +408,57 @@ impl Generation {
             }
             r += matched;
         }
-        // The cache keeps every row whose input is committed history (a hybrid model's
-        // cache may land earlier: the next step evaluates the rest).
-        pool.truncate(seq, n0 + valid)?;
-        self.set_evaluated(pool.len(seq)?);
+        Accepted {
+            keep: n0 + valid,
+            committed,
+            accepted: accepted + forced_in,
+            forced_in,
+            rejected,
+            bonus: valid == rows.len() && !rejected,
+            failure,
+            top_rows,
+        }
+    }
+
+    /// The end of a verify whose decisions [`Generation::accept_verified`] made: the
+    /// cache keeps every row whose input is committed history (a hybrid model's cache
+    /// may land earlier: the next step evaluates the rest), the stats and the gate
+    /// count it (at `cost`), the index learns the committed tokens; the first step
+    /// committed (the others are queued).
+    pub(crate) fn finish_verify(
+        &mut self,
+        pool: &mut SeqPool,
+        rows: &[u32],
+        drafted: usize,
+        a: Accepted,
+        cost: Cost,
+    ) -> Result<Step> {
+        let seq = self.seq();
+        let truncated = pool.truncate(seq, a.keep).and_then(|()| pool.len(seq));
+        let first = rows.len() - drafted - 1;
         let spec = self.spec_mut();
-        let dt = t0.elapsed().as_secs_f64() + std::mem::take(&mut spec.draft_s);
+        let secs = match cost {
+            Cost::Since(t0) => t0.elapsed().as_secs_f64(),
+            Cost::Secs(s) => s,
+        } + std::mem::take(&mut spec.draft_s);
         spec.stats.steps += 1;
         spec.stats.spec_steps += 1;
-        spec.stats.drafted += draft.len();
-        spec.stats.accepted += accepted + forced_in;
-        spec.stats.rejected_steps += usize::from(rejected);
-        spec.stats.bonus += usize::from(valid == rows.len() && !rejected);
-        spec.stats.committed += committed;
+        spec.stats.drafted += drafted;
+        spec.stats.accepted += a.accepted;
+        spec.stats.rejected_steps += usize::from(a.rejected);
+        spec.stats.bonus += usize::from(a.bonus);
+        spec.stats.committed += a.committed;
         spec.gate.record_verify(
             rows.len() - first,
-            draft.len(),
-            accepted + forced_in,
-            committed + forced_in,
-            dt,
+            drafted,
+            a.accepted,
+            a.committed + a.forced_in,
+            secs,
         );
-        if wants {
+        if !a.top_rows.is_empty() {
             let fed: Vec<TopKRow<'_>> = rows[first..]
                 .iter()
-                .zip(&topk)
+                .zip(&a.top_rows)
                 .map(|(&token, ids)| TopKRow { token, topk: ids })
                 .collect();
             spec.index.observe_topk(&fed);
@@ -377,7 +466,8 @@ impl Generation {
         // Every token this verify committed reaches the index at once, so the draft's
         // source is credited with its whole accepted run.
         self.sync_index();
-        match (self.ready.pop_front(), failure) {
+        self.set_evaluated(truncated?);
+        match (self.ready.pop_front(), a.failure) {
             (Some(step), failure) => {
                 self.deferred = failure;
                 Ok(step)
@@ -389,4 +479,39 @@ impl Generation {
             )),
         }
     }
+}
+
+/// What a verify's forward gave for its rows from the last pending one on.
+pub(crate) enum Verified<'a> {
+    /// The greedy head's picks, and each row's top ids where the guesses want them.
+    Picks {
+        pick: &'a [Option<u32>],
+        top: Option<&'a mut [Vec<u32>]>,
+    },
+    /// Every row's logits, and how many top ids to take from each for the guesses.
+    Logits {
+        logits: &'a mut [f32],
+        top_k: Option<usize>,
+    },
+}
+
+/// A verify's decisions ([`Generation::accept_verified`]).
+pub(crate) struct Accepted {
+    /// Cache length to keep.
+    keep: usize,
+    committed: usize,
+    /// Drafts accepted, forced tokens that matched the draft included.
+    accepted: usize,
+    forced_in: usize,
+    rejected: bool,
+    bonus: bool,
+    failure: Option<crate::error::EngineError>,
+    top_rows: Vec<Vec<u32>>,
+}
+
+/// What a verify cost the gate weighs: the time since it began (a lone step), or a
+/// share of a batched forward's.
+pub(crate) enum Cost {
+    Since(Instant),
+    Secs(f64),
 }

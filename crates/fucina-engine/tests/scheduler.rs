@@ -1,6 +1,7 @@
 //! The continuous-batching scheduler on the real Gemma 3 270M: requests run
 //! together give exactly the tokens they give alone (admission beyond the slots,
-//! chunked prefill, batched decode, speculation on a lone stream), the queue is
+//! chunked prefill, batched decode, speculation on a lone stream and verifies inside
+//! the batched forward), the queue is
 //! bounded, cancellation frees a slot at the next step, one request's failure
 //! leaves the others untouched, prompts reuse prefixes across requests (a slot's
 //! own and rows copied from a busy slot), and embeddings are unit vectors.
@@ -180,6 +181,56 @@ fn requests_run_together_give_the_tokens_they_give_alone() {
         prompt_total as u64
     );
     assert!(m.decode_rows > 0 && m.steps > 0 && m.generated_tokens == 50);
+}
+
+#[test]
+fn speculative_requests_verify_their_drafts_in_the_shared_forward() {
+    // Texts that repeat, so the drafts come from the prompts and the outputs.
+    let prompts = [
+        encode("red green blue red green blue red green blue red green blue red"),
+        encode("1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2"),
+        encode("The cat sat on the mat. The cat sat on the mat. The cat sat on the"),
+        encode("abc abc abc abc abc abc abc abc abc abc abc abc"),
+    ];
+    // Drafting whatever the clock says (`economics` off) for three, the default gate
+    // for one; greedy and seeded sampling with a penalty (rows decided from logits).
+    let always = SpecOptions {
+        economics: false,
+        ..SpecOptions::default()
+    };
+    let mut options = vec![
+        opts(40, 0.0, 0),
+        opts(40, 0.8, 11),
+        opts(40, 0.0, 0),
+        opts(40, 0.0, 0),
+    ];
+    options[1].sampling.repeat_penalty = 1.1;
+    for (o, spec) in options.iter_mut().zip([&always, &always, &always]) {
+        o.speculation = Some(spec.clone());
+    }
+    options[3].speculation = Some(SpecOptions::default());
+    let s = scheduler(4, 64, 16);
+    let handles: Vec<RequestHandle> = prompts
+        .iter()
+        .zip(&options)
+        .map(|(p, o)| s.submit(request(p, o.clone())).expect("submit"))
+        .collect();
+    for ((h, p), o) in handles.iter().zip(&prompts).zip(&options) {
+        let run = wait(h);
+        assert_eq!(run.error, None);
+        assert_eq!(run.finish, Some(FinishReason::Length));
+        let plain = GenerationOptions {
+            speculation: None,
+            ..o.clone()
+        };
+        assert_eq!(run.tokens, solo(p, plain), "prompt {p:?}");
+    }
+    let m = s.metrics();
+    assert_eq!(m.generated_tokens, 160);
+    // Drafts were verified, and accepted, inside batched steps.
+    assert!(m.spec_drafted > 0 && m.spec_accepted > 0, "{m:?}");
+    // Each request needs 40 decisions: plain batched steps would be at least 40.
+    assert!(m.steps < 40, "{m:?}");
 }
 
 #[test]

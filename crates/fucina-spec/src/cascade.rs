@@ -358,7 +358,18 @@ impl SpeculationIndex {
                         r.index.draft_from(r.cursor, budget, out);
                     }
                     _ => {
-                        self.conversation.draft(budget, out);
+                        let n = self.conversation.draft(budget, out);
+                        // The occurrence overlaps the suffix (its continuation ran into
+                        // the end of the stream: the text repeats with period `n`): the
+                        // copy goes on over the tokens it drafted, as an overlapping
+                        // LZ77 copy does, so a loop drafts `budget` tokens, not `n`.
+                        let sam = &self.conversation;
+                        let budget = budget.min(sam.max_draft);
+                        if n > 0 && n < budget && sam.match_next() == Some(sam.tokens().len() - n) {
+                            for k in n..budget {
+                                out.push(out[start + k % n]);
+                            }
+                        }
                     }
                 }
                 source
@@ -449,6 +460,25 @@ mod tests {
         index.suggest(&[1, 2, 3, 4, 1, 2, 3], 16, &mut out);
         assert_eq!(out.first(), Some(&4));
         assert!(index.wants_topk());
+    }
+
+    #[test]
+    fn a_repeating_stream_drafts_its_period_over_and_over() {
+        // One token over and over: the latest earlier occurrence is one back, so the
+        // SAM's continuation is one token; the copy runs on to the budget.
+        let mut index = SpeculationIndex::new(1024);
+        let stream = [5, 8, 8, 8, 8, 8, 8];
+        index.observe(&stream);
+        let mut out = Vec::new();
+        index.suggest_with(&stream, 6, 2, false, &mut out);
+        assert_eq!(out, [8; 6]);
+        // A period of three.
+        let mut index = SpeculationIndex::new(1024);
+        let stream = [1, 2, 3, 1, 2, 3, 1, 2];
+        index.observe(&stream);
+        out.clear();
+        index.suggest_with(&stream, 7, 2, false, &mut out);
+        assert_eq!(out, [3, 1, 2, 3, 1, 2, 3]);
     }
 
     /// A long stretch of distinct tokens to copy.

@@ -27,6 +27,7 @@
 //! Logit processors ride with each request ([`Request::processors`]): the seam for
 //! grammar constraints.
 
+mod cost;
 mod events;
 mod metrics;
 mod slots;

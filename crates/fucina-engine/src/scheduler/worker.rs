@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use fucina_tokenizer::Tokenizer;
 
+use super::cost::StepCost;
 use super::events::{Event, Outcome, ReqShared};
 use super::metrics::Counters;
 use super::slots::{self, SlotView};
@@ -15,6 +16,7 @@ use super::{lock, Job, Request, SchedulerConfig, Shared};
 use crate::error::{EngineError, Result};
 use crate::generation::{FinishReason, Generation, Step};
 use crate::pool::{SeqId, SeqPool};
+use crate::speculate::{Cost, Verified};
 
 /// One slot: a sequence of the pool that outlives the requests run on it (its
 /// tokens are the prefix cache).
@@ -36,13 +38,15 @@ struct Active {
 /// One item of a step's forward: `active[i]` appends `n` of its pending tokens,
 /// and decides a token from the last one's logits when `last` (the rest of a prompt
 /// chunk has none).
-#[derive(Clone, Copy)]
 struct Item {
     i: usize,
     n: usize,
     last: bool,
     /// A decode row (the request has generated) rather than prompt rows.
     decode: bool,
+    /// A speculative verify: its `n` rows (the pending tokens, then the draft) and how
+    /// many of them are drafted.
+    verify: Option<(Vec<u32>, usize)>,
 }
 
 pub(crate) struct Worker {
@@ -55,6 +59,8 @@ pub(crate) struct Worker {
     clock: u64,
     /// The request being admitted (failed if admission panics).
     admitting: Option<Arc<ReqShared>>,
+    /// What a forward costs per row and whatever its rows (the verifies' charges).
+    step_cost: StepCost,
 }
 
 impl Worker {
@@ -81,6 +87,7 @@ impl Worker {
             shared,
             clock: 0,
             admitting: None,
+            step_cost: StepCost::default(),
         }
     }
 
@@ -368,22 +375,41 @@ impl Worker {
         self.drain_queued(i);
     }
 
-    /// One forward over every decoding request's row and up to `prefill_chunk` prompt
+    /// One forward over every decoding request's rows (its pending token, and a draft
+    /// to verify where its speculation drafts one) and up to `prefill_chunk` prompt
     /// tokens of the prefilling ones, oldest first.
     fn forward(&mut self, decode: &[usize], prefill: &[usize]) {
         let mut plan = Vec::with_capacity(decode.len() + prefill.len());
+        // Verifies need every row bitwise a lone step's (pinned numerics).
+        let speculate = self.pool.pinned();
         for &i in decode {
-            let g = &self.active[i].gen;
+            let g = &mut self.active[i].gen;
             if g.pending().is_empty() {
                 self.deliver(i, Ok(None));
-            } else {
-                plan.push(Item {
-                    i,
-                    n: 1,
-                    last: true,
-                    decode: !g.generated().is_empty(),
-                });
+                continue;
             }
+            let decoding = !g.generated().is_empty();
+            let mut draft = Vec::new();
+            if speculate && decoding && g.spec_stats().is_some() && !g.drafts_with_mtp() {
+                g.sync_index();
+                match g.next_draft(self.pool.n_ctx(), &mut []) {
+                    Ok(d) => draft = d,
+                    Err(e) => {
+                        self.deliver(i, Err(e));
+                        continue;
+                    }
+                }
+            }
+            let rows = (!draft.is_empty()).then(|| g.verify_rows(&draft));
+            let drafted = draft.len();
+            g.recycle_draft(draft);
+            plan.push(Item {
+                i,
+                n: rows.as_ref().map_or(1, Vec::len),
+                last: true,
+                decode: decoding,
+                verify: rows.map(|rows| (rows, drafted)),
+            });
         }
         let mut budget = self.cfg.prefill_chunk;
         for &i in prefill {
@@ -397,6 +423,7 @@ impl Worker {
                 n,
                 last: n == pending,
                 decode: false,
+                verify: None,
             });
             budget -= n;
         }
@@ -410,7 +437,7 @@ impl Worker {
             // whose own rows fail are failed.
             Err(_) if plan.len() > 1 => plan
                 .iter()
-                .flat_map(|&item| match self.eval(&[item]) {
+                .flat_map(|item| match self.eval(std::slice::from_ref(item)) {
                     Ok(r) => r,
                     Err(e) => vec![(item.i, Err(e))],
                 })
@@ -420,18 +447,29 @@ impl Worker {
         self.account(&plan, t);
         for (i, r) in results {
             self.deliver(i, r);
+            // A verify's other committed steps, at once.
+            self.drain_queued(i);
         }
     }
 
     /// Evaluate `plan` in one forward and let each item's request decide (or, for a
     /// prompt chunk that is not the last, record its progress).
     fn eval(&mut self, plan: &[Item]) -> Result<Vec<(usize, Result<Option<Step>>)>> {
-        let Worker { pool, active, .. } = self;
-        let items: Vec<(SeqId, &[u32], bool)> = plan
+        let Worker {
+            pool,
+            active,
+            step_cost,
+            ..
+        } = self;
+        let items: Vec<(SeqId, &[u32], Option<usize>)> = plan
             .iter()
             .map(|it| {
                 let g = &active[it.i].gen;
-                (g.seq(), &g.pending()[..it.n], it.last)
+                match &it.verify {
+                    // Rows from the last pending one decide.
+                    Some((rows, drafted)) => (g.seq(), &rows[..], Some(rows.len() - drafted - 1)),
+                    None => (g.seq(), &g.pending()[..it.n], it.last.then_some(it.n - 1)),
+                }
             })
             .collect();
         let n_vocab = pool.model().config().n_vocab;
@@ -441,31 +479,75 @@ impl Worker {
             .iter()
             .filter(|it| it.last)
             .all(|it| active[it.i].gen.decides_by_argmax());
+        let t = Instant::now();
         let mut picks = Vec::new();
         let mut empty = [0f32; 0];
         let rows: &mut [f32] = if greedy {
-            picks.extend_from_slice(pool.eval_mixed_greedy(&items)?);
+            picks.extend_from_slice(pool.eval_mixed_greedy_from(&items)?);
             &mut empty
         } else {
-            pool.eval_mixed(&items)?
+            pool.eval_mixed_from(&items)?
         };
-        let mut rows = rows.chunks_exact_mut(n_vocab);
-        let mut picks = picks.into_iter();
+        // The forward's time, shared out to the decoding requests' gates.
+        let total: usize = plan.iter().map(|it| it.n).sum();
+        let secs = t.elapsed().as_secs_f64();
+        step_cost.observe(total, secs);
+        let share = |n: usize| step_cost.share(secs, n, plan.len(), total);
+        let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
+        let mut rows = rows;
+        let mut picks = &picks[..];
         let mut out = Vec::new();
-        for it in plan {
+        let mut verified = Vec::new();
+        for (k, it) in plan.iter().enumerate() {
             let g = &mut active[it.i].gen;
-            if it.last {
-                let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
-                let decided = if greedy {
-                    g.decide_picked(picks.next().ok_or_else(too_few)?)
+            if let Some((vrows, drafted)) = &it.verify {
+                let m = drafted + 1;
+                let v = if greedy {
+                    let (mine, rest) = picks.split_at_checked(m).ok_or_else(too_few)?;
+                    picks = rest;
+                    Verified::Picks {
+                        pick: mine,
+                        top: None,
+                    }
                 } else {
-                    g.decide(rows.next().ok_or_else(too_few)?, &mut [])
+                    let (mine, rest) = std::mem::take(&mut rows)
+                        .split_at_mut_checked(m * n_vocab)
+                        .ok_or_else(too_few)?;
+                    rows = rest;
+                    Verified::Logits {
+                        logits: mine,
+                        top_k: None,
+                    }
                 };
+                verified.push((k, g.accept_verified(&mut [], vrows, *drafted, v)));
+            } else if it.last {
+                let decided = if greedy {
+                    let (&pick, rest) = picks.split_first().ok_or_else(too_few)?;
+                    picks = rest;
+                    g.decide_picked(pick)
+                } else {
+                    let (row, rest) = std::mem::take(&mut rows)
+                        .split_at_mut_checked(n_vocab)
+                        .ok_or_else(too_few)?;
+                    rows = rest;
+                    g.decide(row, &mut [])
+                };
+                if it.decode && decided.is_ok() {
+                    g.record_batched_plain(share(1));
+                }
                 out.push((it.i, decided));
             } else {
                 let evaluated = g.history.len() - g.pending().len();
                 g.set_evaluated(evaluated + it.n);
             }
+        }
+        // The verifies' ends (truncating the rejected rows) once the rows are read.
+        for (k, accepted) in verified {
+            let it = &plan[k];
+            let (vrows, drafted) = it.verify.as_ref().expect("a verify item");
+            let g = &mut active[it.i].gen;
+            let step = g.finish_verify(pool, vrows, *drafted, accepted, Cost::Secs(share(it.n)));
+            out.push((it.i, step.map(Some)));
         }
         Ok(out)
     }
@@ -473,7 +555,7 @@ impl Worker {
     /// Share a forward's time between prefill and decode rows.
     fn account(&self, plan: &[Item], t: Instant) {
         let nanos = t.elapsed().as_nanos() as u64;
-        let decode = plan.iter().filter(|it| it.decode).count();
+        let decode: usize = plan.iter().filter(|it| it.decode).map(|it| it.n).sum();
         let total: usize = plan.iter().map(|it| it.n).sum();
         let prefill = total - decode;
         let c = self.counters();
