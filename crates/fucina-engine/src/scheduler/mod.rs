@@ -10,9 +10,13 @@
 //! 3. runs ONE forward holding a row for every decoding request plus up to
 //!    [`SchedulerConfig::prefill_chunk`] prompt tokens of requests still prefilling
 //!    (chunked prefill interleaved with decode), then lets each request decide its
-//!    token from its own row, with its own sampler, processors and stop rules. A lone
-//!    decoding request steps through [`Generation::step`](crate::Generation::step) instead, so speculative
-//!    decoding applies to it.
+//!    token from its own row, with its own sampler, processors and stop rules. A
+//!    request with speculation brings its draft too: its rows (the pending token, then
+//!    the draft) all return logits (or greedy picks) and it decides them as a lone
+//!    verify does, keeping the rows it accepted; its cost gate is charged its share of
+//!    the forward (a fixed part per request plus the rows it brought, fitted over
+//!    recent forwards: `cost.rs`). A lone decoding request steps through
+//!    [`Generation::step`](crate::Generation::step) instead (its own timed steps).
 //!
 //! Numerics are pinned by default: every row is bitwise what it would be alone, so a
 //! request's tokens never depend on what else runs, how its prompt was chunked or
