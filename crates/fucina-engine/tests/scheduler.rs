@@ -139,6 +139,27 @@ fn wait_tokens(h: &RequestHandle, run: &mut Run, n: usize) {
     }
 }
 
+/// Submit every prompt with its options at once, wait for all, and check each ran to
+/// its length and gave the tokens it gives alone with `alone(options)`.
+fn run_together_as_alone(
+    s: &Scheduler,
+    prompts: &[Vec<u32>],
+    options: &[GenerationOptions],
+    alone: impl Fn(&GenerationOptions) -> GenerationOptions,
+) {
+    let handles: Vec<RequestHandle> = prompts
+        .iter()
+        .zip(options)
+        .map(|(p, o)| s.submit(request(p, o.clone())).expect("submit"))
+        .collect();
+    for ((h, p), o) in handles.iter().zip(prompts).zip(options) {
+        let run = wait(h);
+        assert_eq!(run.error, None);
+        assert_eq!(run.finish, Some(FinishReason::Length));
+        assert_eq!(run.tokens, solo(p, alone(o)), "prompt {p:?}");
+    }
+}
+
 #[test]
 fn requests_run_together_give_the_tokens_they_give_alone() {
     let prompts = [
@@ -158,17 +179,7 @@ fn requests_run_together_give_the_tokens_they_give_alone() {
     options[3].speculation = Some(SpecOptions::default());
     // Two slots for five requests (three wait), prompts prefilled 4 tokens a step.
     let s = scheduler(2, 4, 16);
-    let handles: Vec<RequestHandle> = prompts
-        .iter()
-        .zip(&options)
-        .map(|(p, o)| s.submit(request(p, o.clone())).expect("submit"))
-        .collect();
-    for ((h, p), o) in handles.iter().zip(&prompts).zip(&options) {
-        let run = wait(h);
-        assert_eq!(run.error, None);
-        assert_eq!(run.finish, Some(FinishReason::Length));
-        assert_eq!(run.tokens, solo(p, o.clone()), "prompt {p:?}");
-    }
+    run_together_as_alone(&s, &prompts, &options, GenerationOptions::clone);
     let m = s.metrics();
     assert_eq!((m.requests_submitted, m.requests_completed), (5, 5));
     assert_eq!((m.queue_depth, m.slots_busy, m.slots_total), (0, 0, 2));
@@ -205,26 +216,16 @@ fn speculative_requests_verify_their_drafts_in_the_shared_forward() {
         opts(40, 0.0, 0),
     ];
     options[1].sampling.repeat_penalty = 1.1;
-    for (o, spec) in options.iter_mut().zip([&always, &always, &always]) {
-        o.speculation = Some(spec.clone());
+    for o in &mut options[..3] {
+        o.speculation = Some(always.clone());
     }
     options[3].speculation = Some(SpecOptions::default());
     let s = scheduler(4, 64, 16);
-    let handles: Vec<RequestHandle> = prompts
-        .iter()
-        .zip(&options)
-        .map(|(p, o)| s.submit(request(p, o.clone())).expect("submit"))
-        .collect();
-    for ((h, p), o) in handles.iter().zip(&prompts).zip(&options) {
-        let run = wait(h);
-        assert_eq!(run.error, None);
-        assert_eq!(run.finish, Some(FinishReason::Length));
-        let plain = GenerationOptions {
-            speculation: None,
-            ..o.clone()
-        };
-        assert_eq!(run.tokens, solo(p, plain), "prompt {p:?}");
-    }
+    // Each gives the tokens of a plain run alone.
+    run_together_as_alone(&s, &prompts, &options, |o| GenerationOptions {
+        speculation: None,
+        ..o.clone()
+    });
     let m = s.metrics();
     assert_eq!(m.generated_tokens, 160);
     // Drafts were verified, and accepted, inside batched steps.
