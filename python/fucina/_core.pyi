@@ -566,7 +566,10 @@ class Scheduler:
         reasoning_budget: _ReasoningBudget | None = None,
     ) -> ScheduledRequest:
         """Check and queue a generation (``InvalidArgumentError`` for bad arguments or a prompt that
-        does not fit, ``QueueFullError`` when the queue is full)."""
+        does not fit, ``QueueFullError`` when the queue is full). With ``speculation`` the request
+        drafts from its own text each step and verifies the draft as extra rows of the shared batched
+        forward (or its own step when it runs alone); with ``pinned`` numerics (the default) its
+        tokens are exactly those without it."""
     def embed(self, tokens: Sequence[int]) -> ScheduledRequest:
         """Queue an embedding (final hidden states pooled as the model declares, unit length)."""
     def wait_ready(self, timeout: float) -> list[int]:
