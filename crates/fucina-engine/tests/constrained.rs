@@ -2,6 +2,8 @@
 //! grammar, forced spans are committed without sampling, and constrained speculative
 //! decoding (drafts cut to what the grammar accepts, forced tokens riding in the
 //! verify batch) commits exactly the plain constrained run's tokens, draws and cache.
+//! Constrained speculative requests batched by the scheduler commit their plain lone
+//! (pinned) runs' tokens.
 
 use std::sync::{Arc, OnceLock};
 
@@ -318,4 +320,73 @@ fn call_markers_written_as_text_are_forced_as_written() {
         assert_eq!(plain.steps.last().and_then(|s| s.3), Some("stop"));
         assert!(plain.forced > 0, "{text:?}");
     }
+}
+
+/// Constrained requests with speculation run together on the scheduler: their drafts
+/// (cut to the grammar) are verified as rows of shared batched forwards, forced
+/// tokens ride in those rows, and each request commits exactly its plain lone
+/// constrained run's tokens.
+#[test]
+fn constrained_speculative_requests_in_one_batch_give_the_plain_tokens() {
+    use fucina_engine::{Event, Generation, Request, Scheduler, SchedulerConfig};
+    use std::time::{Duration, Instant};
+    let config = SchedulerConfig {
+        n_slots: 4,
+        n_ctx: 1024,
+        kv_dtype: KvDtype::F16,
+        max_queue: 8,
+        prefill_chunk: 256,
+        ..SchedulerConfig::default()
+    };
+    let s = Scheduler::new(model(), tokenizer(), config).unwrap();
+    let mut cases = Vec::new();
+    for (user, schema) in schemas() {
+        let grammar = Grammar::json_schema(schema).unwrap();
+        for seed in [None, Some(7)] {
+            cases.push((chat_prompt(user), grammar.clone(), seed));
+        }
+    }
+    let handles: Vec<_> = cases
+        .iter()
+        .map(|(prompt, grammar, seed)| {
+            let processors: Vec<Box<dyn LogitProcessor>> =
+                vec![Box::new(compiler().compile(grammar).unwrap())];
+            let request = Request {
+                prompt: prompt.clone(),
+                options: opts(*seed, 160, true),
+                processors,
+            };
+            s.submit(request).unwrap()
+        })
+        .collect();
+    for (h, (prompt, grammar, seed)) in handles.iter().zip(&cases) {
+        let (mut tokens, mut ended) = (Vec::new(), false);
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while !ended {
+            assert!(Instant::now() < deadline, "request {} never ended", h.id());
+            for e in h.wait_events(Duration::from_millis(100)) {
+                match e {
+                    Event::Step(step) => tokens.push(step.token),
+                    Event::Finished(_) => ended = true,
+                    Event::Failed(e) => panic!("seed {seed:?}: {e}"),
+                    _ => {}
+                }
+            }
+        }
+        // The plain constrained run alone, with the scheduler's pinned numerics (its
+        // prompt prefilled row-for-row as a batch prefills it).
+        let mut pool = SeqPool::new(model(), 1024, KvDtype::F16).unwrap();
+        pool.set_pinned(true);
+        let procs: Vec<Box<dyn LogitProcessor>> =
+            vec![Box::new(compiler().compile(grammar).unwrap())];
+        let opts = opts(*seed, 160, false);
+        let mut g = Generation::new(&mut pool, tokenizer(), prompt, opts, procs).unwrap();
+        let mut want = Vec::new();
+        while let Some(step) = g.step(&mut pool, &mut [], &mut |_, _| {}).unwrap() {
+            want.push(step.token);
+        }
+        assert_eq!(tokens, want, "seed {seed:?}");
+    }
+    let m = s.metrics();
+    assert!(m.spec_drafted > 0, "{m:?}");
 }
