@@ -110,8 +110,6 @@ impl Generation {
         pool: &mut SeqPool,
         extra: &mut [&mut dyn LogitProcessor],
     ) -> Result<Step> {
-        // Tokens forced since the last step are part of the context drafts continue.
-        self.sync_index();
         let seq = self.seq();
         if let Some(m) = self.spec.as_deref_mut().and_then(|s| s.mtp.as_mut()) {
             m.sync(pool, seq);
@@ -134,6 +132,8 @@ impl Generation {
         n_ctx: usize,
         extra: &mut [&mut dyn LogitProcessor],
     ) -> Result<Vec<u32>> {
+        // Tokens forced since the last step are part of the context drafts continue.
+        self.sync_index();
         let room = self
             .remaining()
             .saturating_sub(1)
@@ -213,6 +213,8 @@ impl Generation {
     /// against, as a plain step's time.
     pub(crate) fn record_batched_plain(&mut self, secs: f64) {
         if let Some(spec) = self.spec.as_deref_mut() {
+            // A draft cut to nothing (a grammar, the minimum length) cost its time here.
+            spec.draft_s = 0.0;
             spec.gate.record_plain(secs);
             spec.stats.steps += 1;
             spec.stats.committed += 1;
@@ -331,7 +333,7 @@ impl Generation {
         extra: &mut [&mut dyn LogitProcessor],
         rows: &[u32],
         drafted: usize,
-        verified: Verified<'_>,
+        mut verified: Verified<'_>,
     ) -> Accepted {
         let n0 = self.evaluated();
         let p = rows.len() - drafted;
@@ -341,7 +343,6 @@ impl Generation {
         // Rows whose input is committed history (the cache keeps exactly those).
         let mut valid = p;
         let mut failure = None;
-        let mut verified = verified;
         let mut r = first;
         while r < rows.len() {
             let at = self.history.len();

@@ -327,7 +327,7 @@ fn call_markers_written_as_text_are_forced_as_written() {
 /// tokens ride in those rows, and each request commits exactly its plain lone
 /// constrained run's tokens.
 #[test]
-fn constrained_speculative_requests_in_one_batch_give_the_plain_tokens() {
+fn constrained_speculative_requests_run_together_give_the_plain_tokens() {
     use fucina_engine::{Event, Generation, Request, Scheduler, SchedulerConfig};
     use std::time::{Duration, Instant};
     let config = SchedulerConfig {

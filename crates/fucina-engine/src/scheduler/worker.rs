@@ -18,6 +18,32 @@ use crate::generation::{FinishReason, Generation, Step};
 use crate::pool::{SeqId, SeqPool};
 use crate::speculate::{Cost, Verified};
 
+/// The next `m` deciding rows of a batched forward's results, taken off the front of
+/// `picks` (a greedy batch) or of `logits` (`n_vocab` values a row).
+fn next_rows<'a>(
+    greedy: bool,
+    picks: &mut &'a [Option<u32>],
+    logits: &mut &'a mut [f32],
+    m: usize,
+    n_vocab: usize,
+) -> Result<Verified<'a>> {
+    let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
+    if greedy {
+        let (pick, rest) = picks.split_at_checked(m).ok_or_else(too_few)?;
+        *picks = rest;
+        Ok(Verified::Picks { pick, top: None })
+    } else {
+        let (rows, rest) = std::mem::take(logits)
+            .split_at_mut_checked(m * n_vocab)
+            .ok_or_else(too_few)?;
+        *logits = rest;
+        Ok(Verified::Logits {
+            logits: rows,
+            top_k: None,
+        })
+    }
+}
+
 /// One slot: a sequence of the pool that outlives the requests run on it (its
 /// tokens are the prefix cache).
 struct Slot {
@@ -391,7 +417,6 @@ impl Worker {
             let decoding = !g.generated().is_empty();
             let mut draft = Vec::new();
             if speculate && decoding && g.spec_stats().is_some() && !g.drafts_with_mtp() {
-                g.sync_index();
                 match g.next_draft(self.pool.n_ctx(), &mut []) {
                     Ok(d) => draft = d,
                     Err(e) => {
@@ -493,7 +518,6 @@ impl Worker {
         let secs = t.elapsed().as_secs_f64();
         step_cost.observe(total, secs);
         let share = |n: usize| step_cost.share(secs, n, plan.len(), total);
-        let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
         let mut rows = rows;
         let mut picks = &picks[..];
         let mut out = Vec::new();
@@ -501,36 +525,12 @@ impl Worker {
         for (k, it) in plan.iter().enumerate() {
             let g = &mut active[it.i].gen;
             if let Some((vrows, drafted)) = &it.verify {
-                let m = drafted + 1;
-                let v = if greedy {
-                    let (mine, rest) = picks.split_at_checked(m).ok_or_else(too_few)?;
-                    picks = rest;
-                    Verified::Picks {
-                        pick: mine,
-                        top: None,
-                    }
-                } else {
-                    let (mine, rest) = std::mem::take(&mut rows)
-                        .split_at_mut_checked(m * n_vocab)
-                        .ok_or_else(too_few)?;
-                    rows = rest;
-                    Verified::Logits {
-                        logits: mine,
-                        top_k: None,
-                    }
-                };
+                let v = next_rows(greedy, &mut picks, &mut rows, drafted + 1, n_vocab)?;
                 verified.push((k, g.accept_verified(&mut [], vrows, *drafted, v)));
             } else if it.last {
-                let decided = if greedy {
-                    let (&pick, rest) = picks.split_first().ok_or_else(too_few)?;
-                    picks = rest;
-                    g.decide_picked(pick)
-                } else {
-                    let (row, rest) = std::mem::take(&mut rows)
-                        .split_at_mut_checked(n_vocab)
-                        .ok_or_else(too_few)?;
-                    rows = rest;
-                    g.decide(row, &mut [])
+                let decided = match next_rows(greedy, &mut picks, &mut rows, 1, n_vocab)? {
+                    Verified::Picks { pick, .. } => g.decide_picked(pick[0]),
+                    Verified::Logits { logits, .. } => g.decide(logits, &mut []),
                 };
                 if it.decode && decided.is_ok() {
                     g.record_batched_plain(share(1));

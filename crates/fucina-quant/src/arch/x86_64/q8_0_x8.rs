@@ -251,7 +251,6 @@ fn gemm_tile<const N: usize>(
     ld: usize,
 ) {
     let pair_d = pair_scales();
-    let n = ld;
     for (g, grp) in groups.chunks_exact(nb * GROUP_BLOCK).enumerate() {
         let (quants, scales) = grp.split_at(256 * nb);
         let mut acc = [[_mm512_setzero_ps(); 4]; N];
@@ -281,63 +280,11 @@ fn gemm_tile<const N: usize>(
             }
         }
         for (r, acc) in acc.iter().enumerate() {
-            let o = &mut out[r * n + GROUP_ROWS * g..r * n + GROUP_ROWS * (g + 1)];
+            let o = &mut out[r * ld + GROUP_ROWS * g..r * ld + GROUP_ROWS * (g + 1)];
             for (k, acc) in acc.iter().enumerate() {
                 let (a, b) = hsum_pair(*acc);
                 o[2 * k] = a;
                 o[2 * k + 1] = b;
-            }
-        }
-    }
-}
-
-/// Row-major blocks of the types whose ggml dot has Q8_0's float structure (an f16
-/// scale per 32 quants, lane `i` = the exact sum of quants `4i..4i + 4` times the
-/// activation's, one FMA by `d_w·d_a` per block): [`legacy_gemm`] decodes them into
-/// the packed layout on the fly.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Legacy {
-    /// `d`, then 16 bytes of nibbles (`q - 8`).
-    Q4_0,
-    /// `d`, 32 high bits, then 16 bytes of nibbles (`q - 16`).
-    Q5_0,
-    /// `d`, then 32 signed quants.
-    Q8_0,
-}
-
-impl Legacy {
-    fn block_bytes(self) -> usize {
-        match self {
-            Legacy::Q4_0 => 18,
-            Legacy::Q5_0 => 22,
-            Legacy::Q8_0 => 34,
-        }
-    }
-
-    /// One block's 32 quants offset to unsigned (`q + 128`, the packed layout's bytes).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
-    #[inline]
-    fn unsigned_quants(self, x: &[u8]) -> __m256i {
-        // Low nibbles in bytes 0..16, high nibbles in 16..32 (ggml's order).
-        let nibbles = |q: &[u8]| {
-            // SAFETY: `q` is 16 readable bytes; `loadu` needs no alignment.
-            let v = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
-            let lo = _mm_and_si128(v, _mm_set1_epi8(0x0F));
-            let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), _mm_set1_epi8(0x0F));
-            _mm256_set_m128i(hi, lo)
-        };
-        match self {
-            Legacy::Q4_0 => _mm256_add_epi8(nibbles(&x[2..18]), _mm256_set1_epi8(120)),
-            Legacy::Q5_0 => {
-                let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
-                let hb = _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10));
-                let q = _mm256_or_si256(nibbles(&x[6..22]), hb);
-                _mm256_add_epi8(q, _mm256_set1_epi8(112))
-            }
-            Legacy::Q8_0 => {
-                // SAFETY: `x[2..34]` is 32 readable bytes; `loadu` needs no alignment.
-                let q = unsafe { _mm256_loadu_si256(x[2..34].as_ptr().cast()) };
-                _mm256_xor_si256(q, _mm256_set1_epi8(-128))
             }
         }
     }
@@ -363,26 +310,29 @@ std::thread_local! {
         const { std::cell::RefCell::new(LegacyScratch { groups: Vec::new(), prep: Vec::new(), rest: Vec::new() }) };
 }
 
-/// The multi-row kernel for row-major `ty` weight rows `ws` (a [`crate::gemm::TileFn`]):
-/// with at least [`LEGACY_MIN_ROWS`] activation rows, each 8 weight rows are decoded into
-/// one packed group (the Q8_0 quants and scales of the same values) and go through the
-/// packed GEMM, whose every output is bitwise the single-row Q8_0 dot of those values,
-/// i.e. the single-row `ty` dot (same integer lanes, same `d_w·d_a`, same FMA and
-/// horizontal-sum order). The last `ws.len() % 8` rows, and calls with fewer activation
-/// rows, go to `tiles` (the register-tiled kernel).
+/// The multi-row kernel (a [`crate::gemm::TileFn`]) for row-major weight rows `ws` of a
+/// block type whose ggml dot has Q8_0's float structure (Q4_0, Q5_0, Q8_0: an f16 scale
+/// first in each block of `ts` bytes, lane `i` the exact sum of quants `4i..4i + 4` times
+/// the activation's, one FMA by `d_w·d_a` a block); `decode` gives a block's 32 signed
+/// quants. With at least [`LEGACY_MIN_ROWS`] activation rows, each 8 weight rows are
+/// decoded into one packed group (the Q8_0 quants and scales of the same values) and go
+/// through the packed GEMM, whose every output is bitwise the single-row Q8_0 dot of
+/// those values, i.e. the single-row dot of the type (same integer lanes, same
+/// `d_w·d_a`, same FMA and horizontal-sum order). The last `ws.len() % 8` rows, and calls
+/// with fewer activation rows, go to `tiles` (the register-tiled kernel).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 pub(crate) fn legacy_gemm(
-    ty: Legacy,
     ws: &[&[u8]],
     acts: &[u8],
     stride: usize,
     out: &mut [f32],
+    ts: usize,
+    decode: impl Fn(&[u8]) -> __m256i,
     tiles: crate::gemm::TileFn,
 ) {
     let nw = ws.len();
     let nt = out.len().checked_div(nw).unwrap_or(0);
     let full = nw - nw % GROUP_ROWS;
-    let ts = ty.block_bytes();
     // Blocks per dot: as the single-row kernels, the shorter of the two rows.
     let nb = ws.iter().fold(stride / BLOCK, |n, x| n.min(x.len() / ts));
     if nt < LEGACY_MIN_ROWS || full == 0 || nb == 0 || acts.len() < nt * stride {
@@ -398,6 +348,7 @@ pub(crate) fn legacy_gemm(
         }
         let groups = &mut groups[..need];
         let idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        let offset = _mm256_set1_epi8(-128);
         for (g, grp) in groups.chunks_exact_mut(gs).enumerate() {
             let rows = &ws[g * GROUP_ROWS..(g + 1) * GROUP_ROWS];
             let (quants, scales) = grp.split_at_mut(256 * nb);
@@ -411,8 +362,9 @@ pub(crate) fn legacy_gemm(
                             .zip(scales.chunks_exact_mut(16)),
                     );
                 for ((x0, x1), (q, sc)) in blocks {
-                    let q0 = _mm512_castsi256_si512(ty.unsigned_quants(x0));
-                    let q1 = _mm512_castsi256_si512(ty.unsigned_quants(x1));
+                    // The packed layout's bytes: the quants offset to unsigned (`q + 128`).
+                    let q0 = _mm512_castsi256_si512(_mm256_xor_si256(decode(x0), offset));
+                    let q1 = _mm512_castsi256_si512(_mm256_xor_si256(decode(x1), offset));
                     let pair = _mm512_permutex2var_epi32(q0, idx, q1);
                     // SAFETY: `q[64k..64k + 64]` is writable (k < 4); `storeu` needs no
                     // alignment.
