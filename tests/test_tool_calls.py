@@ -487,6 +487,31 @@ def test_parse_each_format(
         assert isinstance(call["function"]["arguments"], str)
 
 
+def _closing_tail(reply: str) -> int:
+    """Where the marker that ends ``reply`` starts (a ``<...>`` tag or a code fence; the length of the reply
+    when it ends in neither)."""
+    if reply.endswith("```"):
+        return len(reply) - 3
+    return reply.rfind("<") if reply.endswith(">") else len(reply)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "reply", "calls"),
+    [(f, r, c) for f, r, content, c in CASES if c and content is None and len(r) - _closing_tail(r) > 1],
+)
+def test_reply_cut_inside_its_closing_marker_keeps_its_calls(
+    fmt: ToolCallFormat, reply: str, calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    # max_tokens can stop a reply inside the marker that closes its last call: the calls are read all the
+    # same, and no piece of the marker is left over as content.
+    tail = _closing_tail(reply)
+    for end in range(tail + 1, len(reply)):
+        parsed = parse_tool_calls(reply[:end], fmt, tools=WEATHER)
+        got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls]
+        assert got == calls, reply[:end]
+        assert parsed.content is None, reply[:end]
+
+
 def test_call_ids() -> None:
     hermes = parse_tool_calls('<tool_call>{"name": "f", "arguments": {}}</tool_call>', F.HERMES).tool_calls[0]
     assert re.fullmatch(r"call_[A-Za-z0-9]{24}", hermes["id"])

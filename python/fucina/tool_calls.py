@@ -411,11 +411,21 @@ _Span = tuple[list[dict[str, Any]], int]
 _MarkerParser = Callable[[ToolCallFormat, str, int, _Tools], "_Span | None"]
 
 
+def _cut_close(text: str, start: int, close: str) -> int:
+    """Where ``text`` ends once a last piece that begins ``close`` is dropped: generation stopped (at
+    ``max_tokens``) inside the closing marker."""
+    for n in range(min(len(close) - 1, len(text) - start), 0, -1):
+        if text.endswith(close[:n]):
+            return len(text) - n
+    return len(text)
+
+
 def _block(text: str, start: int, close: str) -> tuple[str, int]:
-    """The body from ``start`` to ``close`` (or to the end: generation may stop before it) and the end."""
+    """The body from ``start`` to ``close`` (or to the end, less a closing marker cut short: generation
+    may stop before or inside it) and the end."""
     end = text.find(close, start)
     if end < 0:
-        return text[start:], len(text)
+        return text[start : _cut_close(text, start, close)], len(text)
     return text[start:end], end + len(close)
 
 
@@ -482,10 +492,7 @@ def _qwen3_coder(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Sp
         return _qwen3_coder_body(fmt, body.strip(), tools, end)
     # Some models skip the opening <tool_call> and start at <function=.
     body, end = _block(text, pos, "</function>")
-    end = _skip_ws(text, end)
-    if text.startswith("</tool_call>", end):
-        end += len("</tool_call>")
-    return _qwen3_coder_body(fmt, body, tools, end)
+    return _qwen3_coder_body(fmt, body, tools, _after(text, end, "</tool_call>"))
 
 
 def _json_list(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
@@ -522,8 +529,12 @@ def _mistral(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span |
 
 
 def _after(text: str, end: int, close: str) -> int:
+    """Past ``close`` where it follows ``end`` (after whitespace), or past a start of it that ends the text
+    (generation stopped inside it); else ``end``."""
     at = _skip_ws(text, end)
-    return at + len(close) if text.startswith(close, at) else end
+    if text.startswith(close, at) or (at < len(text) and close.startswith(text[at:])):
+        return min(at + len(close), len(text))
+    return end
 
 
 def _granite(fmt: ToolCallFormat, text: str, pos: int, tools: _Tools) -> _Span | None:
