@@ -6,7 +6,7 @@
 //! 1. frees the slots of cancelled requests (a cancellation is honoured at the next
 //!    step boundary, [`Metrics::cancel_steps_max`] records how many steps it took);
 //! 2. admits queued requests, in order, onto free slots (the slot sharing the longest
-//!    prompt prefix, or rows copied from another slot: see [`slots`]);
+//!    prompt prefix, or rows copied from another slot: see the `slots` module);
 //! 3. runs ONE forward holding a row for every decoding request plus up to
 //!    [`SchedulerConfig::prefill_chunk`] prompt tokens of requests still prefilling
 //!    (chunked prefill interleaved with decode), then lets each request decide its

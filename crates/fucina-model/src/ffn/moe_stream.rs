@@ -32,7 +32,7 @@ pub struct MoeStream {
     pub lookahead: Option<Lookahead>,
 }
 
-/// The next MoE layer's router ([`MoeStream::lookahead`]).
+/// The next MoE layer's router (`MoeStream::lookahead`).
 #[derive(Clone, Debug)]
 pub struct Lookahead {
     /// That layer's index.

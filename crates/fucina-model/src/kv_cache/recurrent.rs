@@ -251,8 +251,8 @@ impl KvCache {
     }
 
     /// The state at `len` of layer `il` and the buffers a forward of `rows` rows
-    /// writes (logged when `rows <= REPLAY_ROWS`). Call [`KvCache::begin_forward`]
-    /// first and [`KvCache::commit`] after every layer.
+    /// writes (logged when `rows <= REPLAY_ROWS`). Call `KvCache::begin_forward`
+    /// first and `KvCache::commit` after every layer.
     pub fn recurrent_io(&mut self, il: usize, rows: usize) -> Result<RecurrentIo<'_>> {
         let cur = self.recurrent.cur;
         let layer = match self.layers.get_mut(il) {

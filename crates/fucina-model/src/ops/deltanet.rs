@@ -6,7 +6,7 @@
 //! - recurrent ([`delta_step`]): one row at a time, `S ← S·e^g`, `δ = β(v − Sᵀk)`,
 //!   `S ← S + k δᵀ`, `o = Sᵀq` (what decode runs, and every row of a pinned batch,
 //!   so a verify row is bitwise a decode step);
-//! - chunked ([`delta_chunked`]): blocks of [`CHUNK`] rows solved with the UT
+//! - chunked (`delta_chunked`): blocks of [`CHUNK`] rows solved with the UT
 //!   transform (transformers' `torch_chunk_gated_delta_rule`, llama.cpp's
 //!   `build_delta_net_chunking`): a few small matrix products per block instead of
 //!   a pass over the state per row (what prefill runs).
