@@ -9,8 +9,9 @@
 //! `recycling_chain` tokens). Each source keeps a rolling acceptance over its last
 //! [`GATE_WINDOW`] drafted tokens, settled when the next committed tokens arrive
 //! (their common prefix with the draft): below `mute_acceptance` the source is muted
-//! for `mute_commits` committed tokens, then probed again. Muted sources keep
-//! observing, so they stay in sync.
+//! for `mute_commits` committed tokens, then probed again, or at once where its match
+//! reaches `unmute_match` tokens (the stream repeats itself at length); accepted
+//! again, it is unmuted. Muted sources keep observing, so they stay in sync.
 //!
 //! A copy survives small edits: once the conversation matches [`FOLLOW_MIN`] tokens of
 //! earlier text, the index follows where the copy reads, and when the stream leaves it
@@ -125,6 +126,13 @@ impl Gate {
         commits < self.muted_until
     }
 
+    /// Whether a source with this gate may draft from a match of `len` tokens: unmuted,
+    /// or muted but matching at least `unmute` tokens (the text repeats at length: the
+    /// likeliest draft there is, whatever the source missed before).
+    fn open(&self, commits: u64, len: usize, unmute: usize) -> bool {
+        !self.muted(commits) || len >= unmute
+    }
+
     fn record(
         &mut self,
         drafted: usize,
@@ -141,13 +149,16 @@ impl Gate {
             self.drafted -= d;
             self.accepted -= a;
         }
-        if self.drafted >= GATE_WINDOW / 2
-            && (self.accepted as f64) < mute_below * self.drafted as f64
-        {
-            self.muted_until = commits + mute_for;
-            self.window.clear();
-            self.drafted = 0;
-            self.accepted = 0;
+        if self.drafted >= GATE_WINDOW / 2 {
+            if (self.accepted as f64) < mute_below * self.drafted as f64 {
+                self.muted_until = commits + mute_for;
+                self.window.clear();
+                self.drafted = 0;
+                self.accepted = 0;
+            } else {
+                // Drafting again (from a long match while muted) and accepted: unmuted.
+                self.muted_until = 0;
+            }
         }
     }
 }
@@ -190,6 +201,10 @@ pub struct SpeculationIndex {
     pub mute_acceptance: f64,
     /// Committed tokens a muted source waits (default 128).
     pub mute_commits: u64,
+    /// A muted exact-match source drafts all the same from a match this long (default
+    /// 16): a stream that has started to repeat itself (a model caught in a loop, a
+    /// quoted passage) is the likeliest place for a draft to be accepted.
+    pub unmute_match: usize,
     /// Drafts shorter than this are not verified (the decoder's `min_draft`), so they
     /// do not count toward acceptance (default 2).
     pub accounting_min_draft: usize,
@@ -213,6 +228,7 @@ impl SpeculationIndex {
             recycling_chain: 8,
             mute_acceptance: 0.20,
             mute_commits: 128,
+            unmute_match: 16,
             accounting_min_draft: 2,
         }
     }
@@ -296,17 +312,19 @@ impl SpeculationIndex {
 }
 
 impl SpeculationIndex {
-    /// The longest current match of an unmuted exact-match source.
+    /// The longest current match of an exact-match source that may draft (unmuted, or
+    /// muted with a match of at least `unmute_match`).
     pub fn best_match(&self) -> usize {
-        let commits = self.commits;
-        let conv = if self.conversation_gate.muted(commits) {
-            0
+        let (commits, unmute) = (self.commits, self.unmute_match);
+        let m = self.conversation.match_len();
+        let conv = if self.conversation_gate.open(commits, m, unmute) {
+            m
         } else {
-            self.conversation.match_len()
+            0
         };
         self.references
             .iter()
-            .filter(|r| !r.gate.muted(commits))
+            .filter(|r| r.gate.open(commits, r.cursor.len(), unmute))
             .map(|r| r.cursor.len())
             .fold(conv, usize::max)
     }
@@ -323,14 +341,16 @@ impl SpeculationIndex {
         out: &mut Vec<u32>,
     ) {
         let start = out.len();
-        let commits = self.commits;
+        let (commits, unmute) = (self.commits, self.unmute_match);
         let mut best: Option<(Source, usize)> = None;
-        if !self.conversation_gate.muted(commits) {
-            best = Some((Source::Conversation, self.conversation.match_len()));
+        let m = self.conversation.match_len();
+        if self.conversation_gate.open(commits, m, unmute) {
+            best = Some((Source::Conversation, m));
         }
         for (i, r) in self.references.iter().enumerate() {
-            if !r.gate.muted(commits) && best.is_none_or(|(_, m)| r.cursor.len() > m) {
-                best = Some((Source::Reference(i), r.cursor.len()));
+            let m = r.cursor.len();
+            if r.gate.open(commits, m, unmute) && best.is_none_or(|(_, b)| m > b) {
+                best = Some((Source::Reference(i), m));
             }
         }
         // A copy back in step after an edit drafts its continuation where the suffix
@@ -566,6 +586,66 @@ mod tests {
         let mut index = SpeculationIndex::new(1024);
         index.observe(&[1, 2, 3, 4, 5, 6, 7, 3]);
         assert!(draft(&mut index).is_empty());
+    }
+
+    #[test]
+    fn a_muted_conversation_drafts_again_once_the_stream_repeats_at_length() {
+        let mut index = SpeculationIndex::new(1024);
+        let suggest = |index: &mut SpeculationIndex| {
+            let mut out = Vec::new();
+            index.suggest_with(&[], 16, 2, false, &mut out);
+            out
+        };
+        // Short matches whose continuations always miss: `1 2` is followed by a new token
+        // every time, so each draft after `1 2` is wrong from its first token.
+        let mut next = 1000;
+        let mut drafted = 0;
+        // (The summary reads "conversation: .., match M (muted); references ..".)
+        while !index.summary().contains("(muted);") {
+            for t in [1, 2] {
+                index.observe(&[t]);
+            }
+            drafted += suggest(&mut index).len();
+            index.observe(&[next]);
+            next += 1;
+            assert!(next < 1200, "never muted: {}", index.summary());
+        }
+        assert!(drafted >= GATE_WINDOW / 2);
+        // The stream falls into a loop of period 5: muted, the conversation drafts nothing
+        // until its match reaches `unmute_match`, then the loop's continuation.
+        let lp = [500u32, 501, 502, 503, 504];
+        let mut first = None;
+        for i in 0..40 {
+            index.observe(&[lp[i % 5]]);
+            let m = index.conversation.match_len();
+            let d = suggest(&mut index);
+            assert_eq!(
+                d.is_empty(),
+                m < index.unmute_match,
+                "step {i}, match {m}: {d:?}"
+            );
+            assert!(index.best_match() >= index.unmute_match || d.is_empty());
+            if !d.is_empty() {
+                first.get_or_insert(i);
+                let want: Vec<u32> = (1..=d.len()).map(|k| lp[(i + k) % 5]).collect();
+                assert_eq!(d, want);
+                // Accepted: committed as drafted (the index then settles it).
+                index.observe(&d);
+                break;
+            }
+        }
+        assert!(first.is_some(), "the loop was never drafted");
+        // Accepted drafts unmute it: a short match drafts again.
+        for _ in 0..4 {
+            let d = suggest(&mut index);
+            index.observe(&d);
+        }
+        assert!(!index.summary().contains("(muted)"), "{}", index.summary());
+        index.observe(&[1, 2]);
+        assert!(
+            !suggest(&mut index).is_empty(),
+            "a 2-token match drafts again once unmuted"
+        );
     }
 
     #[test]
