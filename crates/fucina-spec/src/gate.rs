@@ -9,8 +9,13 @@
 //! each verify's time over the rolling plain-step time, with a static table (a verify
 //! of m rows costs about `1 + 0.12 (m - 1)` plain steps on CPU, where decode reads the
 //! weights once for every row) until a plain step has been timed. The draft budget
-//! follows the recent acceptance. The gate decides WHEN speculation runs, never WHAT
-//! is committed.
+//! follows the recent acceptance (a draft accepted whole doubles it), capped, once a
+//! verify row has been timed, at the length that commits the most tokens per unit of
+//! cost: with each draft token accepted with chance `p` given the ones before it
+//! (estimated from recent verifies) and a row costing `r` plain steps, the `k` that
+//! maximises `(1 + p + .. + p^k) / (1 + r·k)`; where rows are dear (a 4B model on two
+//! cores) drafts that keep missing after a few tokens stay short. The gate decides
+//! WHEN speculation runs, never WHAT is committed.
 
 use std::collections::VecDeque;
 
@@ -112,6 +117,15 @@ pub struct CostGate {
     backoff: usize,
     plain_secs: Option<f64>,
     accepted_per_verify: f64,
+    /// Smoothed (accepted draft tokens, verifies that rejected one) per verify: the
+    /// chance a draft token is accepted, given the ones before it were, is
+    /// `accepted / (accepted + rejected)` (the truncated geometric's estimate).
+    accept_rate: (f64, f64),
+    /// The last verify accepted its whole draft (a copy under way: no cap).
+    whole: bool,
+    /// Plain steps one more verify row costs, as timed (no prior: `None` until a
+    /// verify has been timed against a plain step).
+    measured_row: Option<f64>,
     /// Plain steps one more verify row costs (clock-calibrated EWMA; the table's guess
     /// until a verify has been timed against a plain step).
     row_cost: f64,
@@ -131,6 +145,9 @@ impl CostGate {
             backoff,
             plain_secs: None,
             accepted_per_verify: (start - 2.0) / 2.0,
+            accept_rate: (4.0, 1.0),
+            whole: false,
+            measured_row: None,
             // Pessimistic until a verify is timed: guessed drafts start off, exact matches
             // must be longer (where rows turn out cheap, both open up).
             row_cost: GUESS_ROW_COST * 2.0,
@@ -185,10 +202,35 @@ impl CostGate {
             return self.opts.max_draft;
         }
         let b = (2.0 * self.accepted_per_verify + 2.0).ceil() as usize;
-        b.clamp(
+        let (lo, hi) = (
             self.opts.min_draft,
             self.opts.max_draft.max(self.opts.min_draft),
-        )
+        );
+        let b = b.clamp(lo, hi);
+        match self.measured_row {
+            Some(r) if !self.whole => b.min(self.best_budget(r, lo, hi)),
+            _ => b,
+        }
+    }
+
+    /// The draft length that commits the most tokens per plain-step equivalent of cost
+    /// under the measured acceptance `p` (each token accepted with chance `p` given
+    /// the ones before it) and row cost `r`: `(1 + p + .. + p^k) / (1 + r·k)`.
+    fn best_budget(&self, r: f64, lo: usize, hi: usize) -> usize {
+        let (a, rej) = self.accept_rate;
+        let p = (a / (a + rej).max(1e-9)).clamp(0.0, 0.999);
+        let r = r.max(0.01);
+        let (mut best, mut best_k) = (f64::MIN, lo);
+        let (mut sum, mut term) = (1.0, 1.0);
+        for k in 1..=hi {
+            term *= p;
+            sum += term;
+            let rate = sum / (1.0 + r * k as f64);
+            if k >= lo && rate > best {
+                (best, best_k) = (rate, k);
+            }
+        }
+        best_k
     }
 
     /// Plain steps one more verify row costs, as measured.
@@ -239,11 +281,19 @@ impl CostGate {
                 if rows > 1 {
                     let per_row = (cost - 1.0) / (rows - 1) as f64;
                     self.row_cost += EWMA * (per_row - self.row_cost);
+                    let m = self.measured_row.get_or_insert(per_row);
+                    *m += EWMA * (per_row - *m);
                 }
                 cost
             }
             _ => table_cost(rows),
         };
+        if drafted > 0 {
+            let (a, rej) = &mut self.accept_rate;
+            *a += EWMA * (accepted as f64 - *a);
+            *rej += EWMA * (f64::from(u8::from(accepted < drafted)) - *rej);
+            self.whole = accepted == drafted;
+        }
         if drafted > 0 && accepted == drafted {
             // A draft accepted whole says nothing about where the copy ends: the next
             // budget doubles at once (2·accepted + 2) instead of creeping up the average,
@@ -400,6 +450,40 @@ mod tests {
         assert_eq!(g.min_match(), 4);
         g.switch_off();
         assert!(g.allows(true), "a long match probes at once");
+    }
+
+    #[test]
+    fn partly_accepted_drafts_get_the_length_their_cost_pays_for() {
+        // Plain step 10 ms. Verifies accept 2 or 3 tokens of each draft, then miss (a
+        // quasi-loop): at 0.15 plain steps a row (a 4B model on two cores) the best
+        // length is short; at 0.02 (rows nearly free) it is long; a draft accepted whole
+        // lifts the cap (a copy under way doubles its budget as before).
+        let run = |secs_per_row: f64| {
+            let mut g = CostGate::new(SpecOptions::default());
+            g.record_plain(0.010);
+            for i in 0..30 {
+                let (drafted, accepted) = (g.budget(), 2 + i % 2);
+                let accepted = accepted.min(drafted - 1);
+                let rows = drafted + 1;
+                g.record_verify(
+                    rows,
+                    drafted,
+                    accepted,
+                    accepted + 1,
+                    0.010 + secs_per_row * drafted as f64,
+                );
+            }
+            g
+        };
+        let dear = run(0.0015);
+        assert!((2..=4).contains(&dear.budget()), "{}", dear.budget());
+        let cheap = run(0.0002);
+        assert!(cheap.budget() >= 6, "{}", cheap.budget());
+        assert!(cheap.budget() > dear.budget());
+        let mut g = dear;
+        let b = g.budget();
+        g.record_verify(b + 1, b, b, b + 1, 0.010 + 0.0015 * b as f64);
+        assert_eq!(g.budget(), (2 * b + 2).min(16), "accepted whole: no cap");
     }
 
     #[test]
