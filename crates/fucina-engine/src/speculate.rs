@@ -78,10 +78,11 @@ impl Speculator {
             None => self.index.summary(),
         };
         format!(
-            "gate {:?} (estimated speedup {:.2}, budget {}); {source}",
+            "gate {:?} (estimated speedup {:.2}, budget {}, row cost {:.2}); {source}",
             self.gate.state(),
             self.gate.est_speedup(),
             self.gate.budget(),
+            self.gate.row_cost(),
         )
     }
 
