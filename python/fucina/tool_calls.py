@@ -411,13 +411,13 @@ _Span = tuple[list[dict[str, Any]], int]
 _MarkerParser = Callable[[ToolCallFormat, str, int, _Tools], "_Span | None"]
 
 
-def _cut_close(text: str, start: int, close: str) -> int:
-    """Where ``text`` ends once a last piece that begins ``close`` is dropped: generation stopped (at
-    ``max_tokens``) inside the closing marker."""
-    for n in range(min(len(close) - 1, len(text) - start), 0, -1):
-        if text.endswith(close[:n]):
-            return len(text) - n
-    return len(text)
+def _open_suffix(text: str, marker: str, start: int = 0) -> int:
+    """Length of the longest suffix of ``text[start:]`` that is a proper prefix of ``marker`` (a marker that
+    more text may complete, or that generation stopped inside)."""
+    for n in range(min(len(marker) - 1, len(text) - start), 0, -1):
+        if text.endswith(marker[:n]):
+            return n
+    return 0
 
 
 def _block(text: str, start: int, close: str) -> tuple[str, int]:
@@ -425,7 +425,7 @@ def _block(text: str, start: int, close: str) -> tuple[str, int]:
     may stop before or inside it) and the end."""
     end = text.find(close, start)
     if end < 0:
-        return text[start : _cut_close(text, start, close)], len(text)
+        return text[start : len(text) - _open_suffix(text, close, start)], len(text)
     return text[start:end], end + len(close)
 
 
@@ -1379,13 +1379,7 @@ class ToolCallStream:
 
     def _partial_marker(self, t: str) -> int:
         """Length of the longest suffix of ``t`` that is a proper prefix of a marker."""
-        best = 0
-        for m in self._markers:
-            for n in range(min(len(m) - 1, len(t)), best, -1):
-                if t.endswith(m[:n]):
-                    best = n
-                    break
-        return best
+        return max(_open_suffix(t, m) for m in self._markers)
 
     def finish(self) -> tuple[str, ParsedReply]:
         """The content not yet emitted and the parsed reply."""

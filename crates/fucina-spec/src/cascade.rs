@@ -315,18 +315,25 @@ impl SpeculationIndex {
     /// The longest current match of an exact-match source that may draft (unmuted, or
     /// muted with a match of at least `unmute_match`).
     pub fn best_match(&self) -> usize {
+        self.best_source().map_or(0, |(_, m)| m)
+    }
+
+    /// The exact-match source that may draft with the longest current match, and its
+    /// length (ties: the conversation, then the first-added reference).
+    fn best_source(&self) -> Option<(Source, usize)> {
         let (commits, unmute) = (self.commits, self.unmute_match);
+        let mut best: Option<(Source, usize)> = None;
         let m = self.conversation.match_len();
-        let conv = if self.conversation_gate.open(commits, m, unmute) {
-            m
-        } else {
-            0
-        };
-        self.references
-            .iter()
-            .filter(|r| r.gate.open(commits, r.cursor.len(), unmute))
-            .map(|r| r.cursor.len())
-            .fold(conv, usize::max)
+        if self.conversation_gate.open(commits, m, unmute) {
+            best = Some((Source::Conversation, m));
+        }
+        for (i, r) in self.references.iter().enumerate() {
+            let m = r.cursor.len();
+            if r.gate.open(commits, m, unmute) && best.is_none_or(|(_, b)| m > b) {
+                best = Some((Source::Reference(i), m));
+            }
+        }
+        best
     }
 
     /// [`DraftSource::suggest`] under the decoder's economics: exact matches of at
@@ -341,18 +348,8 @@ impl SpeculationIndex {
         out: &mut Vec<u32>,
     ) {
         let start = out.len();
-        let (commits, unmute) = (self.commits, self.unmute_match);
-        let mut best: Option<(Source, usize)> = None;
-        let m = self.conversation.match_len();
-        if self.conversation_gate.open(commits, m, unmute) {
-            best = Some((Source::Conversation, m));
-        }
-        for (i, r) in self.references.iter().enumerate() {
-            let m = r.cursor.len();
-            if r.gate.open(commits, m, unmute) && best.is_none_or(|(_, b)| m > b) {
-                best = Some((Source::Reference(i), m));
-            }
-        }
+        let commits = self.commits;
+        let best = self.best_source();
         // A copy back in step after an edit drafts its continuation where the suffix
         // matches are still too short (the longest run since it was found again; ties:
         // the conversation, then the first reference), under its source's gate.
