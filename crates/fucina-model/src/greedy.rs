@@ -251,15 +251,33 @@ fn scan(c: &mut Cands, w0: usize, v: &[f32], d: &[f32], scale: f32, k: usize, tm
             }
         }
     }
-    for (i, (&v, &d)) in v.iter().zip(d).enumerate() {
-        let e = scale * d + TINY;
-        let hi = v + e;
-        if hi >= c.thr {
-            c.list.push(((w0 + i) as u32, v - e, hi));
-            if k > 1 && c.list.len() >= 4 * k + 256 {
-                c.thr = kth_lower(&c.list, k, tmp);
-                let thr = c.thr;
-                c.list.retain(|e| e.2 >= thr);
+    // Lanes of 16 whose upper bounds all fall short of the threshold (nearly all of
+    // them) are skipped by one vectorised test; the others are walked one by one.
+    for (i0, (vl, dl)) in v.chunks(L).zip(d.chunks(L)).enumerate() {
+        let thr = c.thr;
+        let reaches =
+            if let (Ok(vl), Ok(dl)) = (<&[f32; L]>::try_from(vl), <&[f32; L]>::try_from(dl)) {
+                let mut any = false;
+                for j in 0..L {
+                    any |= vl[j] + (scale * dl[j] + TINY) >= thr;
+                }
+                any
+            } else {
+                true
+            };
+        if !reaches {
+            continue;
+        }
+        for (i, (&v, &d)) in vl.iter().zip(dl).enumerate() {
+            let e = scale * d + TINY;
+            let hi = v + e;
+            if hi >= c.thr {
+                c.list.push(((w0 + L * i0 + i) as u32, v - e, hi));
+                if k > 1 && c.list.len() >= 4 * k + 256 {
+                    c.thr = kth_lower(&c.list, k, tmp);
+                    let thr = c.thr;
+                    c.list.retain(|e| e.2 >= thr);
+                }
             }
         }
     }
