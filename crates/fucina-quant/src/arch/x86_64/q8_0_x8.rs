@@ -574,10 +574,15 @@ fn approx_tile(
         dm = _mm512_max_ps(dm, _mm512_abs_ps(dw));
         for (r, acc) in acc.iter_mut().take(nt).enumerate() {
             let y = &prep[r * nb + blk];
-            let mut s = _mm512_set1_epi32(y.start);
-            for (q, tq) in t.iter().enumerate() {
-                s = _mm512_dpbusd_epi32(s, *tq, _mm512_set1_epi32(y.quads[q]));
+            // Two chains of four `vpdpbusd` (their latency, not their throughput, was
+            // the bound): integer sums, so the same value in any order.
+            let mut s0 = _mm512_set1_epi32(y.start);
+            let mut s1 = _mm512_setzero_si512();
+            for q in 0..4 {
+                s0 = _mm512_dpbusd_epi32(s0, t[2 * q], _mm512_set1_epi32(y.quads[2 * q]));
+                s1 = _mm512_dpbusd_epi32(s1, t[2 * q + 1], _mm512_set1_epi32(y.quads[2 * q + 1]));
             }
+            let s = _mm512_add_epi32(s0, s1);
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(y.d));
             *acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), *acc);
         }
