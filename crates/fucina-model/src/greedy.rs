@@ -242,12 +242,17 @@ fn scan(c: &mut Cands, w0: usize, v: &[f32], d: &[f32], scale: f32, k: usize, tm
         c.bad = true;
         return;
     }
-    if k == 1 {
-        let best = lo.iter().fold(c.thr, |a, &b| if b > a { b } else { a });
-        if best > c.thr {
-            c.thr = best;
+    // The lanes' best lower bounds belong to distinct rows: the `k`-th largest of them
+    // is at most the `k`-th best lower bound over all rows, so it may serve as the
+    // threshold (for `k` = 1, the best lower bound itself).
+    if k <= L {
+        let mut best = lo;
+        best.sort_unstable_by(|a, b| b.total_cmp(a));
+        let kth = best[k - 1];
+        if kth > c.thr {
+            c.thr = kth;
             if c.list.len() >= 32 {
-                c.list.retain(|e| e.2 >= best);
+                c.list.retain(|e| e.2 >= kth);
             }
         }
     }
