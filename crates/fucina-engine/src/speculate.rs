@@ -169,6 +169,18 @@ impl Generation {
                     }
                     spec.draft_s = t.elapsed().as_secs_f64();
                     draft.truncate(budget);
+                    // An exact-match draft stops where the stream's recent contexts
+                    // have gone on otherwise often enough that the rest would not pay
+                    // for its rows.
+                    if spec.gate.options().economics {
+                        let n = spec
+                            .index
+                            .confident_len(&draft, spec.gate.verify_row_cost());
+                        if n < draft.len() {
+                            draft.truncate(n);
+                            spec.index.truncate_pending(n);
+                        }
+                    }
                 }
             }
             (draft, allowed)

@@ -24,6 +24,7 @@
 
 use std::collections::VecDeque;
 
+use crate::branches::Branches;
 use crate::recycling::Recycling;
 use crate::sam::{Cursor, SamIndex};
 use crate::{DraftSource, TopKRow};
@@ -187,6 +188,7 @@ pub struct SpeculationIndex {
     references: Vec<FrozenRef>,
     recycling: Recycling,
     recycling_gate: Gate,
+    branches: Branches,
     pending: Option<(Source, Vec<u32>)>,
     /// The copy of earlier conversation text the stream is making, if any.
     follow: Option<Follow>,
@@ -220,6 +222,7 @@ impl SpeculationIndex {
             references: Vec::new(),
             recycling: Recycling::new(),
             recycling_gate: Gate::default(),
+            branches: Branches::default(),
             pending: None,
             follow: None,
             commits: 0,
@@ -411,6 +414,22 @@ impl SpeculationIndex {
     }
 }
 
+impl SpeculationIndex {
+    /// How much of the exact-match draft just suggested is worth verifying when a verify
+    /// row costs `row_cost` plain steps: where the stream's recent contexts have gone on
+    /// in other ways than the draft (a loop with variations), the draft is cut before
+    /// the token at which the chance that all of it is accepted falls below the row's
+    /// cost ([`Branches`]). Guessed (recycling) drafts are left as they are.
+    pub fn confident_len(&self, draft: &[u32], row_cost: f64) -> usize {
+        match &self.pending {
+            Some((Source::Recycling, _)) | None => draft.len(),
+            Some(_) => self
+                .branches
+                .confident_len(self.conversation.tokens(), draft, row_cost),
+        }
+    }
+}
+
 impl DraftSource for SpeculationIndex {
     fn suggest(&mut self, context: &[u32], max: usize, out: &mut Vec<u32>) {
         self.suggest_with(context, max, self.min_match, true, out);
@@ -425,6 +444,7 @@ impl DraftSource for SpeculationIndex {
         for &t in committed {
             let prev = self.conversation.tokens().last().copied();
             self.conversation.append(&[t]);
+            self.branches.observe_last(self.conversation.tokens());
             let sam = &self.conversation;
             if sam.is_poisoned() {
                 self.follow = None;

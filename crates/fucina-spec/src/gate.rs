@@ -233,6 +233,12 @@ impl CostGate {
         best_k
     }
 
+    /// Plain steps one more verify row costs: as timed once a verify has been, before
+    /// that the uncalibrated table's guess.
+    pub fn verify_row_cost(&self) -> f64 {
+        self.measured_row.unwrap_or_else(|| table_cost(2) - 1.0)
+    }
+
     /// Plain steps one more verify row costs, as measured.
     pub fn row_cost(&self) -> f64 {
         self.row_cost

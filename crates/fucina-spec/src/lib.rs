@@ -17,12 +17,14 @@
 //! assert_eq!(&draft[..2], &[3, 4]);
 //! ```
 
+mod branches;
 mod cascade;
 mod gate;
 mod hash;
 mod recycling;
 mod sam;
 
+pub use branches::Branches;
 pub use cascade::{SpeculationIndex, GATE_WINDOW};
 pub use gate::{CostGate, GateState, SpecOptions, Stats};
 pub use recycling::{Recycling, TokenRecycling};
