@@ -11,7 +11,10 @@
 //! (their common prefix with the draft): below `mute_acceptance` the source is muted
 //! for `mute_commits` committed tokens, then probed again, or at once where its match
 //! reaches `unmute_match` tokens (the stream repeats itself at length); accepted
-//! again, it is unmuted. Muted sources keep observing, so they stay in sync.
+//! again, it is unmuted. Muted sources keep observing, so they stay in sync. The
+//! decoder cuts an exact-match draft where the stream's short contexts have gone on
+//! otherwise too often for the rest to pay for its verify rows
+//! ([`SpeculationIndex::confident_len`]).
 //!
 //! A copy survives small edits: once the conversation matches [`FOLLOW_MIN`] tokens of
 //! earlier text, the index follows where the copy reads, and when the stream leaves it
