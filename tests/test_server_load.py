@@ -186,3 +186,20 @@ def test_soak_of_mixed_requests_answers_every_valid_one_and_keeps_memory(server:
     print(f"soak: {dict(outcomes)}; RSS {baseline / 2**20:.1f} MiB -> {(baseline + grown) / 2**20:.1f} MiB")
     assert grown < RSS_SLACK, f"RSS grew by {grown / 2**20:.1f} MiB over the soak"
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+
+
+def test_serves_once_the_weights_are_repacked(gemma_path: Path) -> None:
+    """The app starts answering only after the background repacking is done (requests before it
+    would run on the slower kernels while the repacking takes the same cores)."""
+    from fastapi.testclient import TestClient
+
+    from fucina import LLM
+    from fucina.server import ServerConfig, create_app
+
+    llm = LLM(gemma_path, n_ctx=256, n_threads=2)
+    app = create_app(ServerConfig(parallel=1, ctx_size=256, threads=2), llm=llm)
+    with TestClient(app) as client:
+        done = llm.model.repacked_bytes
+        assert client.get("/health").status_code == 200
+        llm.model.wait_repacked()
+        assert done > 0 and llm.model.repacked_bytes == done

@@ -134,6 +134,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Serve once the weights are in their repacked layout (seconds after loading): before,
+        # requests would run on the slower row-major kernels while the repacking takes the same
+        # cores, as llama.cpp's server answers only once its model is loaded.
+        await asyncio.to_thread(llm.model.wait_repacked)
         hub.start(asyncio.get_running_loop())
         try:
             yield
