@@ -415,9 +415,7 @@ impl SpeculationIndex {
         };
         self.pending = (out.len() > start).then(|| (source, out[start..].to_vec()));
     }
-}
 
-impl SpeculationIndex {
     /// How much of the exact-match draft just suggested is worth verifying when a verify
     /// row costs `row_cost` plain steps: where the stream's recent contexts have gone on
     /// in other ways than the draft (a loop with variations), the draft is cut before
