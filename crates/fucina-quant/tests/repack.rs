@@ -127,7 +127,7 @@ fn packed_products_equal_row_major_products_bitwise() {
             let row = |r: usize| &w[r * rb..(r + 1) * rb];
             let stride = entry.act.row_bytes(cols);
             let mut acts = Vec::new();
-            for t in 0..19u64 {
+            for t in 0..23u64 {
                 let x = uniform(seed * 1000 + t + 11, cols, 1.0 + (t % 5) as f32 * 7.5);
                 entry.act.quantize_row(&x, &mut acts).expect("activation");
             }
@@ -140,7 +140,7 @@ fn packed_products_equal_row_major_products_bitwise() {
                     }
                     let n = r.len();
                     let ws: Vec<&[u8]> = r.clone().map(row).collect();
-                    for nt in [1usize, 2, 3, 4, 5, 8, 9, 19] {
+                    for nt in [1usize, 2, 3, 4, 5, 8, 9, 19, 23] {
                         let mut got = vec![f32::NAN; nt * n];
                         packed.dots(order, r.clone(), &acts[..nt * stride], stride, &mut got);
                         let want = row_major(&reference, &ws, &acts, stride, nt);
@@ -293,7 +293,7 @@ fn packed_q4_k_products_at_the_integer_bounds() {
         };
         let stride = entry.act.row_bytes(cols);
         let mut acts = Vec::new();
-        for t in 0..5 {
+        for t in 0..9 {
             let x: Vec<f32> = (0..cols)
                 .map(|i| match t {
                     0 => -1.0,
@@ -322,7 +322,7 @@ fn packed_q4_k_products_at_the_integer_bounds() {
             (Q4KOrder::Single, TileDot::new(&entry)),
             (Q4KOrder::Pairs, TileDot::new_prompt(&entry)),
         ] {
-            for nt in [1usize, 4, 5] {
+            for nt in [1usize, 2, 3, 4, 5, 8, 9] {
                 let mut got = vec![f32::NAN; nt * rows];
                 packed.dots(order, 0..rows, &acts[..nt * stride], stride, &mut got);
                 let want = row_major(&reference, &ws, &acts, stride, nt);

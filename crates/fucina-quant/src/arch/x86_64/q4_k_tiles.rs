@@ -25,16 +25,18 @@
 pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
     crate::repack::PrefetchCell::new(crate::repack::Prefetch::L1);
 
-/// Most activation rows the packed kernels run as repeated streaming GEMV blocks
-/// (`packed_gemv_rows`) in the single-row order; more are transposed into lane form once
-/// per super-block. Measured on a 2-core Zen 4 (AVX-512, Qwen3-4B shapes, a pinned
-/// forward of 2 rows): 3.15 one-row steps through the transposed tiles. On a 2-core
-/// Intel Xeon (`matmul_rows`, Qwen3-4B's 9728 x 2560 FFN matrix, 2 threads) the
-/// streaming blocks against the tiles cost 1.8x / 2.5x a one-row call at 2 rows,
-/// 2.5x / 2.9x at 3, 3.9x / 3.4x at 5 and 6.0x / 4.2x at 8: the tiles win from 4 or 5
-/// (the AVX2 kernels on the same host, `FUCINA_ISA=avx2`: 4.4x / 3.65x at 5 rows, 7.0x /
-/// 5.15x at 8).
-pub(crate) const GEMV_ROWS_MAX: usize = 4;
+/// Most activation rows the packed kernels stream in the single-row order
+/// (`packed_gemv_rows`: each super-block's header decoded and each quant register split
+/// once for up to four rows at a time, then their `vpdpbusd`); more are transposed into
+/// lane form once per super-block (the tiles). Every verify batch (1 + 16 drafts at most)
+/// streams. Intel Xeon, 2 cores: one thread over an L2-resident 512 x 2560 matrix,
+/// streaming against the tiles 27 / 42 / 83 / 123 us against 34 / 66 / 91-96 / 124 us at
+/// 2 / 4 / 8 / 12 rows (AVX2 kernels, `FUCINA_ISA=avx2`: 33 / 55 / 108 / 162 against
+/// 42 / 80 / 123 / 173 us); a pinned forward of Qwen3-4B's shape (`verify_cost`, 2
+/// threads) of 1 + k rows against one row, k = 1 / 2 / 4 / 7 / 8 / 16: 1.19 / 1.33 / 1.63
+/// / 1.96 / 2.27 / 3.68 streaming every batch against 1.25 / 1.45 / 1.82 / 2.20 / 2.39 /
+/// 3.62 with the tiles from 5 rows on and each row streamed alone below.
+pub(crate) const GEMV_ROWS_MAX: usize = 20;
 
 macro_rules! q4_k_tiles {
     (@chunk $feat:literal, narrow) => {
@@ -825,11 +827,12 @@ macro_rules! q4_k_tiles {
         }
 
         /// A few activation rows (a speculative verify batch, a server step of a few
-        /// sequences) against every group: [`packed_gemv`]'s streaming block for each
-        /// row while the super-block is in L1, rather than transposing every super-block
-        /// into lane form for so few rows ([`pack_x8`]). Bitwise the single-row order.
+        /// sequences) against every group: [`packed_gemv`]'s streaming block, for up to
+        /// four rows at once ([`gemv_block_rows`]), rather than transposing every
+        /// super-block into lane form for so few rows ([`pack_x8`]). Bitwise the
+        /// single-row order.
         #[target_feature(enable = $feat)]
-        #[inline]
+        #[inline(never)]
         fn packed_gemv_rows(
             groups: &[u8],
             nb: usize,
@@ -846,9 +849,30 @@ macro_rules! q4_k_tiles {
                 acc[..nt].fill(_mm256_setzero_ps());
                 accm[..nt].fill(_mm256_setzero_ps());
                 for (b, blk) in grp.chunks_exact(X8).enumerate() {
-                    for t in 0..nt {
-                        let y = &acts[t * stride + 292 * b..][..292];
-                        gemv_block(blk, y, &mut acc[t], &mut accm[t]);
+                    let y = |t: usize| &acts[t * stride + 292 * b..][..292];
+                    // Up to four rows share a pass over the block (their accumulators
+                    // and the split quant register fit the 32 vector registers).
+                    let mut t = 0;
+                    while t < nt {
+                        let (a, am) = (&mut acc[t..], &mut accm[t..]);
+                        t += match nt - t {
+                            1 => {
+                                gemv_block(blk, y(t), &mut a[0], &mut am[0]);
+                                1
+                            }
+                            2 => {
+                                gemv_block_rows::<2>(blk, [y(t), y(t + 1)], a, am);
+                                2
+                            }
+                            3 => {
+                                gemv_block_rows::<3>(blk, [y(t), y(t + 1), y(t + 2)], a, am);
+                                3
+                            }
+                            _ => {
+                                gemv_block_rows::<4>(blk, [y(t), y(t + 1), y(t + 2), y(t + 3)], a, am);
+                                4
+                            }
+                        };
                     }
                 }
                 for t in 0..nt {
@@ -900,6 +924,63 @@ macro_rules! q4_k_tiles {
             }
             *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, da), *acc);
             *accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm), _mm256_mul_ps(dmin, da), *accm);
+        }
+
+        /// [`gemv_block`] for `N` activation rows at once: the block's header decoded
+        /// and each quant register split once for all of them (the per-row work is the
+        /// `vpdpbusd` and the scale steps). The same integer sums and float steps per
+        /// row, so bitwise [`gemv_block`]'s results.
+        #[target_feature(enable = $feat)]
+        #[inline]
+        fn gemv_block_rows<const N: usize>(
+            blk: &[u8],
+            ys: [&[u8]; N],
+            acc: &mut [__m256],
+            accm: &mut [__m256],
+        ) {
+            let blk: &[u8; X8] = blk[..X8].try_into().expect("whole block");
+            let ys: [&[u8; 292]; N] = ys.map(|y| y[..292].try_into().expect("whole block"));
+            let (sc, mn, d, dmin) = pack_header(&header_rows(blk));
+            let mut bs = [[0i32; 4]; N];
+            for t in 0..N {
+                let h = _mm_hadd_epi16(load_i128(&ys[t][260..276]), load_i128(&ys[t][276..292]));
+                // SAFETY: `bs[t]` is 16 writable bytes and `storeu` needs no alignment.
+                unsafe { _mm_storeu_si128(bs[t].as_mut_ptr().cast(), h) };
+            }
+            let m4 = _mm256_set1_epi8(0x0f);
+            let zero = _mm256_setzero_si256();
+            let mut tot = [zero; N];
+            let mut totm = [zero; N];
+            for j in 0..4 {
+                let mut lo = [zero; N];
+                let mut hi = [zero; N];
+                for e in 0..8 {
+                    let o = 128 + 32 * (8 * j + e);
+                    let v = load_i256(&blk[o..o + 32]);
+                    let wl = _mm256_and_si256(v, m4);
+                    let wh = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
+                    for t in 0..N {
+                        lo[t] = dot_acc(lo[t], wl, bcast4(ys[t], 4 + 64 * j + 4 * e));
+                        hi[t] = dot_acc(hi[t], wh, bcast4(ys[t], 36 + 64 * j + 4 * e));
+                    }
+                }
+                for t in 0..N {
+                    let isum = _mm256_add_epi32(
+                        _mm256_mullo_epi32(dot_sum(lo[t], zero), sc[2 * j]),
+                        _mm256_mullo_epi32(dot_sum(hi[t], zero), sc[2 * j + 1]),
+                    );
+                    let imin = _mm256_madd_epi16(mn[j], _mm256_set1_epi32(bs[t][j]));
+                    tot[t] = _mm256_add_epi32(tot[t], isum);
+                    totm[t] = _mm256_add_epi32(totm[t], imin);
+                }
+            }
+            for t in 0..N {
+                let y = ys[t];
+                let da = _mm256_set1_ps(f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[t]), _mm256_mul_ps(d, da), acc[t]);
+                accm[t] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm[t]), _mm256_mul_ps(dmin, da), accm[t]);
+            }
         }
 
         /// Interleaved groups in the single-row order (bitwise the single-row dots).
