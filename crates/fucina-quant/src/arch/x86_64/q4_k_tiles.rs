@@ -850,8 +850,9 @@ macro_rules! q4_k_tiles {
                 accm[..nt].fill(_mm256_setzero_ps());
                 for (b, blk) in grp.chunks_exact(X8).enumerate() {
                     let y = |t: usize| &acts[t * stride + 292 * b..][..292];
-                    // Up to four rows share a pass over the block (their accumulators
-                    // and the split quant register fit the 32 vector registers).
+                    // Up to four rows share a pass over the block (with AVX-512 their
+                    // accumulators and the split quant register fit the 32 vector
+                    // registers; the AVX2 build, with 16, measured faster too).
                     let mut t = 0;
                     while t < nt {
                         let (a, am) = (&mut acc[t..], &mut accm[t..]);
