@@ -139,7 +139,9 @@ impl Generation {
             .remaining()
             .saturating_sub(1)
             .min(n_ctx.saturating_sub(self.history.len()));
-        let (mut draft, allowed) = {
+        // `suggested`: the source's draft length, before the cuts below (the index learns of
+        // each cut once, at the end).
+        let (mut draft, allowed, suggested) = {
             let Some(spec) = self.spec.as_deref_mut() else {
                 return Err(crate::error::invalid("speculation", "is off"));
             };
@@ -152,6 +154,7 @@ impl Generation {
             // measurements decide for it.
             let strong = spec.index.best_match() >= STRONG_MATCH;
             let allowed = spec.gate.allows(strong);
+            let mut suggested = 0;
             if allowed {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
@@ -169,25 +172,20 @@ impl Generation {
                     }
                     spec.draft_s = t.elapsed().as_secs_f64();
                     draft.truncate(budget);
+                    suggested = draft.len();
                     // An exact-match draft stops where the stream's recent contexts
                     // have gone on otherwise often enough that the rest would not pay
                     // for its rows.
                     if spec.gate.options().economics {
-                        let n = spec
-                            .index
-                            .confident_len(&draft, spec.gate.verify_row_cost());
-                        if n < draft.len() {
-                            draft.truncate(n);
-                            spec.index.truncate_pending(n);
-                        }
+                        let row_cost = spec.gate.verify_row_cost();
+                        draft.truncate(spec.index.confident_len(&draft, row_cost));
                     }
                 }
             }
-            (draft, allowed)
+            (draft, allowed, suggested)
         };
         // Constrained drafting: a draft goes only as far as every processor (a grammar)
         // accepts it.
-        let suggested = draft.len();
         let history = &self.history;
         let procs = self
             .processors

@@ -62,16 +62,19 @@ impl Branches {
     /// How much of `draft` (continuing `stream`) to verify: the longest prefix whose
     /// every token's cumulative chance of acceptance stays at least `floor`.
     pub fn confident_len(&self, stream: &[u32], draft: &[u32], floor: f64) -> usize {
-        let mut ctx: Vec<u32> = stream[stream.len().saturating_sub(ORDER)..].to_vec();
+        // The stream's last `ORDER` tokens, then the draft: token `i`'s context ends at
+        // `tail + i`.
+        let tail = stream.len().min(ORDER);
+        let seq: Vec<u32> = stream[stream.len() - tail..]
+            .iter()
+            .chain(draft)
+            .copied()
+            .collect();
         let mut cum = 1.0;
         for (i, &t) in draft.iter().enumerate() {
-            cum *= self.chance(&ctx, t);
+            cum *= self.chance(&seq[..tail + i], t);
             if cum < floor {
                 return i;
-            }
-            ctx.push(t);
-            if ctx.len() > ORDER {
-                ctx.remove(0);
             }
         }
         draft.len()
