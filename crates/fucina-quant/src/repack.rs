@@ -410,16 +410,38 @@ fn once_per_key<K: PartialEq + Copy, V: Copy>(
 }
 
 /// Whether repacking pays off for `entry`'s matrices on this CPU (see
-/// [`Packed::pays_off`]): measured once per weight type and kernel path.
-fn measured_pays_off(entry: &DotEntry, prompt_unpacks: bool) -> bool {
+/// [`Packed::pays_off`]): measured once per weight type and kernel path. The packed
+/// GEMV may take up to `margin` times the row-major kernels' time (below 1: it must
+/// win by that much).
+fn measured_pays_off(entry: &DotEntry, margin: f64) -> bool {
     type Memo = Vec<((GgmlType, KernelPath), bool)>;
     static MEMO: std::sync::OnceLock<std::sync::Mutex<Memo>> = std::sync::OnceLock::new();
     once_per_key(&MEMO, (entry.ty, entry.path), || match calibrate(entry) {
-        // Prompt batches over a layout without a GEMM kernel unpack their rows once per
-        // call: the packed GEMV must then win clearly to pay for that.
-        Some((packed, rows)) => packed * if prompt_unpacks { 1.1 } else { 1.0 } < rows,
+        Some((packed, rows)) => packed < rows * margin,
         None => true,
     })
+}
+
+/// [`measured_pays_off`]'s margin for a `Rows` layout: what the packed form brings
+/// beyond its one-row GEMV.
+///
+/// * Without a GEMM kernel, prompt batches unpack its rows once per call: the packed
+///   GEMV must win by 10%.
+/// * With a whole-block kernel (Q8_0 on AVX-512 VNNI) the packed form carries every
+///   batch: row-major Q8_0 batches decode their rows into this very layout on each
+///   call (`legacy_gemm`), and a greedy head decides from the whole-block pass only
+///   when packed. Gemma 3 270M, 2-core EPYC (Zen 5), 2 threads: a greedy verify of
+///   17 rows 36 ms row-major against 21 ms packed, a one-row decode step 7.8 against
+///   7.4 ms, while the one-thread calibration read the packed GEMV 1.05-1.18x slower
+///   (at 2 threads the two kernels stream memory alike, 0.8-1.1x). It is kept unless
+///   its one-row GEMV is 30% slower.
+/// * Otherwise (Q6_K's GEMM): it must simply be faster.
+fn rows_margin(gemm: bool, approx: bool) -> f64 {
+    match (gemm, approx) {
+        (false, _) => 1.0 / 1.1,
+        (true, true) => 1.3,
+        (true, false) => 1.0,
+    }
 }
 
 /// Weight bytes [`Packed::calibrate`] streams through each kernel per round.
@@ -588,7 +610,9 @@ impl Packed {
     /// whether its decode GEMV prefetches in software, by the same kind of
     /// measurement. Q8_0 and Q6_K (single-row order only): where, streaming weights
     /// from memory on one thread, the packed GEMV is faster than the row-major kernels
-    /// (Q6_K, whose prompt batches unpack packed rows per call: by at least 10%),
+    /// (a layout without a GEMM kernel, whose prompt batches unpack packed rows per
+    /// call: by at least 10%; Q8_0, whose packed form carries every batch and a greedy
+    /// head's whole-block pass: unless 30% slower, see `rows_margin`),
     /// measured once per process by [`Packed::calibrate`] (about 15 ms, the first time
     /// a model with such matrices loads), which also settles where their GEMV
     /// prefetches ([`Packed::prefetch`]). The same packed Q6_K kernel
@@ -602,7 +626,9 @@ impl Packed {
                 tune_q4_k_prefetch(entry);
                 true
             }
-            Some(Layout::Rows { gemm, .. }) => measured_pays_off(entry, gemm.is_none()),
+            Some(Layout::Rows { gemm, approx, .. }) => {
+                measured_pays_off(entry, rows_margin(gemm.is_some(), approx.is_some()))
+            }
         }
     }
 
