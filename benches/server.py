@@ -282,7 +282,16 @@ def main() -> int:
                         results[s.name][c] = r
         if args.prefix_clients:
             for s in servers:
-                prefix[s.name] = min(asyncio.run(prefix_round(s, args.prefix_clients, system)) for _ in range(2))
+                try:
+                    prefix[s.name] = min(asyncio.run(prefix_round(s, args.prefix_clients, system)) for _ in range(2))
+                except httpx.HTTPError as e:
+                    # A server that fails the shared-prompt round (a peer that crashed, say) is
+                    # reported; the rounds above are kept.
+                    alive = s.proc is not None and s.proc.poll() is None
+                    print(
+                        f"{s.name:<26} shared-prompt round FAILED ({type(e).__name__}: {e}; "
+                        f"server {'running' if alive else f'exited with {s.proc.returncode if s.proc else None}'})"
+                    )
     finally:
         for s in servers:
             s.stop()
