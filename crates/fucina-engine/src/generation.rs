@@ -36,6 +36,16 @@ use crate::pool::{SeqId, SeqPool};
 use crate::speculate::Speculator;
 use crate::stop::StopMatcher;
 
+/// What the head gave for one row in place of its logits ([`fucina_model::greedy::Picks`]):
+/// its greedy pick, its largest logits' ids and values best first, and its whole logits
+/// where those values were not distinct.
+pub(crate) struct HeadRow<'a> {
+    pub pick: Option<u32>,
+    pub top: &'a [u32],
+    pub vals: &'a [f32],
+    pub full: Option<&'a mut [f32]>,
+}
+
 /// What a generation does besides sampling.
 #[derive(Clone, Debug)]
 pub struct GenerationOptions {
@@ -504,10 +514,11 @@ impl Generation {
         self.decide_with(|g| g.decide_inner(logits, extra))
     }
 
-    /// [`Generation::decide`] from the row's greedy pick, for a generation that
-    /// [`Generation::decides_by_argmax`] (a batch whose head gave picks, not logits).
-    pub(crate) fn decide_picked(&mut self, pick: Option<u32>) -> Result<Option<Step>> {
-        self.decide_with(|g| g.decide_pick(pick))
+    /// [`Generation::decide`] from what the head gave for the row instead of its logits,
+    /// for a generation that [`Generation::decides_from_head`] (see
+    /// [`Generation::decide_head`]).
+    pub(crate) fn decide_from_head(&mut self, row: HeadRow<'_>) -> Result<Option<Step>> {
+        self.decide_with(|g| g.decide_head(row))
     }
 
     fn decide_with(
@@ -563,6 +574,50 @@ impl Generation {
         self.opts.logprobs.is_none()
             && self.processors.is_empty()
             && self.sampler.decides_by_argmax()
+    }
+
+    /// Whether this generation can decide a row from the head's top values instead of
+    /// its logits, and from how many (`Some(0)`: the greedy pick alone,
+    /// [`Generation::decides_by_argmax`]; `Some(k)`: a sampler whose decision reads only
+    /// the row's `k` largest logits, fucina-sample's `Sampler::decides_from_top`, with no
+    /// processor or log-probabilities).
+    pub(crate) fn decides_from_head(&self) -> Option<usize> {
+        if self.decides_by_argmax() {
+            return Some(0);
+        }
+        if self.opts.logprobs.is_some() || !self.processors.is_empty() {
+            return None;
+        }
+        self.sampler.decides_from_top()
+    }
+
+    /// [`Generation::decide_inner`] for a generation that [`Generation::decides_from_head`],
+    /// from the head's answer for the row: the greedy pick, or the sampler's draw from the
+    /// row's top-k values (bitwise the draw from its logits: the head gives the whole row
+    /// where those are not distinct).
+    pub(crate) fn decide_head(&mut self, row: HeadRow<'_>) -> Result<Step> {
+        match self.decides_from_head() {
+            Some(0) => self.decide_pick(row.pick),
+            Some(k) => match row.full {
+                Some(logits) => self.decide_inner(logits, &mut []),
+                None if row.top.len() > k && row.vals.len() == row.top.len() => {
+                    let cands: Vec<(u32, f32)> = row.top[..k]
+                        .iter()
+                        .copied()
+                        .zip(row.vals[..k].iter().copied())
+                        .collect();
+                    let token = self.sampler.sample_top(&cands)?;
+                    self.commit_token(token, None)
+                }
+                None => Err(EngineError::Scheduler(format!(
+                    "the head gave {} top logits for a top-{k} sampler",
+                    row.top.len()
+                ))),
+            },
+            None => Err(EngineError::Scheduler(
+                "a row decided from the head for a generation that needs its logits".into(),
+            )),
+        }
     }
 
     /// [`Generation::decide_inner`] for a generation that [`Generation::decides_by_argmax`],

@@ -388,12 +388,27 @@ impl SeqPool {
         &mut self,
         items: &[(SeqId, &[u32], Option<usize>)],
     ) -> Result<&[Option<u32>]> {
+        Ok(&self.eval_mixed_top_from(items, 0, 0)?.pick)
+    }
+
+    /// [`SeqPool::eval_mixed_from`] returning each of those rows' greedy pick, its `k`
+    /// largest logits' ids and values, and, where its first `distinct` values are not
+    /// strictly decreasing (or a logit is not finite), its whole row
+    /// ([`fucina_model::greedy::Picks`]), instead of every row's logits.
+    pub fn eval_mixed_top_from(
+        &mut self,
+        items: &[(SeqId, &[u32], Option<usize>)],
+        k: usize,
+        distinct: usize,
+    ) -> Result<&fucina_model::greedy::Picks> {
         self.picks = Default::default();
-        self.scratch.set_greedy_output(Some(0));
+        self.scratch.set_greedy_output(Some(k));
+        self.scratch.set_distinct_top(distinct);
         let r = self.eval_mixed_rows(items);
         self.scratch.set_greedy_output(None);
+        self.scratch.set_distinct_top(0);
         r?;
-        Ok(&self.picks.pick)
+        Ok(&self.picks)
     }
 
     fn eval_mixed_rows(&mut self, items: &[(SeqId, &[u32], Option<usize>)]) -> Result<()> {
@@ -669,9 +684,26 @@ impl SeqPool {
         from: usize,
         k: usize,
     ) -> Result<&fucina_model::greedy::Picks> {
+        self.eval_verify_top_from(id, tokens, from, k, 0)
+    }
+
+    /// [`SeqPool::eval_verify_greedy_from`] with the values of each row's `k` largest
+    /// logits too, and, where its first `distinct` values are not strictly decreasing
+    /// (or a logit is not finite), its whole row ([`fucina_model::greedy::Picks::full`]):
+    /// what a sampler deciding from a row's top-k needs.
+    pub fn eval_verify_top_from(
+        &mut self,
+        id: SeqId,
+        tokens: &[u32],
+        from: usize,
+        k: usize,
+        distinct: usize,
+    ) -> Result<&fucina_model::greedy::Picks> {
         self.scratch.set_greedy_output(Some(k));
+        self.scratch.set_distinct_top(distinct);
         let r = self.eval_verify_from(id, tokens, from).map(|_| ());
         self.scratch.set_greedy_output(None);
+        self.scratch.set_distinct_top(0);
         r?;
         Ok(&self.picks)
     }

@@ -19,7 +19,7 @@ use fucina_sample::LogitProcessor;
 use fucina_spec::{CostGate, DraftSource, SpecOptions, SpeculationIndex, Stats, TopKRow};
 
 use crate::error::Result;
-use crate::generation::{Generation, Step};
+use crate::generation::{Generation, HeadRow, Step};
 use crate::mtp_draft::MtpDraft;
 use crate::pool::SeqPool;
 
@@ -303,17 +303,25 @@ impl Generation {
         if self.spec_mut().mtp.is_some() {
             MtpDraft::request_capture(pool, seq);
         }
-        // Greedy rows with nothing between the logits and the pick: the head gives the
-        // picks (and the top ids the guesses feed on) without computing most logits
-        // (bitwise the same picks and ids).
-        let greedy = extra.is_empty() && self.decides_by_argmax();
+        // Rows decided by their greedy pick, or by a sampler that reads only the row's
+        // top-k, with nothing between the logits and the decision: the head gives the
+        // picks, the top values and the top ids the guesses feed on without computing
+        // most logits (bitwise the same decisions and ids).
+        let head = if extra.is_empty() {
+            self.decides_from_head()
+        } else {
+            None
+        };
         let mut picks = fucina_model::greedy::Picks::default();
-        let verified = if greedy {
-            let kk = if wants { k } else { 0 };
-            picks.clone_from(pool.eval_verify_greedy_from(seq, &rows, first, kk)?);
-            Verified::Picks {
+        let verified = if let Some(top_k) = head {
+            let (kk, distinct) = head_request(top_k, wants.then_some(k));
+            picks.clone_from(pool.eval_verify_top_from(seq, &rows, first, kk, distinct)?);
+            Verified::Head {
                 pick: &picks.pick,
-                top: wants.then_some(&mut picks.top[..]),
+                top: &picks.top,
+                vals: &picks.vals,
+                full: &mut picks.full,
+                feedback: wants.then_some(k),
             }
         } else {
             Verified::Logits {
@@ -358,11 +366,32 @@ impl Generation {
         while r < rows.len() {
             let at = self.history.len();
             let decided = match &mut verified {
-                Verified::Picks { pick, top } => {
-                    if let Some(top) = top {
-                        top_rows.push(std::mem::take(&mut top[r - first]));
+                Verified::Head {
+                    pick,
+                    top,
+                    vals,
+                    full,
+                    feedback,
+                } => {
+                    let i = r - first;
+                    let full = full.get_mut(i).and_then(|f| f.as_deref_mut());
+                    let top = top.get(i).map_or(&[][..], |t| &t[..]);
+                    if let Some(fb) = *feedback {
+                        top_rows.push(match &full {
+                            Some(row) => {
+                                let mut ids = Vec::new();
+                                fucina_model::greedy::top_k(row, fb, &mut ids);
+                                ids
+                            }
+                            None => top[..fb.min(top.len())].to_vec(),
+                        });
                     }
-                    self.decide_pick(pick[r - first])
+                    self.decide_head(HeadRow {
+                        pick: pick[i],
+                        top,
+                        vals: vals.get(i).map_or(&[][..], |v| &v[..]),
+                        full,
+                    })
                 }
                 Verified::Logits { logits, top_k } => {
                     let vocab = logits.len() / (rows.len() - first);
@@ -493,12 +522,29 @@ impl Generation {
     }
 }
 
+/// The head's top ids and distinct values to ask for, `(k, distinct)`, for rows decided
+/// from the head ([`Generation::decides_from_head`]: `top_k` 0 for the greedy pick) whose
+/// guesses want `feedback` top ids: a top-k sampler needs the `top_k + 1` largest, all
+/// distinct (its cut, and its order, are then the same whatever the rest of the row is).
+pub(crate) fn head_request(top_k: usize, feedback: Option<usize>) -> (usize, usize) {
+    let fb = feedback.unwrap_or(0);
+    match top_k {
+        0 => (fb, 0),
+        k => ((k + 1).max(fb), k + 1),
+    }
+}
+
 /// What a verify's forward gave for its rows from the last pending one on.
 pub(crate) enum Verified<'a> {
-    /// The greedy head's picks, and each row's top ids where the guesses want them.
-    Picks {
+    /// The head's answer for rows decided from it ([`Generation::decides_from_head`]):
+    /// each row's greedy pick, its top ids and values (best first), its whole logits
+    /// where those values were not distinct, and how many top ids the guesses want.
+    Head {
         pick: &'a [Option<u32>],
-        top: Option<&'a mut [Vec<u32>]>,
+        top: &'a [Vec<u32>],
+        vals: &'a [Vec<f32>],
+        full: &'a mut [Option<Vec<f32>>],
+        feedback: Option<usize>,
     },
     /// Every row's logits, and how many top ids to take from each for the guesses.
     Logits {

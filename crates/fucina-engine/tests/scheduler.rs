@@ -234,6 +234,40 @@ fn speculative_requests_verify_their_drafts_in_the_shared_forward() {
     assert!(m.steps < 40, "{m:?}");
 }
 
+/// Sampled requests whose decisions read only their rows' top-k (llama.cpp's default
+/// chain, no penalty), greedy ones beside them, some speculative: the batch decides
+/// from the head's top values, and each request gives the tokens it gives alone.
+#[test]
+fn top_k_sampled_requests_decided_from_the_head_give_their_tokens_alone() {
+    let prompts = [
+        encode("red green blue red green blue red green blue red green blue red"),
+        encode("Once upon a time, in a land far away, there lived a"),
+        encode("The cat sat on the mat. The cat sat on the mat. The cat sat on the"),
+        encode("Water boils at"),
+    ];
+    let mut options = vec![
+        opts(24, 0.8, 11),
+        opts(16, 1.2, 5),
+        opts(24, 0.0, 0),
+        opts(16, 0.6, 9),
+    ];
+    options[1].sampling.top_k = 5;
+    options[3].sampling.top_k = 100;
+    let always = SpecOptions {
+        economics: false,
+        ..SpecOptions::default()
+    };
+    options[0].speculation = Some(always.clone());
+    options[2].speculation = Some(always);
+    let s = scheduler(4, 64, 16);
+    run_together_as_alone(&s, &prompts, &options, |o| GenerationOptions {
+        speculation: None,
+        ..o.clone()
+    });
+    let m = s.metrics();
+    assert!(m.spec_drafted > 0, "{m:?}");
+}
+
 #[test]
 fn the_queue_is_bounded_and_bad_requests_are_refused_before_queueing() {
     let s = scheduler(1, 64, 1);

@@ -158,6 +158,32 @@ fn sampled_speculation_equals_plain_draw_for_draw() {
     }
 }
 
+/// Samplers whose decision reads only a row's top-k (no penalty, bias or processor):
+/// their verify rows are decided from the head's top values (most logits never
+/// computed) and give the plain run's tokens, draws and cache.
+#[test]
+fn top_k_sampled_speculation_equals_plain_draw_for_draw() {
+    for (seed, temperature, top_k, top_p, min_p) in [
+        (1, 0.8, 40, 0.95, 0.05),
+        (7, 0.3, 40, 1.0, 0.0),
+        (42, 1.5, 5, 0.9, 0.0),
+        (3, 1.0, 128, 1.0, 0.1),
+        (5, 0.7, 1, 1.0, 0.0),
+    ] {
+        let sampling = SamplingParams {
+            temperature,
+            seed,
+            top_k,
+            top_p,
+            min_p,
+            ..SamplingParams::default()
+        };
+        let stats = check(REPEAT, opts(40, sampling.clone(), &[]));
+        assert!(stats.spec_steps > 0, "top-k {top_k}: {stats:?}");
+        check("Once upon a time", opts(24, sampling, &[]));
+    }
+}
+
 #[test]
 fn stop_strings_and_max_tokens_edges_are_the_same() {
     check(REPEAT, opts(48, greedy(), &["log"]));
@@ -169,8 +195,8 @@ fn stop_strings_and_max_tokens_edges_are_the_same() {
 }
 
 /// A verify batch's greedy picks and top-8 ids (the head's shortcut: most logits never
-/// computed exactly) are the first argmax and the top 8 of the same batch's full pinned
-/// logits, row by row,
+/// computed exactly), or its top-41 ids and values (a top-40 sampler's request), are
+/// the first argmax and the top of the same batch's full pinned logits, row by row,
 /// and leave the same cache: on the real model's 262k-row Q8_0 head, for rows of a
 /// prompt and of its repetition (confident picks) and of filler tokens (flat ones).
 #[test]
@@ -186,10 +212,13 @@ fn greedy_verify_picks_are_the_argmax_of_the_verify_logits() {
     pool.eval(a, head, &mut |_, _| {}).unwrap();
     pool.eval(b, head, &mut |_, _| {}).unwrap();
     let n_vocab = model().config().n_vocab;
-    for chunk in rest.chunks(17) {
+    for (c, chunk) in rest.chunks(17).enumerate() {
         let logits = pool.eval_verify_from(a, chunk, 0).unwrap().to_vec();
+        // Greedy picks with the guesses' top 8; on every other chunk a top-40 sampler's
+        // request: 41 top values, distinct.
+        let (k, distinct) = if c % 2 == 0 { (8, 0) } else { (41, 41) };
         let picks = pool
-            .eval_verify_greedy_from(b, chunk, 0, 8)
+            .eval_verify_top_from(b, chunk, 0, k, distinct)
             .unwrap()
             .clone();
         assert_eq!(picks.pick.len(), chunk.len());
@@ -200,8 +229,32 @@ fn greedy_verify_picks_are_the_argmax_of_the_verify_logits() {
                 fucina_model::greedy::first_argmax(row),
                 "row {r}"
             );
-            fucina_model::greedy::top_k(row, 8, &mut ids);
+            fucina_model::greedy::top_k(row, k, &mut ids);
             assert_eq!(picks.top[r], ids, "row {r}");
+            let vals: Vec<u32> = ids.iter().map(|&i| row[i as usize].to_bits()).collect();
+            let got: Vec<u32> = picks.vals[r].iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, vals, "row {r}: top values");
+            let distinct_ok = vals
+                .iter()
+                .zip(&vals[1..])
+                .take(distinct.saturating_sub(1))
+                .all(|(&a, &b)| f32::from_bits(a) > f32::from_bits(b));
+            match &picks.full[r] {
+                Some(full) => {
+                    assert!(
+                        distinct > 0 && !distinct_ok,
+                        "row {r}: a whole row without a tie"
+                    );
+                    assert!(full
+                        .iter()
+                        .zip(row)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()));
+                }
+                None => assert!(
+                    distinct == 0 || distinct_ok,
+                    "row {r}: a tie without the row"
+                ),
+            }
         }
     }
     let (ca, cb) = (pool.cache(a).unwrap(), pool.cache(b).unwrap());

@@ -91,6 +91,8 @@ pub struct Scratch {
     /// Return only each flagged row's greedy pick and this many top ids
     /// ([`Scratch::set_greedy_output`]).
     pub(crate) greedy: Option<usize>,
+    /// Top values that must be distinct in greedy mode ([`Scratch::set_distinct_top`]).
+    pub(crate) distinct: usize,
     /// The greedy picks of the last forward in greedy mode.
     pub(crate) picks: crate::greedy::Picks,
     /// Also keep every row's final-normed hidden state ([`Scratch::captured_hidden`]).
@@ -137,6 +139,15 @@ impl Scratch {
     /// The greedy output setting ([`Scratch::set_greedy_output`]).
     pub fn greedy_output(&self) -> Option<usize> {
         self.greedy
+    }
+
+    /// In greedy output mode, the number of top values a decision needs distinct (a
+    /// sampler that decides from the row's top-k, which needs `k + 1`): a row whose
+    /// first `distinct` values are not strictly decreasing, or that has a non-finite
+    /// logit, also gets its whole logits row in [`crate::greedy::Picks::full`]. 0 (the
+    /// default): none.
+    pub fn set_distinct_top(&mut self, distinct: usize) {
+        self.distinct = distinct;
     }
 
     /// The picks of the last forward with [`Scratch::set_greedy_output`] on, one per
@@ -391,6 +402,7 @@ impl Model {
                     &s.xn[..n_out * e],
                     n_out,
                     k,
+                    s.distinct,
                     &mut s.mm,
                     &mut s.picks,
                 )?
@@ -415,14 +427,25 @@ impl Model {
             par_rows(&self.pool, logits, 1, &|_, l| soft_cap(l, c));
         }
         if let Some(k) = s.greedy {
-            s.picks.pick.clear();
-            s.picks.top.clear();
+            let picks = &mut s.picks;
+            picks.pick.clear();
+            picks.top.clear();
+            picks.vals.clear();
+            picks.full.clear();
             for row in s.logits[..n_out * vsz].chunks_exact(vsz) {
-                s.picks.pick.push(crate::greedy::first_argmax(row));
+                picks.pick.push(crate::greedy::first_argmax(row));
+                let mut ids = Vec::new();
                 if k > 0 {
-                    let mut ids = Vec::new();
                     crate::greedy::top_k(row, k, &mut ids);
-                    s.picks.top.push(ids);
+                    picks
+                        .vals
+                        .push(ids.iter().map(|&i| row[i as usize]).collect());
+                }
+                // Every logit was computed here: a decision needing distinct top values
+                // reads the row itself.
+                picks.full.push((s.distinct > 0).then(|| row.to_vec()));
+                if k > 0 {
+                    picks.top.push(ids);
                 }
             }
             return Ok(&s.logits[..0]);

@@ -70,6 +70,13 @@ pub struct Picks {
     /// Per row, its `k` largest ids ([`top_k`] of its logits: fewer where fewer are
     /// not NaN); empty with `k` = 0.
     pub top: Vec<Vec<u32>>,
+    /// Per row, the logits of `top`'s ids (the pinned forward's values, bitwise).
+    pub vals: Vec<Vec<f32>>,
+    /// Per row, its whole logits row where [`top_rows`] was asked for `distinct` top
+    /// values and the row's were not (a tie among them, or a non-finite logit): a
+    /// decision that needs them distinct reads the row instead. `None` elsewhere (and
+    /// every row without `distinct`).
+    pub full: Vec<Option<Vec<f32>>>,
 }
 
 impl Picks {
@@ -77,6 +84,8 @@ impl Picks {
     pub fn extend_from(&mut self, other: &Picks) {
         self.pick.extend_from_slice(&other.pick);
         self.top.extend(other.top.iter().cloned());
+        self.vals.extend(other.vals.iter().cloned());
+        self.full.extend(other.full.iter().cloned());
     }
 }
 
@@ -116,21 +125,25 @@ pub fn argmax_rows(
     out: &mut Vec<Option<u32>>,
 ) -> Result<bool> {
     let mut picks = Picks::default();
-    let done = top_rows(pool, w, x, m, 0, scratch, &mut picks)?;
+    let done = top_rows(pool, w, x, m, 0, 0, scratch, &mut picks)?;
     *out = picks.pick;
     Ok(done)
 }
 
 /// For each of the `m` rows of `x` (`m × w.cols()`), the greedy pick and the `k`
 /// largest ids ([`first_argmax`], [`top_k`]) of `x · wᵀ` as [`matmul`] computes it in
-/// pinned mode, into `out`. Returns false (nothing done) where `w` has no whole-block
-/// kernel. `scratch`'s activation buffer is reused.
+/// pinned mode, with their values, into `out`. With `distinct` > 0, a row whose first
+/// `distinct` top values are not strictly decreasing (or that has a non-finite logit)
+/// also gets its whole logits row ([`Picks::full`]). Returns false (nothing done) where
+/// `w` has no whole-block kernel. `scratch`'s activation buffer is reused.
+#[allow(clippy::too_many_arguments)]
 pub fn top_rows(
     pool: &ThreadPool,
     w: &Linear,
     x: &[f32],
     m: usize,
     k: usize,
+    distinct: usize,
     scratch: &mut MatmulScratch,
     out: &mut Picks,
 ) -> Result<bool> {
@@ -139,6 +152,8 @@ pub fn top_rows(
     };
     out.pick.clear();
     out.top.clear();
+    out.vals.clear();
+    out.full.clear();
     if m == 0 {
         return Ok(true);
     }
@@ -174,17 +189,28 @@ pub fn top_rows(
             vals.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             (vals.len() >= k.max(1)).then_some(vals)
         });
+        // A tie among the values that must be distinct: the whole row decides.
+        let ranked = ranked.filter(|vals| {
+            vals.iter()
+                .take(distinct)
+                .zip(vals.iter().skip(1).take(distinct.saturating_sub(1)))
+                .all(|(a, b)| a.0 > b.0)
+        });
+        out.full.push(None);
         match ranked {
             Some(vals) => {
                 out.pick.push(Some(vals[0].1));
                 if k > 0 {
                     out.top.push(vals.iter().take(k).map(|&(_, r)| r).collect());
+                    out.vals
+                        .push(vals.iter().take(k).map(|&(v, _)| v).collect());
                 }
             }
             None => {
                 out.pick.push(None);
                 if k > 0 {
                     out.top.push(Vec::new());
+                    out.vals.push(Vec::new());
                 }
                 full.push(t);
             }
@@ -206,7 +232,11 @@ pub fn top_rows(
         out.pick[t] = first_argmax(&logits);
         if k > 0 {
             top_k(&logits, k, &mut ids);
+            out.vals[t] = ids.iter().map(|&i| logits[i as usize]).collect();
             out.top[t].clone_from(&ids);
+        }
+        if distinct > 0 {
+            out.full[t] = Some(logits.clone());
         }
     }
     Ok(true)
@@ -462,14 +492,17 @@ mod tests {
         inf[3] = f32::INFINITY;
         xs.push(inf);
         let mut ties = 0;
+        let mut distinct_full = 0;
         for m in [1usize, 3, 17, 40] {
             for start in (0..xs.len()).step_by(m.max(7)) {
                 let batch: Vec<&Vec<f32>> = xs.iter().cycle().skip(start).take(m).collect();
                 let x: Vec<f32> = batch.iter().flat_map(|v| v.iter().copied()).collect();
                 assert!(argmax_rows(&pool, &lin, &x, m, &mut sc, &mut picks).unwrap());
                 let k = [1, 3, 8][start % 3];
+                // Distinct top values asked for (a top-k sampler's k + 1) on every other batch.
+                let distinct = if (start / 3) % 2 == 1 { k } else { 0 };
                 let mut tops = Picks::default();
-                assert!(top_rows(&pool, &lin, &x, m, k, &mut sc, &mut tops).unwrap());
+                assert!(top_rows(&pool, &lin, &x, m, k, distinct, &mut sc, &mut tops).unwrap());
                 let mut y = vec![0f32; m * rows];
                 matmul(&pool, &lin, &x, m, &mut y, &mut sc).unwrap();
                 let mut ids = Vec::new();
@@ -480,14 +513,36 @@ mod tests {
                     assert_eq!(tops.pick[t], want, "batch of {m} from {start}, row {t}");
                     top_k(row, k, &mut ids);
                     assert_eq!(tops.top[t], ids, "top {k}, row {t}");
+                    let vals: Vec<u32> = ids.iter().map(|&i| row[i as usize].to_bits()).collect();
+                    let got: Vec<u32> = tops.vals[t].iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, vals, "top {k} values, row {t}");
+                    // The whole row where the first `distinct` values tie or any is not
+                    // finite, and only there.
+                    let tied = ids
+                        .iter()
+                        .take(distinct)
+                        .zip(ids.iter().skip(1).take(distinct.saturating_sub(1)))
+                        .any(|(&a, &b)| row[a as usize] <= row[b as usize]);
+                    let bad = row.iter().any(|v| !v.is_finite());
+                    match &tops.full[t] {
+                        Some(full) => {
+                            assert!(distinct > 0 && (tied || bad || ids.len() < k), "row {t}");
+                            assert!(full
+                                .iter()
+                                .zip(row)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()));
+                            distinct_full += 1;
+                        }
+                        None => assert!(distinct == 0 || !(tied || bad), "row {t}: tied {tied}"),
+                    }
                     if want == Some(5) && row[1000] == row[5] {
                         ties += 1;
                     }
                 }
             }
         }
-        // The planted exact ties did decide some picks.
-        assert!(ties > 0);
+        // The planted exact ties did decide some picks, and some rows were given whole.
+        assert!(ties > 0 && distinct_full > 0, "{ties} {distinct_full}");
         let _ = std::fs::remove_file(&path);
     }
 }

@@ -75,6 +75,35 @@ impl Chain {
         Ok(())
     }
 
+    /// [`Chain::run`] on a row whose top-k stage is known to keep exactly `top`: the
+    /// row's `k` largest logits (`k` = the parameters' top-k, `top.len()`), strictly
+    /// decreasing and finite, with the row's next logit strictly below the last. Such a
+    /// set and its order are the same however llama.cpp's sort meets the rest of the row,
+    /// and every later stage reads only that set, so the result is [`Chain::run`]'s.
+    pub fn run_top(&mut self, top: &[(u32, f32)], p: &SamplingParams) -> Result<(), SampleError> {
+        self.toks.clear();
+        self.toks.extend(
+            top.iter()
+                .map(|&(id, logit)| Candidate { id, logit, p: 0.0 }),
+        );
+        self.materialized = true;
+        self.sorted = true;
+        // The stages below read the working set only, never the row (it is materialized).
+        let (row, stats) = (
+            &[][..],
+            RowStats {
+                max: f32::NEG_INFINITY,
+            },
+        );
+        self.typical(row, p.typical_p);
+        self.top_p(row, &stats, p.top_p);
+        self.min_p(row, &stats, p.min_p);
+        self.temperature(p.temperature);
+        self.dist_probs()?;
+        self.order();
+        Ok(())
+    }
+
     /// The candidate llama.cpp's dist sampler selects for the uniform draw `u`, by id:
     /// its running f64 sum of the unnormalised `expf(l - max)`, in its array order,
     /// until it reaches `u` times their sum. Call after [`Chain::run`].

@@ -100,6 +100,58 @@ impl Sampler {
         self.params.is_greedy() && self.params.logit_bias.is_empty() && !self.penalizes()
     }
 
+    /// `Some(k)` where [`Sampler::sample`] without processors depends only on the row's
+    /// `k` largest logits (`k` = the parameters' top-k): a sampled (not greedy,
+    /// not Mirostat) chain whose first active stage is a top-k of at most
+    /// [`Sampler::TOP_MAX`] below the vocabulary, with no logit bias and no active
+    /// penalty. Such a decision needs no other logit: [`Sampler::sample_top`] makes it
+    /// from those `k` (a verify or a batch can take them from the head without
+    /// computing the rest).
+    pub fn decides_from_top(&self) -> Option<usize> {
+        let p = &self.params;
+        let k = usize::try_from(p.top_k).ok()?;
+        (!p.is_greedy()
+            && p.mirostat_mode == 0
+            && p.logit_bias.is_empty()
+            && !self.penalizes()
+            && (1..=Self::TOP_MAX).contains(&k)
+            && k < self.n_vocab)
+            .then_some(k)
+    }
+
+    /// Largest top-k [`Sampler::decides_from_top`] takes.
+    pub const TOP_MAX: usize = 128;
+
+    /// [`Sampler::sample`]'s draw (exactly one, as there) for a sampler that
+    /// [`Sampler::decides_from_top`], from the row's `k` largest logits alone: `top`
+    /// their ids and values, best first, strictly decreasing and finite, and every
+    /// other logit of the row strictly below the last (a tie at the cut, or anything
+    /// non-finite, needs the whole row). Bitwise [`Sampler::sample`]'s token on that
+    /// row: its top-k keeps exactly these, in this order, and the stages after it read
+    /// only them.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> Result<u32, SampleError> {
+        let k = self.decides_from_top();
+        if k != Some(top.len())
+            || !top.windows(2).all(|w| w[0].1 > w[1].1)
+            || !top
+                .iter()
+                .all(|c| c.1.is_finite() && (c.0 as usize) < self.n_vocab)
+        {
+            return Err(SampleError::InvalidParam {
+                field: "top_k",
+                message: format!(
+                    "sample_top takes the row's top-k ({k:?}) as strictly decreasing finite \
+                     logits of ids in the vocabulary; got {} candidates",
+                    top.len()
+                ),
+            });
+        }
+        self.chain.run_top(top, &self.params)?;
+        let u = self.rng.next_f64();
+        self.draws += 1;
+        Ok(self.chain.draw(u))
+    }
+
     /// The repetition, frequency and presence penalties of the parameters.
     fn penalties(&self) -> Penalties {
         Penalties {

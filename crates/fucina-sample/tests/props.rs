@@ -187,3 +187,108 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Where a sampler decides from the row's top-k (`decides_from_top`), its
+    /// `sample_top` on the row's k largest logits draws the token `sample` draws on
+    /// the whole row, from the same RNG state, token after token.
+    #[test]
+    fn sample_top_is_sample_on_the_whole_row(
+        n in 8usize..400,
+        rows in prop::collection::vec(any::<u64>(), 1..6),
+        k in 1i32..140,
+        temperature in prop_oneof![0.05f32..3.0, Just(1.0f32)],
+        top_p in prop_oneof![0.05f32..1.0, Just(1.0f32)],
+        min_p in prop_oneof![0.0f32..0.5, Just(0.0f32)],
+        typical_p in prop_oneof![0.05f32..1.0, Just(1.0f32)],
+        seed in any::<u64>(),
+        step in 0.05f32..3.0,
+    ) {
+        let p = SamplingParams {
+            temperature,
+            top_k: k,
+            top_p,
+            min_p,
+            typical_p,
+            seed,
+            ..SamplingParams::default()
+        };
+        let mut whole = Sampler::new(p.clone(), n).expect("params");
+        let mut top = Sampler::new(p, n).expect("params");
+        let Some(kk) = whole.decides_from_top() else {
+            prop_assert!(k as usize >= n || k as usize > Sampler::TOP_MAX);
+            return Ok(());
+        };
+        prop_assert_eq!(kk, k as usize);
+        for r in rows {
+            // A row of distinct values: a permutation (from the seed `r`) of spaced logits.
+            let mut order: Vec<usize> = (0..n).collect();
+            let mut s = r;
+            for i in (1..n).rev() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                order.swap(i, (s >> 33) as usize % (i + 1));
+            }
+            let mut row = vec![0f32; n];
+            for (rank, &i) in order.iter().enumerate() {
+                row[i] = 5.0 - step * rank as f32;
+            }
+            let mut cands: Vec<(u32, f32)> = row.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+            cands.sort_by(|a, b| b.1.total_cmp(&a.1));
+            cands.truncate(kk);
+            let want = whole.sample(&mut row.clone(), &[], &mut []).expect("sample");
+            let got = top.sample_top(&cands).expect("sample_top");
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(top.draws(), whole.draws());
+        }
+    }
+}
+
+#[test]
+fn sample_top_refuses_what_it_cannot_decide() {
+    let p = SamplingParams {
+        top_k: 3,
+        ..SamplingParams::default()
+    };
+    let mut s = Sampler::new(p, 10).expect("params");
+    assert_eq!(s.decides_from_top(), Some(3));
+    // Wrong count, a tie, a non-finite value, an id outside the vocabulary.
+    for top in [
+        vec![(0, 3.0), (1, 2.0)],
+        vec![(0, 3.0), (1, 2.0), (2, 2.0)],
+        vec![(0, f32::INFINITY), (1, 2.0), (2, 1.0)],
+        vec![(0, 3.0), (1, 2.0), (12, 1.0)],
+    ] {
+        assert!(s.sample_top(&top).is_err(), "{top:?}");
+    }
+    assert_eq!(s.draws(), 0);
+    // Greedy, penalties, a bias, Mirostat, no top-k: the whole row is needed.
+    for p in [
+        SamplingParams {
+            temperature: 0.0,
+            ..SamplingParams::default()
+        },
+        SamplingParams {
+            repeat_penalty: 1.1,
+            ..SamplingParams::default()
+        },
+        SamplingParams {
+            logit_bias: vec![(1, 2.0)],
+            ..SamplingParams::default()
+        },
+        SamplingParams {
+            mirostat_mode: 2,
+            ..SamplingParams::default()
+        },
+        SamplingParams {
+            top_k: 0,
+            ..SamplingParams::default()
+        },
+    ] {
+        assert_eq!(
+            Sampler::new(p, 10).expect("params").decides_from_top(),
+            None
+        );
+    }
+}

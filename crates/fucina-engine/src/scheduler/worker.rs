@@ -14,24 +14,52 @@ use super::metrics::Counters;
 use super::slots::{self, SlotView};
 use super::{lock, Job, Request, SchedulerConfig, Shared};
 use crate::error::{EngineError, Result};
-use crate::generation::{FinishReason, Generation, Step};
+use crate::generation::{FinishReason, Generation, HeadRow, Step};
 use crate::pool::{SeqId, SeqPool};
 use crate::speculate::{Cost, Verified};
 
+/// A batched forward's answers from the head not yet handed out (see
+/// [`fucina_model::greedy::Picks`]; `top` and `vals` are empty where no top values were
+/// asked for).
+struct HeadLeft<'a> {
+    pick: &'a [Option<u32>],
+    top: &'a [Vec<u32>],
+    vals: &'a [Vec<f32>],
+    full: &'a mut [Option<Vec<f32>>],
+}
+
 /// The next `m` deciding rows of a batched forward's results, taken off the front of
-/// `picks` (a greedy batch) or of `logits` (`n_vocab` values a row).
+/// `head` (a batch decided from the head) or of `logits` (`n_vocab` values a row).
 fn next_rows<'a>(
-    greedy: bool,
-    picks: &mut &'a [Option<u32>],
+    head: &mut Option<HeadLeft<'a>>,
     logits: &mut &'a mut [f32],
     m: usize,
     n_vocab: usize,
 ) -> Result<Verified<'a>> {
     let too_few = || EngineError::Scheduler("the forward returned too few rows".into());
-    if greedy {
-        let (pick, rest) = picks.split_at_checked(m).ok_or_else(too_few)?;
-        *picks = rest;
-        Ok(Verified::Picks { pick, top: None })
+    if let Some(h) = head {
+        let (pick, rest) = h.pick.split_at_checked(m).ok_or_else(too_few)?;
+        h.pick = rest;
+        let (full, rest) = std::mem::take(&mut h.full)
+            .split_at_mut_checked(m)
+            .ok_or_else(too_few)?;
+        h.full = rest;
+        let (top, vals) = if h.top.is_empty() {
+            (&[][..], &[][..])
+        } else {
+            let (top, rest) = h.top.split_at_checked(m).ok_or_else(too_few)?;
+            h.top = rest;
+            let (vals, rest) = h.vals.split_at_checked(m).ok_or_else(too_few)?;
+            h.vals = rest;
+            (top, vals)
+        };
+        Ok(Verified::Head {
+            pick,
+            top,
+            vals,
+            full,
+            feedback: None,
+        })
     } else {
         let (rows, rest) = std::mem::take(logits)
             .split_at_mut_checked(m * n_vocab)
@@ -498,17 +526,25 @@ impl Worker {
             })
             .collect();
         let n_vocab = pool.model().config().n_vocab;
-        // Every deciding request greedy with nothing between logits and pick: the head
-        // gives the picks without computing most logits (bitwise the same picks).
-        let greedy = plan
+        // Every deciding request decided by its greedy pick or by a sampler that reads
+        // only the row's top-k, with nothing else between logits and decision: the head
+        // gives picks and top values without computing most logits (bitwise the same
+        // decisions; whole rows where top values tie).
+        let head = plan
             .iter()
             .filter(|it| it.last)
-            .all(|it| active[it.i].gen.decides_by_argmax());
+            .map(|it| active[it.i].gen.decides_from_head())
+            .collect::<Option<Vec<usize>>>()
+            .map(|ks| {
+                ks.iter()
+                    .map(|&k| crate::speculate::head_request(k, None))
+                    .fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+            });
         let t = Instant::now();
-        let mut picks = Vec::new();
+        let mut picks = fucina_model::greedy::Picks::default();
         let mut empty = [0f32; 0];
-        let rows: &mut [f32] = if greedy {
-            picks.extend_from_slice(pool.eval_mixed_greedy_from(&items)?);
+        let rows: &mut [f32] = if let Some((k, distinct)) = head {
+            picks.clone_from(pool.eval_mixed_top_from(&items, k, distinct)?);
             &mut empty
         } else {
             pool.eval_mixed_from(&items)?
@@ -519,17 +555,33 @@ impl Worker {
         step_cost.observe(total, secs);
         let share = |n: usize| step_cost.share(secs, n, plan.len(), total);
         let mut rows = rows;
-        let mut picks = &picks[..];
+        let mut left = head.map(|_| HeadLeft {
+            pick: &picks.pick,
+            top: &picks.top,
+            vals: &picks.vals,
+            full: &mut picks.full,
+        });
         let mut out = Vec::new();
         let mut verified = Vec::new();
         for (k, it) in plan.iter().enumerate() {
             let g = &mut active[it.i].gen;
             if let Some((vrows, drafted)) = &it.verify {
-                let v = next_rows(greedy, &mut picks, &mut rows, drafted + 1, n_vocab)?;
+                let v = next_rows(&mut left, &mut rows, drafted + 1, n_vocab)?;
                 verified.push((k, g.accept_verified(&mut [], vrows, *drafted, v)));
             } else if it.last {
-                let decided = match next_rows(greedy, &mut picks, &mut rows, 1, n_vocab)? {
-                    Verified::Picks { pick, .. } => g.decide_picked(pick[0]),
+                let decided = match next_rows(&mut left, &mut rows, 1, n_vocab)? {
+                    Verified::Head {
+                        pick,
+                        top,
+                        vals,
+                        full,
+                        ..
+                    } => g.decide_from_head(HeadRow {
+                        pick: pick[0],
+                        top: top.first().map_or(&[][..], |t| &t[..]),
+                        vals: vals.first().map_or(&[][..], |v| &v[..]),
+                        full: full[0].as_deref_mut(),
+                    }),
                     Verified::Logits { logits, .. } => g.decide(logits, &mut []),
                 };
                 if it.decode && decided.is_ok() {
