@@ -46,6 +46,25 @@ pub(crate) struct HeadRow<'a> {
     pub full: Option<&'a mut [f32]>,
 }
 
+impl<'a> HeadRow<'a> {
+    /// Row `i` of the head's per-row answers (`top` and `vals` empty where no top
+    /// values were asked for).
+    pub(crate) fn at(
+        pick: &[Option<u32>],
+        top: &'a [Vec<u32>],
+        vals: &'a [Vec<f32>],
+        full: &'a mut [Option<Vec<f32>>],
+        i: usize,
+    ) -> HeadRow<'a> {
+        HeadRow {
+            pick: pick[i],
+            top: top.get(i).map_or(&[], |t| &t[..]),
+            vals: vals.get(i).map_or(&[], |v| &v[..]),
+            full: full.get_mut(i).and_then(|f| f.as_deref_mut()),
+        }
+    }
+}
+
 /// What a generation does besides sampling.
 #[derive(Clone, Debug)]
 pub struct GenerationOptions {

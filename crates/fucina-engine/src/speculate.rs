@@ -373,25 +373,18 @@ impl Generation {
                     full,
                     feedback,
                 } => {
-                    let i = r - first;
-                    let full = full.get_mut(i).and_then(|f| f.as_deref_mut());
-                    let top = top.get(i).map_or(&[][..], |t| &t[..]);
+                    let row = HeadRow::at(pick, top, vals, full, r - first);
                     if let Some(fb) = *feedback {
-                        top_rows.push(match &full {
-                            Some(row) => {
+                        top_rows.push(match &row.full {
+                            Some(logits) => {
                                 let mut ids = Vec::new();
-                                fucina_model::greedy::top_k(row, fb, &mut ids);
+                                fucina_model::greedy::top_k(logits, fb, &mut ids);
                                 ids
                             }
-                            None => top[..fb.min(top.len())].to_vec(),
+                            None => row.top[..fb.min(row.top.len())].to_vec(),
                         });
                     }
-                    self.decide_head(HeadRow {
-                        pick: pick[i],
-                        top,
-                        vals: vals.get(i).map_or(&[][..], |v| &v[..]),
-                        full,
-                    })
+                    self.decide_head(row)
                 }
                 Verified::Logits { logits, top_k } => {
                     let vocab = logits.len() / (rows.len() - first);

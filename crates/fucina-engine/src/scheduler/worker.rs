@@ -576,12 +576,7 @@ impl Worker {
                         vals,
                         full,
                         ..
-                    } => g.decide_from_head(HeadRow {
-                        pick: pick[0],
-                        top: top.first().map_or(&[][..], |t| &t[..]),
-                        vals: vals.first().map_or(&[][..], |v| &v[..]),
-                        full: full[0].as_deref_mut(),
-                    }),
+                    } => g.decide_from_head(HeadRow::at(pick, top, vals, full, 0)),
                     Verified::Logits { logits, .. } => g.decide(logits, &mut []),
                 };
                 if it.decode && decided.is_ok() {
