@@ -362,8 +362,7 @@ pub(crate) fn legacy_gemm(
                     None => last.as_ptr().wrapping_add((r + 1 - nw) * last.len()),
                 };
                 for l in (0..row_bytes + 63).step_by(64) {
-                    // SAFETY: SSE (x86-64's baseline); a prefetch never faults.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(l).cast()) };
+                    _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(l).cast());
                 }
             }
         };
