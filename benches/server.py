@@ -13,9 +13,12 @@ same context per slot.
 Load: N concurrent clients, each streaming ``--requests`` text completions of ``--max-tokens`` tokens
 (greedy, a distinct prompt per client; ``ignore_eos`` where the server has it, so those requests are
 full length; tokens are counted as streamed chunks, one per token on all three servers). Reported
-per server and N: aggregate generated tokens/s over the round's wall time, time to first token (TTFT)
-p50 / p95, inter-token latency (ITL, gaps between streamed chunks) p50 / p95; then ratios ours/peer
-(>1 is better for throughput, <1 for latencies).
+per server and N: aggregate generated tokens/s over the round's wall time, the same while all N clients
+are at work ("all live": from the start until the first client has finished its requests; a fixed
+amount of work per client leaves a tail in which fewer clients stream, long where requests run at
+different speeds, as speculative ones do), time to first token (TTFT) p50 / p95, inter-token latency
+(ITL, gaps between streamed chunks) p50 / p95; then ratios ours/peer (>1 is better for throughput, <1
+for latencies).
 
 Prefix cache: ``--prefix-clients`` concurrent chat requests sharing a ~1,000-token system prompt (each
 with its own question), after one warm-up request with it; TTFT p95 of ours with the prefix cache
@@ -127,6 +130,8 @@ class Sample:
     gaps: list[float] = field(default_factory=list)
     tokens: int = 0
     failed: str | None = None
+    # perf_counter() of every streamed token chunk
+    times: list[float] = field(default_factory=list)
 
 
 async def stream_one(http: httpx.AsyncClient, server: Server, route: str, body: dict[str, Any]) -> Sample:
@@ -154,6 +159,7 @@ async def stream_one(http: httpx.AsyncClient, server: Server, route: str, body: 
                 else:
                     s.gaps.append(now - last)
                 last = now
+                s.times.append(now)
                 chunks += 1
     s.tokens = body["max_tokens"] if finish == "length" else chunks
     return s
@@ -169,6 +175,7 @@ def pct(values: list[float], q: float) -> float:
 async def load_round(server: Server, clients: int, args: argparse.Namespace) -> dict[str, float]:
     limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
     async with httpx.AsyncClient(timeout=3600, limits=limits) as http:
+        done_at: list[float] = []
 
         async def client(i: int) -> list[Sample]:
             out = []
@@ -188,6 +195,7 @@ async def load_round(server: Server, clients: int, args: argparse.Namespace) -> 
                     out.append(await stream_one(http, server, "/v1/completions", body))
                 except (httpx.HTTPError, RuntimeError) as e:
                     out.append(Sample(failed=f"{type(e).__name__}: {e}"))
+            done_at.append(time.perf_counter())
             return out
 
         t0 = time.perf_counter()
@@ -197,9 +205,15 @@ async def load_round(server: Server, clients: int, args: argparse.Namespace) -> 
     samples = [s for s in samples if not s.failed]
     gaps = [g for s in samples for g in s.gaps]
     ttfts = [s.ttft for s in samples]
+    # While every client is still at work: from the start until the first client is done with all
+    # of its requests (the whole round for one client). A fixed amount of work per client leaves
+    # a tail in which fewer clients stream (with speculation, requests run at different speeds).
+    live_end = min(done_at)
+    live_tokens = sum(1 for s in samples for t in s.times if t <= live_end)
     return {
         "failed": len(failed),
         "tok_s": sum(s.tokens for s in samples) / wall,
+        "live_tok_s": live_tokens / max(live_end - t0, 1e-9),
         "ttft_p50": pct(ttfts, 0.5),
         "ttft_p95": pct(ttfts, 0.95),
         "itl_p50": pct(gaps, 0.5),
@@ -231,7 +245,7 @@ def system_prompt(n_words: int = 900) -> str:
 def _row(name: str, c: int, r: dict[str, float]) -> str:
     failed = f"  ({r['failed']:.0f} requests FAILED)" if r["failed"] else ""
     return (
-        f"{name:<26} {c:>3} clients: {r['tok_s']:7.1f} tok/s  "
+        f"{name:<26} {c:>3} clients: {r['tok_s']:7.1f} tok/s ({r['live_tok_s']:7.1f} all live)  "
         f"TTFT p50 {r['ttft_p50'] * 1e3:7.0f} ms p95 {r['ttft_p95'] * 1e3:7.0f} ms  "
         f"ITL p50 {r['itl_p50'] * 1e3:6.1f} ms p95 {r['itl_p95'] * 1e3:6.1f} ms{failed}"
     )
@@ -314,15 +328,20 @@ def main() -> int:
     if ours:
         print("\nratios (ours/peer; throughput >1 and latencies <1 are better)")
         base = ours[levels[0]]["tok_s"]
+        live = ours[levels[0]]["live_tok_s"]
         for c in levels:
-            print(f"  fucina {c:>2} clients / fucina {levels[0]} client(s), throughput: {ours[c]['tok_s'] / base:.2f}x")
+            print(
+                f"  fucina {c:>2} clients / fucina {levels[0]} client(s), throughput: {ours[c]['tok_s'] / base:.2f}x "
+                f"(while all {c} stream: {ours[c]['live_tok_s'] / live:.2f}x)"
+            )
         for peer, rows in results.items():
             if peer == "fucina":
                 continue
             for c in levels:
                 o, q = ours[c], rows[c]
                 print(
-                    f"  vs {peer:<18} {c:>3} clients: throughput {o['tok_s'] / q['tok_s']:.2f}x, "
+                    f"  vs {peer:<18} {c:>3} clients: throughput {o['tok_s'] / q['tok_s']:.2f}x "
+                    f"(all live {o['live_tok_s'] / q['live_tok_s']:.2f}x), "
                     f"TTFT p95 {o['ttft_p95'] / q['ttft_p95']:.2f}x, ITL p95 {o['itl_p95'] / q['itl_p95']:.2f}x"
                 )
     if "fucina" in prefix and "fucina (no prefix cache)" in prefix:
