@@ -26,10 +26,11 @@ pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
     crate::repack::PrefetchCell::new(crate::repack::Prefetch::L1);
 
 /// Most activation rows the packed kernels stream in the single-row order
-/// (`packed_gemv_rows`: each super-block's header decoded and each quant register split
-/// once for up to four rows at a time, then their `vpdpbusd`); more are transposed into
-/// lane form once per super-block (the tiles). Every verify batch (1 + 16 drafts at most)
-/// streams. Intel Xeon, 2 cores: one thread over an L2-resident 512 x 2560 matrix,
+/// (`packed_rows`: each super-block's header decoded and each quant register split once
+/// for several rows at a time, then their `vpdpbusd`; on AVX-512 two groups per 512-bit
+/// register, up to six rows a pass, on AVX2 one group, up to four); more are transposed
+/// into lane form once per super-block (the tiles). Every verify batch (1 + 16 drafts at
+/// most) streams. Measured with the 8-lane kernel of up to four rows on an Intel Xeon, 2 cores: one thread over an L2-resident 512 x 2560 matrix,
 /// streaming against the tiles 27 / 42 / 83 / 123 us against 34 / 66 / 91-96 / 124 us at
 /// 2 / 4 / 8 / 12 rows (AVX2 kernels, `FUCINA_ISA=avx2`: 33 / 55 / 108 / 162 against
 /// 42 / 80 / 123 / 173 us); a pinned forward of Qwen3-4B's shape (`verify_cost`, 2
