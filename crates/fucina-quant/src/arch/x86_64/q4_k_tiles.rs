@@ -30,8 +30,9 @@ pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
 /// for several rows at a time, then their `vpdpbusd`; on AVX-512 two groups per 512-bit
 /// register, up to six rows a pass, on AVX2 one group, up to four); more are transposed
 /// into lane form once per super-block (the tiles). Every verify batch (1 + 16 drafts at
-/// most) streams. Measured with the 8-lane kernel of up to four rows on an Intel Xeon, 2 cores: one thread over an L2-resident 512 x 2560 matrix,
-/// streaming against the tiles 27 / 42 / 83 / 123 us against 34 / 66 / 91-96 / 124 us at
+/// most) streams. Measured with the 8-lane kernel of up to four rows on an Intel Xeon, 2
+/// cores: one thread over an L2-resident 512 x 2560 matrix, streaming against the tiles
+/// 27 / 42 / 83 / 123 us against 34 / 66 / 91-96 / 124 us at
 /// 2 / 4 / 8 / 12 rows (AVX2 kernels, `FUCINA_ISA=avx2`: 33 / 55 / 108 / 162 against
 /// 42 / 80 / 123 / 173 us); a pinned forward of Qwen3-4B's shape (`verify_cost`, 2
 /// threads) of 1 + k rows against one row, k = 1 / 2 / 4 / 7 / 8 / 16: 1.19 / 1.33 / 1.63
