@@ -667,7 +667,7 @@ unsafe fn dots_f16_avx512<const N: usize>(x: &[f32], y: &[u8], sh: &F16Shape, ou
     // in a zeroed widened buffer; the FMA still runs: `fma(x, 0, acc)`), worked out
     // once per call instead of per chunk of every vector: that bookkeeping, a score of
     // scalar instructions per chunk, bound the kernel (0.6 FMAs a cycle on 128-dim K
-    // rows, Zen 5). `full` chunks (every lane valid) load plainly.
+    // rows, Zen 5). Where every chunk is whole (K rows), the loads are plain.
     let n_chunks = sh.len / 16;
     let mut mask_buf = [0u16; MASK_CHUNKS];
     let mut mask_vec = Vec::new();
