@@ -434,19 +434,17 @@ impl Model {
             picks.full.clear();
             for row in s.logits[..n_out * vsz].chunks_exact(vsz) {
                 picks.pick.push(crate::greedy::first_argmax(row));
-                let mut ids = Vec::new();
                 if k > 0 {
+                    let mut ids = Vec::new();
                     crate::greedy::top_k(row, k, &mut ids);
                     picks
                         .vals
                         .push(ids.iter().map(|&i| row[i as usize]).collect());
+                    picks.top.push(ids);
                 }
                 // Every logit was computed here: a decision needing distinct top values
                 // reads the row itself.
                 picks.full.push((s.distinct > 0).then(|| row.to_vec()));
-                if k > 0 {
-                    picks.top.push(ids);
-                }
             }
             return Ok(&s.logits[..0]);
         }
