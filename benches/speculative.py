@@ -158,11 +158,17 @@ def main() -> None:
     ap.add_argument("--model", default="", help="GGUF file (default: the embedded Gemma 3 270M)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--no-peer", action="store_true", help="fucina only")
+    ap.add_argument("--tasks", default="", help="comma-separated task names (default: all five)")
     args = ap.parse_args()
     import fucina
 
     model = args.model or str(fucina.assets.default_model_path())
     t = tasks()
+    if args.tasks:
+        unknown = sorted(set(args.tasks.split(",")) - set(t))
+        if unknown:
+            ap.error(f"unknown task(s) {', '.join(unknown)}; the tasks are {', '.join(t)}")
+        t = {k: v for k, v in t.items() if k in args.tasks.split(",")}
     child_args = [model, str(args.threads), str(args.max_tokens), json.dumps(t)]
     ours: list[dict[str, float]] = []
     peer: list[dict[str, float]] = []

@@ -158,7 +158,8 @@ impl Generation {
             if allowed {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
-                    let (min_match, guesses) = (spec.gate.min_match(), spec.gate.guesses_pay());
+                    let min_match = spec.gate.min_match();
+                    let guesses = spec.gate.guesses_pay(spec.index.guess_hit_rate());
                     let t = Instant::now();
                     match spec.mtp.as_mut().filter(|_| !strong) {
                         Some(m) => m.suggest(&self.history, budget, &mut draft),
@@ -243,7 +244,8 @@ impl Generation {
         // pass over the vocabulary.
         let (wants, k) = {
             let spec = self.spec_mut();
-            let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
+            let wants =
+                spec.index.wants_topk() && spec.gate.guesses_pay(spec.index.guess_hit_rate());
             (wants, spec.gate.options().topk_feedback)
         };
         let (seq, at) = (self.seq(), self.evaluated());
@@ -295,7 +297,8 @@ impl Generation {
         let seq = self.seq();
         let (wants, k) = {
             let spec = self.spec_mut();
-            let wants = spec.index.wants_topk() && spec.gate.guesses_pay();
+            let wants =
+                spec.index.wants_topk() && spec.gate.guesses_pay(spec.index.guess_hit_rate());
             (wants, spec.gate.options().topk_feedback)
         };
         // Rows before the last pending one predict tokens already committed.

@@ -115,6 +115,10 @@ impl Follow {
     }
 }
 
+/// Weight of a source's earlier drafts at each new one in its first-token record
+/// ([`SpeculationIndex::guess_hit_rate`]: about the last ten drafts count).
+const HIT_DECAY: f64 = 0.9;
+
 /// A source's rolling acceptance.
 #[derive(Clone, Debug, Default)]
 struct Gate {
@@ -123,6 +127,10 @@ struct Gate {
     drafted: usize,
     accepted: usize,
     muted_until: u64,
+    /// Settled drafts and those whose first token was accepted, decayed by
+    /// [`HIT_DECAY`].
+    probes: f64,
+    hits: f64,
 }
 
 impl Gate {
@@ -145,6 +153,8 @@ impl Gate {
         mute_below: f64,
         mute_for: u64,
     ) {
+        self.probes = self.probes * HIT_DECAY + 1.0;
+        self.hits = self.hits * HIT_DECAY + f64::from(u8::from(accepted > 0));
         self.window.push_back((drafted, accepted));
         self.drafted += drafted;
         self.accepted += accepted;
@@ -263,6 +273,15 @@ impl SpeculationIndex {
     /// Reference documents indexed.
     pub fn n_references(&self) -> usize {
         self.references.len()
+    }
+
+    /// The chance that a guessed (recycling) draft's first token is accepted: the
+    /// source's recent record, decayed, with one hit and one miss as the prior (0.5
+    /// before any guess is settled). The decoder lets guesses draft only where this
+    /// pays for their verify rows (`CostGate::guesses_pay`).
+    pub fn guess_hit_rate(&self) -> f64 {
+        let g = &self.recycling_gate;
+        (g.hits + 1.0) / (g.probes + 2.0)
     }
 
     /// Tokens observed.

@@ -79,9 +79,13 @@ fn table_cost(rows: usize) -> f64 {
     1.0 + 0.12 * rows.saturating_sub(1) as f64
 }
 
-/// Above this cost per verify row (in plain steps) guessed drafts do not pay: a 2-token
-/// recycling draft accepted about half the time commits ~1.5 tokens for `1 + 2 r`.
-const GUESS_ROW_COST: f64 = 0.25;
+/// Above this cost per verify row (in plain steps) exact matches must be
+/// [`EXPENSIVE_MIN_MATCH`] long: shorter ones (often chance repeats) lose more than they
+/// win. Below it they draft from 2 tokens on: replaying the greedy answers of
+/// `benches/speculative.py`'s document task at the costs measured for Gemma 3 270M
+/// (~0.15 a row), drafting from matches of 2+ tokens gives 1.93x plain against 1.56x
+/// from 4+.
+const SHORT_MATCH_ROW_COST: f64 = 0.25;
 
 /// Shortest exact match drafted from where verify rows are expensive.
 const EXPENSIVE_MIN_MATCH: usize = 4;
@@ -126,9 +130,11 @@ pub struct CostGate {
     /// Plain steps one more verify row costs, as timed (no prior: `None` until a
     /// verify has been timed against a plain step).
     measured_row: Option<f64>,
-    /// Plain steps one more verify row costs (clock-calibrated EWMA; the table's guess
-    /// until a verify has been timed against a plain step).
+    /// Plain steps one more verify row costs (clock-calibrated: the mean of the first
+    /// timed verifies, then an EWMA; a pessimistic prior until one has been timed).
     row_cost: f64,
+    /// Verifies timed into `row_cost`.
+    row_samples: u32,
     /// Decode steps since the last timed plain step.
     since_plain: usize,
 }
@@ -149,8 +155,10 @@ impl CostGate {
             whole: false,
             measured_row: None,
             // Pessimistic until a verify is timed: guessed drafts start off, exact matches
-            // must be longer (where rows turn out cheap, both open up).
-            row_cost: GUESS_ROW_COST * 2.0,
+            // must be longer (where rows turn out cheap, both open up at the first timed
+            // verify).
+            row_cost: SHORT_MATCH_ROW_COST * 2.0,
+            row_samples: 0,
             since_plain: 0,
         }
     }
@@ -245,17 +253,23 @@ impl CostGate {
     }
 
     /// Whether guessing drafts (token recycling, with no exact match behind them) can
-    /// pay here: only where verify rows are cheap (many cores, a model bound by reading
-    /// weights). Where each row costs a good part of a step, only exact matches draft.
-    pub fn guesses_pay(&self) -> bool {
-        !self.opts.economics || self.row_cost < GUESS_ROW_COST
+    /// pay here, their first token being accepted with probability `hit_rate` (the
+    /// source's record, [`crate::SpeculationIndex::guess_hit_rate`]): a guessed 2-token
+    /// chain commits about `p (1 + p)` extra tokens for two verify rows, so it pays
+    /// where that beats `2 · row_cost`. Guesses run only where rows are cheap and the
+    /// guesses land: measured on the five tasks of `benches/speculative.py`, Gemma 3
+    /// 270M's (~0.15 a row) first guessed token was accepted in 4 of 35 recycling drafts
+    /// and they lost (3 misses in a row stop them here), while the Qwen3-4B-shaped
+    /// model's loops accepted 9 of 11. Before a verify is timed, no guess pays.
+    pub fn guesses_pay(&self, hit_rate: f64) -> bool {
+        !self.opts.economics || hit_rate * (1.0 + hit_rate) > 2.0 * self.row_cost
     }
 
     /// The shortest exact match worth drafting from at the measured row cost: where a
     /// verify row costs a good part of a step, short matches (often chance repeats)
     /// lose more than they win.
     pub fn min_match(&self) -> usize {
-        if self.guesses_pay() {
+        if !self.opts.economics || self.row_cost < SHORT_MATCH_ROW_COST {
             2
         } else {
             EXPENSIVE_MIN_MATCH
@@ -286,7 +300,11 @@ impl CostGate {
                 let cost = (secs / p).max(1.0);
                 if rows > 1 {
                     let per_row = (cost - 1.0) / (rows - 1) as f64;
-                    self.row_cost += EWMA * (per_row - self.row_cost);
+                    // The prior goes at the first timed verify: a mean of the first
+                    // samples, then the EWMA (bias-corrected: weight max(EWMA, 1/n)).
+                    self.row_samples = self.row_samples.saturating_add(1);
+                    let w = EWMA.max(1.0 / f64::from(self.row_samples));
+                    self.row_cost += w * (per_row - self.row_cost);
                     let m = self.measured_row.get_or_insert(per_row);
                     *m += EWMA * (per_row - *m);
                 }
@@ -447,12 +465,16 @@ mod tests {
         for _ in 0..12 {
             g.record_verify(5, 4, 4, 5, 0.014);
         }
-        assert!(g.guesses_pay(), "0.1 plain steps per extra row, as timed");
-        assert_eq!(g.min_match(), 2);
+        assert!(
+            g.guesses_pay(0.5),
+            "0.1 plain steps per extra row, as timed"
+        );
+        assert!(!g.guesses_pay(0.15), "guesses that seldom land do not pay");
+        assert_eq!(g.min_match(), 2, "short exact matches pay at 0.1 a row");
         for _ in 0..12 {
             g.record_verify(5, 4, 4, 5, 0.040);
         }
-        assert!(!g.guesses_pay(), "0.75 plain steps per extra row");
+        assert!(!g.guesses_pay(0.6), "0.75 plain steps per extra row");
         assert_eq!(g.min_match(), 4);
         g.switch_off();
         assert!(g.allows(true), "a long match probes at once");
@@ -490,6 +512,32 @@ mod tests {
         let b = g.budget();
         g.record_verify(b + 1, b, b, b + 1, 0.010 + 0.0015 * b as f64);
         assert_eq!(g.budget(), (2 * b + 2).min(16), "accepted whole: no cap");
+    }
+
+    #[test]
+    fn the_first_timed_verify_replaces_the_pessimistic_row_cost() {
+        let mut g = CostGate::new(SpecOptions::default());
+        assert!(!g.guesses_pay(0.5), "no guess before a verify is timed");
+        assert_eq!(
+            g.min_match(),
+            EXPENSIVE_MIN_MATCH,
+            "rows assumed dear until timed"
+        );
+        g.record_plain(0.010);
+        // One verify of 5 rows at 0.15 plain steps a row (Gemma 3 270M on two cores):
+        // short matches draft at once, guesses that land half the time are tried.
+        g.record_verify(5, 4, 4, 5, 0.016);
+        assert!((g.row_cost() - 0.15).abs() < 1e-9, "{}", g.row_cost());
+        assert_eq!(g.min_match(), 2);
+        assert!(g.guesses_pay(0.5));
+        assert!(!g.guesses_pay(0.2));
+        // The next samples are averaged in (weights 1/2, 1/3, ...), then the EWMA.
+        g.record_verify(5, 4, 4, 5, 0.012);
+        assert!((g.row_cost() - 0.10).abs() < 1e-9, "{}", g.row_cost());
+        for _ in 0..30 {
+            g.record_verify(5, 4, 4, 5, 0.040);
+        }
+        assert_eq!(g.min_match(), EXPENSIVE_MIN_MATCH, "dear rows, as timed");
     }
 
     #[test]
