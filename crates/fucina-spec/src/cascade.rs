@@ -116,8 +116,13 @@ impl Follow {
 }
 
 /// Weight of a source's earlier drafts at each new one in its first-token record
-/// ([`SpeculationIndex::guess_hit_rate`]: about the last ten drafts count).
+/// ([`SpeculationIndex::guess_hit_rate`]: about the last ten drafts count), and per
+/// [`HIT_IDLE`] committed tokens without a draft (a record that stopped the guesses
+/// fades back toward the prior, so they are tried again now and then).
 const HIT_DECAY: f64 = 0.9;
+
+/// Committed tokens per [`HIT_DECAY`] step of an idle record.
+const HIT_IDLE: u64 = 32;
 
 /// A source's rolling acceptance.
 #[derive(Clone, Debug, Default)]
@@ -128,9 +133,10 @@ struct Gate {
     accepted: usize,
     muted_until: u64,
     /// Settled drafts and those whose first token was accepted, decayed by
-    /// [`HIT_DECAY`].
+    /// [`HIT_DECAY`], as of commit `probed_at`.
     probes: f64,
     hits: f64,
+    probed_at: u64,
 }
 
 impl Gate {
@@ -145,6 +151,19 @@ impl Gate {
         !self.muted(commits) || len >= unmute
     }
 
+    /// How much of the first-token record is left at commit `commits`.
+    fn fade(&self, commits: u64) -> f64 {
+        let idle = commits.saturating_sub(self.probed_at) / HIT_IDLE;
+        HIT_DECAY.powi(i32::try_from(idle).unwrap_or(i32::MAX))
+    }
+
+    /// The chance that the next draft's first token is accepted: the faded record with
+    /// one hit and one miss as the prior.
+    fn hit_rate(&self, commits: u64) -> f64 {
+        let f = self.fade(commits);
+        (self.hits * f + 1.0) / (self.probes * f + 2.0)
+    }
+
     fn record(
         &mut self,
         drafted: usize,
@@ -153,8 +172,10 @@ impl Gate {
         mute_below: f64,
         mute_for: u64,
     ) {
-        self.probes = self.probes * HIT_DECAY + 1.0;
-        self.hits = self.hits * HIT_DECAY + f64::from(u8::from(accepted > 0));
+        let fade = self.fade(commits) * HIT_DECAY;
+        self.probes = self.probes * fade + 1.0;
+        self.hits = self.hits * fade + f64::from(u8::from(accepted > 0));
+        self.probed_at = commits;
         self.window.push_back((drafted, accepted));
         self.drafted += drafted;
         self.accepted += accepted;
@@ -276,12 +297,11 @@ impl SpeculationIndex {
     }
 
     /// The chance that a guessed (recycling) draft's first token is accepted: the
-    /// source's recent record, decayed, with one hit and one miss as the prior (0.5
-    /// before any guess is settled). The decoder lets guesses draft only where this
+    /// source's recent record, decayed per draft and while no draft is made, with one
+    /// hit and one miss as the prior (0.5 before any guess is settled). The decoder lets guesses draft only where this
     /// pays for their verify rows (`CostGate::guesses_pay`).
     pub fn guess_hit_rate(&self) -> f64 {
-        let g = &self.recycling_gate;
-        (g.hits + 1.0) / (g.probes + 2.0)
+        self.recycling_gate.hit_rate(self.commits)
     }
 
     /// Tokens observed.
@@ -501,6 +521,27 @@ impl DraftSource for SpeculationIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_token_record_follows_hits_and_fades_while_idle() {
+        let mut g = Gate::default();
+        assert!((g.hit_rate(0) - 0.5).abs() < 1e-12, "the prior");
+        for c in 1..=3 {
+            g.record(2, 0, c, 0.2, 128);
+        }
+        let missed = g.hit_rate(3);
+        assert!(missed < 0.22, "three misses: {missed}");
+        assert!(
+            g.hit_rate(3 + 31) == missed,
+            "unchanged within an idle step"
+        );
+        let later = g.hit_rate(3 + 4 * HIT_IDLE);
+        assert!(later > missed && later < 0.5, "fading back: {later}");
+        for c in 200..210 {
+            g.record(2, 2, c, 0.2, 128);
+        }
+        assert!(g.hit_rate(210) > 0.8, "{}", g.hit_rate(210));
+    }
 
     #[test]
     fn observe_committed_tokens_then_suggest_from_the_longest_match() {
