@@ -298,8 +298,9 @@ impl SpeculationIndex {
 
     /// The chance that a guessed (recycling) draft's first token is accepted: the
     /// source's recent record, decayed per draft and while no draft is made, with one
-    /// hit and one miss as the prior (0.5 before any guess is settled). The decoder lets guesses draft only where this
-    /// pays for their verify rows (`CostGate::guesses_pay`).
+    /// hit and one miss as the prior (0.5 before any guess is settled). The decoder
+    /// lets guesses draft only where this pays for their verify rows
+    /// (`CostGate::guesses_pay`).
     pub fn guess_hit_rate(&self) -> f64 {
         self.recycling_gate.hit_rate(self.commits)
     }
