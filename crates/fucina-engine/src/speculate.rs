@@ -68,6 +68,19 @@ impl Speculator {
         self.index.add_reference(tokens);
     }
 
+    /// Whether guessed drafts pay at the measured row cost and the guesses' record.
+    fn guesses_pay(&self) -> bool {
+        self.gate.guesses_pay(self.index.guess_hit_rate())
+    }
+
+    /// Whether a step should take each row's top ids for the guesses (they feed only
+    /// the guessed drafts: where those cannot pay, the pass over the vocabulary is
+    /// skipped), and how many.
+    fn topk_feedback(&self) -> (bool, usize) {
+        let wants = self.index.wants_topk() && self.guesses_pay();
+        (wants, self.gate.options().topk_feedback)
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         self.stats
     }
@@ -159,7 +172,7 @@ impl Generation {
                 let budget = spec.gate.budget().min(room);
                 if budget >= spec.gate.options().min_draft {
                     let min_match = spec.gate.min_match();
-                    let guesses = spec.gate.guesses_pay(spec.index.guess_hit_rate());
+                    let guesses = spec.guesses_pay();
                     let t = Instant::now();
                     match spec.mtp.as_mut().filter(|_| !strong) {
                         Some(m) => m.suggest(&self.history, budget, &mut draft),
@@ -240,14 +253,7 @@ impl Generation {
     ) -> Result<Step> {
         let t0 = Instant::now();
         let carried = *self.history.last().unwrap_or(&0);
-        // Top-K feedback feeds the guessed drafts only; where those cannot pay, skip the
-        // pass over the vocabulary.
-        let (wants, k) = {
-            let spec = self.spec_mut();
-            let wants =
-                spec.index.wants_topk() && spec.gate.guesses_pay(spec.index.guess_hit_rate());
-            (wants, spec.gate.options().topk_feedback)
-        };
+        let (wants, k) = self.spec_mut().topk_feedback();
         let (seq, at) = (self.seq(), self.evaluated());
         if self.spec_mut().mtp.is_some() {
             MtpDraft::request_capture(pool, seq);
@@ -295,12 +301,7 @@ impl Generation {
         let t0 = Instant::now();
         let rows = self.verify_rows(draft);
         let seq = self.seq();
-        let (wants, k) = {
-            let spec = self.spec_mut();
-            let wants =
-                spec.index.wants_topk() && spec.gate.guesses_pay(spec.index.guess_hit_rate());
-            (wants, spec.gate.options().topk_feedback)
-        };
+        let (wants, k) = self.spec_mut().topk_feedback();
         // Rows before the last pending one predict tokens already committed.
         let first = self.history.len() - self.evaluated() - 1;
         if self.spec_mut().mtp.is_some() {
