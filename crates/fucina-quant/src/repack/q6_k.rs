@@ -496,8 +496,8 @@ mod tests {
         }
     }
 
-    /// The multi-row kernel is bitwise the GEMV for every activation row: row counts
-    /// below, at and past one pass (8), strides longer than a row.
+    /// The multi-row kernel is bitwise the GEMV for every activation row: every row count
+    /// it streams (1-8: passes of up to 4), past that (9, 17), strides longer than a row.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_gemm_is_bitwise_the_gemv_per_row() {
@@ -508,7 +508,18 @@ mod tests {
         };
         let mut rng = Rng(9);
         let mut checked = 0;
-        for (nb, rows, nt) in [(1, 8, 2), (3, 16, 5), (10, 24, 8), (2, 8, 9), (4, 16, 17)] {
+        for (nb, rows, nt) in [
+            (1, 8, 1),
+            (1, 8, 2),
+            (2, 16, 3),
+            (3, 8, 4),
+            (3, 16, 5),
+            (2, 24, 6),
+            (1, 16, 7),
+            (10, 24, 8),
+            (2, 8, 9),
+            (4, 16, 17),
+        ] {
             let m = random_q6_k(&mut rng, rows, nb);
             let stride = nb * Q8_K_BLOCK + if nt % 2 == 0 { 0 } else { Q8_K_BLOCK };
             let mut acts = Vec::new();
