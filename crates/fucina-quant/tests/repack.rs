@@ -140,7 +140,7 @@ fn packed_products_equal_row_major_products_bitwise() {
                     }
                     let n = r.len();
                     let ws: Vec<&[u8]> = r.clone().map(row).collect();
-                    for nt in [1usize, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17, 19, 23] {
+                    for nt in [1usize, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 17, 18, 19, 20, 23] {
                         let mut got = vec![f32::NAN; nt * n];
                         packed.dots(order, r.clone(), &acts[..nt * stride], stride, &mut got);
                         let want = row_major(&reference, &ws, &acts, stride, nt);

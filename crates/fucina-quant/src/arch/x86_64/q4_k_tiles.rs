@@ -28,7 +28,7 @@ pub(crate) static GEMV_PREFETCH: crate::repack::PrefetchCell =
 /// Most activation rows the packed kernels stream in the single-row order
 /// (`packed_rows`: each super-block's header decoded and each quant register split once
 /// for several rows at a time, then their `vpdpbusd`; on AVX-512 two groups per 512-bit
-/// register, up to six rows a pass, on AVX2 one group, up to four); more are transposed
+/// register, up to nine rows a pass, on AVX2 one group, up to four); more are transposed
 /// into lane form once per super-block (the tiles). Every verify batch (1 + 16 drafts at
 /// most) streams. Measured with the 8-lane kernel of up to four rows on an Intel Xeon, 2
 /// cores: one thread over an L2-resident 512 x 2560 matrix, streaming against the tiles
@@ -373,9 +373,21 @@ macro_rules! q4_k_tiles {
                                 let ys = [y(0), y(1), y(2), y(3), y(4)];
                                 gemv_block_rows16::<5>(ba, bz, ys, a, am)
                             }
-                            _ => {
+                            6 => {
                                 let ys = [y(0), y(1), y(2), y(3), y(4), y(5)];
                                 gemv_block_rows16::<6>(ba, bz, ys, a, am)
+                            }
+                            7 => {
+                                let ys = [y(0), y(1), y(2), y(3), y(4), y(5), y(6)];
+                                gemv_block_rows16::<7>(ba, bz, ys, a, am)
+                            }
+                            8 => {
+                                let ys = [y(0), y(1), y(2), y(3), y(4), y(5), y(6), y(7)];
+                                gemv_block_rows16::<8>(ba, bz, ys, a, am)
+                            }
+                            _ => {
+                                let ys = [y(0), y(1), y(2), y(3), y(4), y(5), y(6), y(7), y(8)];
+                                gemv_block_rows16::<9>(ba, bz, ys, a, am)
                             }
                         }
                         t += n;
@@ -393,8 +405,14 @@ macro_rules! q4_k_tiles {
             }
         }
 
-        /// Most activation rows per pass of [`gemv_block_rows16`].
-        const ROWS16: usize = 6;
+        /// Most activation rows per pass of [`gemv_block_rows16`]. Past six, the
+        /// rows' accumulators and the block's scales no longer all fit the 32 vector
+        /// registers (some spill to the stack), and a pass that shares each split
+        /// quant register among more rows still wins: Qwen3-4B's shape, 2
+        /// threads, alternated in one process, against six, 4096 x 2560 / 9728 x 2560
+        /// / 2560 x 4096 matrices at 7 / 8 / 9 / 13 / 17 rows 2-11% / 4-12% / 5-15% /
+        /// 2-8% / 4-11% faster; ten and twelve no better than nine.
+        const ROWS16: usize = 9;
 
         /// [`gemv_block_rows`] on 16 lanes: super-block `ba` of one interleaved group
         /// (lanes 0-7) and `bz` of the next (lanes 8-15) against `N` activation blocks;
