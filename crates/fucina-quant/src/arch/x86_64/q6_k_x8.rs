@@ -89,7 +89,7 @@ fn gemm(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]) {
         acts.len()
     );
     if nt <= STREAM_MAX {
-        // SAFETY: as below.
+        // SAFETY: every feature `stream_rows` enables was detected just above (`available`).
         return unsafe { stream_rows(groups, nb, acts, stride, nt, out) };
     }
     // SAFETY: every feature `gemm_rows` enables was detected just above (`available`).
@@ -138,15 +138,15 @@ fn stream_rows(groups: &[u8], nb: usize, acts: &[u8], stride: usize, nt: usize, 
             let mut t = 0;
             while t < nt {
                 let left = nt - t;
-                let n = left.div_ceil(left.div_ceil(STREAM_ROWS));
+                let pass = left.div_ceil(left.div_ceil(STREAM_ROWS));
                 let f = &mut facc[t..];
-                match n {
+                match pass {
                     1 => stream_block::<1>(blk, [y(t)], &c, f),
                     2 => stream_block::<2>(blk, [y(t), y(t + 1)], &c, f),
                     3 => stream_block::<3>(blk, [y(t), y(t + 1), y(t + 2)], &c, f),
                     _ => stream_block::<4>(blk, [y(t), y(t + 1), y(t + 2), y(t + 3)], &c, f),
                 }
-                t += n;
+                t += pass;
             }
         }
         for (t, facc) in facc.iter().take(nt).enumerate() {
