@@ -173,6 +173,8 @@ fn stream_block<const N: usize>(
     }
     let mut isum = [[zero; 4]; N];
     for (isum, y) in isum.iter_mut().zip(ys) {
+        // −bsums (|bsum| ≤ 16·127: no overflow) in the scale order; each dword starts
+        // at −32·(sc·bsum) of its lane's two sub-blocks.
         let bs = _mm512_castsi256_si512(load_i256(&y[260..292]));
         let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(c.bidx, bs));
         for k in 0..4 {
@@ -185,6 +187,8 @@ fn stream_block<const N: usize>(
             *yv = _mm512_permutexvar_epi8(c.yperm, load_i512(&y[4 + 64 * j..]));
         }
         for k in 0..4 {
+            // Sides 0 and 1 of pair k, 48 bytes each plus 16 more: at most
+            // 96·15 + 48 + 64 = 1552 bytes into the super-block.
             let o = 96 * (4 * j + k);
             let qa = unpack(load_i512(&blk[o..]), c.perm, c.shifts, c.m6);
             let qb = unpack(load_i512(&blk[o + 48..]), c.perm, c.shifts, c.m6);
@@ -200,6 +204,7 @@ fn stream_block<const N: usize>(
     for r in 0..N {
         let y = ys[r];
         let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
+        // d_w·d_a of the 8 rows (one f32 product each, as the single-row kernel).
         let dd = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_set1_ps(da)));
         for k in 0..4 {
             let d2 = _mm512_permutexvar_ps(c.dis[k], dd);
@@ -450,7 +455,6 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
     let gb = nb * Q6_K_X8_BLOCK_BYTES;
     let mode = GEMV_PREFETCH.get();
     let c = consts();
-    let zero = _mm512_setzero_si512();
     for (grp, out) in groups.chunks_exact(gb).zip(out.chunks_exact_mut(8)) {
         let mut facc = [_mm512_setzero_ps(); 4];
         for (blk, y) in grp
@@ -466,38 +470,7 @@ fn gemv_x8(groups: &[u8], nb: usize, act: &[u8], out: &mut [f32]) {
                 mode,
                 PF_DIST,
             );
-            // −bsums (|bsum| ≤ 16·127: no overflow) in the scale order.
-            let bs = _mm512_castsi256_si512(load_i256(&y[260..292]));
-            let nbs = _mm512_sub_epi16(zero, _mm512_permutexvar_epi16(c.bidx, bs));
-            let mut sc = [zero; 4];
-            let mut isum = [zero; 4];
-            for k in 0..4 {
-                sc[k] = _mm512_cvtepi8_epi16(load_i256(&blk[X8_SCALES + 32 * k..]));
-                // Each dword starts at −32·(sc·bsum) of its lane's two sub-blocks.
-                isum[k] = _mm512_slli_epi32::<5>(_mm512_madd_epi16(nbs, sc[k]));
-            }
-            for (j, si) in c.sidx.iter().enumerate() {
-                let yv = _mm512_permutexvar_epi8(c.yperm, load_i512(&y[4 + 64 * j..]));
-                for k in 0..4 {
-                    // Sides 0 and 1 of pair k, 48 bytes each plus 16 more: at most
-                    // 96·15 + 48 + 64 = 1552 bytes into the super-block.
-                    let o = 96 * (4 * j + k);
-                    let qa = unpack(load_i512(&blk[o..]), c.perm, c.shifts, c.m6);
-                    let qb = unpack(load_i512(&blk[o + 48..]), c.perm, c.shifts, c.m6);
-                    let pa = _mm512_dpbusd_epi32(zero, qa, yv);
-                    let pb = _mm512_dpbusd_epi32(zero, qb, yv);
-                    let s = _mm512_permutexvar_epi16(*si, sc[k]);
-                    isum[k] = dpwssd(isum[k], _mm512_packs_epi32(pa, pb), s);
-                }
-            }
-            let da = f32::from_le_bytes([y[0], y[1], y[2], y[3]]);
-            // d_w·d_a of the 8 rows (one f32 product each, as the single-row kernel).
-            let dd = _mm256_mul_ps(_mm256_cvtph_ps(load_i128(&blk[X8_D..])), _mm256_set1_ps(da));
-            let dd = _mm512_castps256_ps512(dd);
-            for k in 0..4 {
-                let d2 = _mm512_permutexvar_ps(c.dis[k], dd);
-                facc[k] = _mm512_fmadd_ps(d2, _mm512_cvtepi32_ps(isum[k]), facc[k]);
-            }
+            stream_block::<1>(blk, [y], &c, core::slice::from_mut(&mut facc));
         }
         store_group(&facc, out);
     }
