@@ -1,8 +1,8 @@
 //! A loaded model: config, bound weights (mmapped, GGUF precision) and the
 //! thread pool its forward runs on. Selected by `general.architecture`.
 //!
-//! After load, the matrices the kernels have an interleaved form for (Q4_K; Q8_0 and
-//! Q6_K on AVX-512) are
+//! After load, the matrices the kernels have an interleaved form for (Q4_K; Q8_0,
+//! Q6_K and, widened to Q8_0 blocks within [`WIDEN_BUDGET`], Q4_0 / Q5_0 on AVX-512) are
 //! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
 //! matrix switching to its packed form when ready; the results are bitwise the same
 //! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the
@@ -27,6 +27,19 @@ use crate::kv_cache::{KvCache, KvDtype};
 use crate::parallel::ThreadPool;
 use crate::weights::{has_tensor, load_vector, load_vector_opt, Linear, RepackJob};
 use crate::{ModelError, Result};
+
+/// Most memory that widening Q4_0 / Q5_0 matrices to packed Q8_0 blocks may add to a
+/// model, as a fraction of its file: a K-quant mix's few legacy fallback matrices
+/// (Gemma 3 270M's Q5_0 projections: 24 MB on a 253 MB file) widen, a model quantized
+/// to Q5_0 throughout (55% more) keeps its file's size.
+pub const WIDEN_BUDGET: f64 = 0.25;
+
+/// Whether widening would add `growth` bytes, more than [`WIDEN_BUDGET`] of a
+/// `file_bytes` model (then no matrix widens: the row-major kernels compute the same
+/// results).
+fn widened_too_large(growth: usize, file_bytes: usize) -> bool {
+    growth as f64 > WIDEN_BUDGET * file_bytes as f64
+}
 
 /// Environment variable that turns load-time repacking off (`0`).
 pub const REPACK_ENV: &str = "FUCINA_REPACK";
@@ -183,6 +196,11 @@ impl Model {
         let mode = mode.trim();
         // `all`, `all-sync`: every layout, whether or not it pays off on this CPU.
         let every = mode.starts_with("all");
+        let file_bytes: usize = file.parts().iter().map(|p| p.bytes().len()).sum();
+        let growth: usize = jobs.iter().map(RepackJob::growth).sum();
+        if !every && widened_too_large(growth, file_bytes) {
+            jobs.retain(|j| j.growth() == 0);
+        }
         let repack = match mode {
             "0" => None,
             "sync" | "all-sync" => {
@@ -383,5 +401,21 @@ fn run_jobs_on(pool: &ThreadPool, jobs: Vec<RepackJob>) -> Result<()> {
     match err.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::widened_too_large;
+
+    #[test]
+    fn widening_stays_within_its_budget() {
+        // Gemma 3 270M Q4_K_M: 43.6 MB of Q5_0 widen by 12/22 on a 253 MB file.
+        let q5 = 43_591_680;
+        assert!(!widened_too_large(q5 * 12 / 22, 253_000_000));
+        // A model quantized to Q5_0 throughout grows by 55%; Q4_0 throughout by 89%.
+        assert!(widened_too_large(q5 * 12 / 22, q5));
+        assert!(widened_too_large(18 * 16 / 18, 18));
+        assert!(!widened_too_large(0, 0));
     }
 }

@@ -326,6 +326,12 @@ impl RepackJob {
         Packed::pays_off(&self.dot)
     }
 
+    /// Bytes the packed form takes beyond the row-major ones: 0, except for Q4_0 and
+    /// Q5_0 (widened to Q8_0 blocks: fucina-quant's [`Packed::packed_len`]).
+    pub fn growth(&self) -> usize {
+        Packed::packed_len(&self.dot, self.rows, self.cols).saturating_sub(self.range.len())
+    }
+
     /// Whether the job has no bytes to repack.
     pub fn is_empty(&self) -> bool {
         self.range.is_empty()

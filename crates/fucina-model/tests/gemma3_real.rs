@@ -418,6 +418,13 @@ fn repacking_changes_no_logit() {
         let head = 262_144 * 640 / 32 * 34;
         let n = every.repacked_bytes();
         assert!(n > head, "Q8_0 head not repacked: {n} bytes");
+        // Its 72 Q5_0 projections (q, k, gate, up of 18 layers), widened to packed Q8_0
+        // blocks, so those logits went through the Q8_0 kernels as well.
+        let q5_blocks = 18 * (1024 + 256 + 2048 + 2048) * 640 / 32;
+        assert!(
+            n >= head + q5_blocks * 34,
+            "Q5_0 matrices not widened: {n} bytes"
+        );
     }
 }
 

@@ -143,6 +143,10 @@ fn main() {
     let shapes: &[(GgmlType, usize, usize)] = &[
         (GgmlType::Q8_0, 262_144, 640),
         (GgmlType::Q8_0, 4096, 640),
+        // Gemma 3 270M's Q5_0 FFN matrices (widened to Q8_0 when packed), and larger.
+        (GgmlType::Q5_0, 2048, 640),
+        (GgmlType::Q5_0, 4096, 4096),
+        (GgmlType::Q4_0, 4096, 4096),
         (GgmlType::Q4_K, 640, 2048),
         (GgmlType::Q6_K, 640, 2048),
         (GgmlType::Q4_K, 4096, 4096),

@@ -331,6 +331,16 @@ enum Layout {
     },
 }
 
+/// The block type a packed matrix of `ty` stores: Q8_0 for Q4_0 and Q5_0 (widened to
+/// Q8_0 blocks of the same values: their dots are Q8_0's, bitwise), else `ty`.
+fn stored_ty(ty: GgmlType) -> GgmlType {
+    if q8_0::widens(ty) {
+        GgmlType::Q8_0
+    } else {
+        ty
+    }
+}
+
 /// The packed layout of `entry`'s type and ISA, if there is one.
 fn layout(entry: &DotEntry) -> Option<Layout> {
     if let Some((single, pairs)) = q4_k_kernels(entry) {
@@ -343,6 +353,19 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
             gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
             approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
             unpack: q8_0::unpack_rows_q8_0,
+            prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
+        }),
+        // Q4_0 / Q5_0 widened to Q8_0 blocks of the same values (`Packed::stored_ty`).
+        #[cfg(target_arch = "x86_64")]
+        (GgmlType::Q4_0 | GgmlType::Q5_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
+            gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
+            gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
+            approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
+            unpack: if entry.ty == GgmlType::Q4_0 {
+                q8_0::unpack_rows_q4_0
+            } else {
+                q8_0::unpack_rows_q5_0
+            },
             prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
         }),
         #[cfg(target_arch = "x86_64")]
@@ -366,15 +389,22 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
 ///   orders ([`Q4KOrder`]);
 /// * Q8_0 (`q8_0`'s layout: row pairs in 512-bit registers) on AVX-512 VNNI and
 ///   Q6_K (`q6_k`'s layout: packed 6-bit fields) on AVX-512 VNNI + VBMI: the
-///   single-row order (Q8_0's only one); a batch loops over its activation rows.
+///   single-row order (Q8_0's only one); a batch loops over its activation rows;
+/// * Q4_0 and Q5_0 on AVX-512 VNNI, widened into Q8_0's layout (the same values as
+///   Q8_0 blocks, [`Packed::stored_ty`]): ggml's dots of the three types share one
+///   float structure, so the Q8_0 kernels give each type's single-row results
+///   bitwise, at Q8_0's speed instead of decoding 4- or 5-bit fields per product.
 ///
 /// Built by [`Packed::new`] when the entry's type and ISA have packed kernels and the
 /// row count is a multiple of 8. The packed buffer has the row-major matrix's byte
-/// count; [`Packed::unpack_rows`] gives back any rows in row-major form (for the
-/// orders the packed kernels do not have, e.g. llama.cpp's tiled K-quant order).
+/// count (widened types: [`Packed::packed_len`], 34 bytes a block);
+/// [`Packed::unpack_rows`] gives back any rows in row-major form of the matrix's own
+/// type (for the orders the packed kernels do not have, e.g. llama.cpp's tiled order).
 pub struct Packed {
     buf: MmapMut,
     ty: GgmlType,
+    /// The block type of `buf` (`stored_ty(ty)`).
+    stored: GgmlType,
     rows: usize,
     cols: usize,
     nb: usize,
@@ -451,14 +481,14 @@ const CALIBRATE_BYTES: usize = 16 << 20;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const CALIBRATE_COLS: usize = 4096;
 
-/// Best of 3 single-thread seconds of each of `runs` over `buf`, flushed from the
+/// Best of 3 single-thread seconds of each of `runs` over `bufs`, flushed from the
 /// caches before every run (rounds interleave the runs, so a shared machine's
 /// phases hit them alike).
 #[cfg(target_arch = "x86_64")]
-fn time_from_memory<const N: usize>(buf: &[u8], runs: [&mut dyn FnMut(); N]) -> [f64; N] {
+fn time_from_memory<const N: usize>(bufs: &[&[u8]], runs: [&mut dyn FnMut(); N]) -> [f64; N] {
     use core::arch::x86_64::{_mm_clflush, _mm_mfence};
     let flush = || {
-        for line in buf.chunks(64) {
+        for line in bufs.iter().flat_map(|b| b.chunks(64)) {
             // SAFETY: SSE2 (x86-64 baseline); `line` points into a live buffer.
             unsafe { _mm_clflush(line.as_ptr()) };
         }
@@ -487,17 +517,24 @@ fn time_from_memory<const N: usize>(buf: &[u8], runs: [&mut dyn FnMut(); N]) -> 
 fn calibration_data(entry: &DotEntry) -> Option<(Vec<u8>, usize, Vec<u8>)> {
     let row_bytes = CALIBRATE_COLS / entry.block_size * entry.type_size;
     let rows = CALIBRATE_BYTES / row_bytes / GROUP_ROWS * GROUP_ROWS;
-    let mut buf = vec![0x3c_u8; rows * row_bytes];
-    for (i, page) in buf.chunks_mut(4096).enumerate() {
-        let n = page.len().min(8);
-        page[..n].copy_from_slice(&(i as u64).to_le_bytes()[..n]);
-    }
+    let buf = calibration_bytes(rows * row_bytes);
     let x: Vec<f32> = (0..CALIBRATE_COLS)
         .map(|i| (i % 17) as f32 / 8.0 - 1.0)
         .collect();
     let mut act = Vec::new();
     entry.act.quantize_row(&x, &mut act).ok()?;
     Some((buf, rows, act))
+}
+
+/// `len` bytes of [`calibration_data`]'s kind.
+#[cfg(target_arch = "x86_64")]
+fn calibration_bytes(len: usize) -> Vec<u8> {
+    let mut buf = vec![0x3c_u8; len];
+    for (i, page) in buf.chunks_mut(4096).enumerate() {
+        let n = page.len().min(8);
+        page[..n].copy_from_slice(&(i as u64).to_le_bytes()[..n]);
+    }
+    buf
 }
 
 /// [`Packed::calibrate`] (x86-64: the only ISA with `Rows` layouts).
@@ -508,19 +545,23 @@ fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
     };
     let (buf, rows, act) = calibration_data(entry)?;
     let row_bytes = buf.len() / rows;
+    // A widened type's packed GEMV streams its Q8_0 bytes (as many weights, more bytes).
+    let widened = (stored_ty(entry.ty) != entry.ty)
+        .then(|| calibration_bytes(Packed::packed_len(entry, rows, CALIBRATE_COLS)));
+    let packed = widened.as_deref().unwrap_or(&buf);
     let tiles = crate::TileDot::new(entry);
     let (mut out, mut out1, mut out2) = (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows]);
     let nb = CALIBRATE_COLS / entry.block_size;
     let [l1, l2, by_rows] = time_from_memory(
-        &buf,
+        &[&buf, packed],
         [
             &mut || {
                 prefetch.set(Prefetch::L1);
-                gemv(&buf, nb, &act, &mut out)
+                gemv(packed, nb, &act, &mut out)
             },
             &mut || {
                 prefetch.set(Prefetch::L2);
-                gemv(&buf, nb, &act, &mut out1)
+                gemv(packed, nb, &act, &mut out1)
             },
             &mut || {
                 for (r0, o) in out2.chunks_exact_mut(GROUP_ROWS).enumerate() {
@@ -570,7 +611,7 @@ fn measure_q4_k_prefetch(entry: &DotEntry) -> Option<(f64, f64)> {
     let nb = CALIBRATE_COLS / entry.block_size;
     let stride = act.len();
     let [l1, l2, without] = time_from_memory(
-        &buf,
+        &[&buf],
         [
             &mut || {
                 GEMV_PREFETCH.set(Prefetch::L1);
@@ -625,6 +666,10 @@ impl Packed {
             Some(Layout::Q4K { .. }) => {
                 tune_q4_k_prefetch(entry);
                 true
+            }
+            // Widened: more bytes per weight, so its GEMV must be no slower.
+            Some(Layout::Rows { .. }) if stored_ty(entry.ty) != entry.ty => {
+                measured_pays_off(entry, 1.0)
             }
             Some(Layout::Rows { gemm, approx, .. }) => {
                 measured_pays_off(entry, rows_margin(gemm.is_some(), approx.is_some()))
@@ -690,30 +735,41 @@ impl Packed {
             return Ok(None);
         };
         let nb = check_rows(entry.ty, "repack", bytes.len(), bytes.len(), rows, cols)?;
-        let mut buf = MmapMut::map_anon(bytes.len())
-            .map_err(|e| QuantError::Shape(format!("cannot map {} bytes: {e}", bytes.len())))?;
+        let stored = stored_ty(entry.ty);
+        let len = Self::packed_len(entry, rows, cols);
+        let mut buf = MmapMut::map_anon(len)
+            .map_err(|e| QuantError::Shape(format!("cannot map {len} bytes: {e}")))?;
         // A hint only: without huge pages the buffer works the same, with more TLB misses.
         #[cfg(target_os = "linux")]
         let _ = buf.advise(Advice::HugePage);
-        let interleave = match entry.ty {
-            GgmlType::Q4_K => interleave_q4_k,
-            GgmlType::Q8_0 => q8_0::interleave_q8_0,
-            GgmlType::Q6_K => q6_k::interleave_q6_k,
+        let ty = entry.ty;
+        let interleave = |src: &[u8], n: usize, dst: &mut [u8]| match ty {
+            GgmlType::Q4_K => interleave_q4_k(src, n, cols, dst),
+            GgmlType::Q8_0 => q8_0::interleave_q8_0(src, n, cols, dst),
+            GgmlType::Q6_K => q6_k::interleave_q6_k(src, n, cols, dst),
+            ty if q8_0::widens(ty) => q8_0::interleave_widened(ty, src, n, cols, dst),
             ty => unreachable!("no packed layout for {ty}"),
         };
-        // Every layout is group-major with groups as long as their 8 source rows, so
-        // slices of whole groups pack independently, in place.
+        // Every layout is group-major with groups as long as their 8 source rows
+        // (widened: their 8 rows as Q8_0), so slices of whole groups pack independently.
         let group = bytes.len() / rows * GROUP_ROWS;
-        let step = (RELEASE_BYTES / group).max(1) * group;
-        for start in (0..bytes.len()).step_by(step) {
-            let end = (start + step).min(bytes.len());
+        let packed_group = len / rows * GROUP_ROWS;
+        let groups = (RELEASE_BYTES / group).max(1);
+        for (g, start) in (0..bytes.len()).step_by(groups * group).enumerate() {
+            let end = (start + groups * group).min(bytes.len());
             let n = (end - start) / group * GROUP_ROWS;
-            interleave(&bytes[start..end], n, cols, &mut buf[start..end])?;
+            let at = g * groups * packed_group;
+            interleave(
+                &bytes[start..end],
+                n,
+                &mut buf[at..at + n / GROUP_ROWS * packed_group],
+            )?;
             done(start..end);
         }
         Ok(Some(Packed {
             buf,
-            ty: entry.ty,
+            ty,
+            stored,
             rows,
             cols,
             nb,
@@ -725,6 +781,20 @@ impl Packed {
     /// The weight type.
     pub fn ty(&self) -> GgmlType {
         self.ty
+    }
+
+    /// The block type the packed bytes hold: [`Packed::ty`], except Q8_0 for Q4_0 and
+    /// Q5_0 (widened: the same values as Q8_0 blocks).
+    pub fn stored_ty(&self) -> GgmlType {
+        self.stored
+    }
+
+    /// Bytes [`Packed::new`] allocates for a `rows × cols` matrix of `entry`'s type:
+    /// the row-major size, or that of Q8_0 rows for a widened type (34 bytes a block
+    /// of 32 against Q4_0's 18 and Q5_0's 22).
+    pub fn packed_len(entry: &DotEntry, rows: usize, cols: usize) -> usize {
+        let stored = stored_ty(entry.ty);
+        rows * (cols / entry.block_size) * stored.type_size() as usize
     }
 
     /// Output rows.
@@ -804,7 +874,7 @@ impl Packed {
             return;
         }
         let nt = out.len() / n;
-        let act_row = match self.ty {
+        let act_row = match self.stored {
             GgmlType::Q8_0 => self.nb * 34,
             _ => self.nb * Q8_K_BLOCK,
         };
@@ -814,7 +884,7 @@ impl Packed {
             self.ty,
             acts.len()
         );
-        let gb = self.nb * self.ty.type_size() as usize * GROUP_ROWS;
+        let gb = self.nb * self.stored.type_size() as usize * GROUP_ROWS;
         let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
         match self.layout {
             Layout::Q4K { single, pairs } => {
@@ -921,7 +991,7 @@ impl Packed {
         if rows.is_empty() {
             return true;
         }
-        let gb = self.nb * self.ty.type_size() as usize * GROUP_ROWS;
+        let gb = self.nb * self.stored.type_size() as usize * GROUP_ROWS;
         let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
         approx(groups, self.nb, acts, stride, out, dmax);
         true

@@ -1,7 +1,7 @@
 //! Weights repacked into interleaved 8-row groups (`fucina_quant::repack`): the Q4_K
 //! layout round-trips, bad shapes are errors, and every packed product (Q4_K, Q8_0,
-//! Q6_K) is bitwise the row-major kernels' product in the same order, on every ISA
-//! with packed kernels.
+//! Q6_K, and Q4_0 / Q5_0 widened to Q8_0) is bitwise the row-major kernels' product in
+//! the same order, on every ISA with packed kernels.
 
 mod common;
 
@@ -188,7 +188,14 @@ fn typed_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
 fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
     let (rows, cols) = (200, 1280);
     let mut packed_types = Vec::new();
-    for ty in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K] {
+    let types = [
+        GgmlType::Q4_K,
+        GgmlType::Q8_0,
+        GgmlType::Q6_K,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+    ];
+    for ty in types {
         let w = typed_matrix(ty, rows, cols, 4);
         let rb = w.len() / rows;
         for isa in Isa::available() {
@@ -203,7 +210,16 @@ fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
                 continue;
             };
             packed_types.push((ty, isa));
-            assert_eq!(packed.bytes().len(), w.len(), "{ty}: packed size");
+            // Q4_0 and Q5_0 are widened to Q8_0 blocks (34 bytes each).
+            let stored = match ty {
+                GgmlType::Q4_0 | GgmlType::Q5_0 => GgmlType::Q8_0,
+                ty => ty,
+            };
+            assert_eq!(packed.stored_ty(), stored, "{ty}");
+            let len = rows * cols / 32 * 34;
+            let want_len = if stored == ty { w.len() } else { len };
+            assert_eq!(packed.bytes().len(), want_len, "{ty}: packed size");
+            assert_eq!(Packed::packed_len(&entry, rows, cols), want_len, "{ty}");
             for (first, n) in [(0, rows), (5, 11), (rows - 1, 1), (64, 8)] {
                 let mut back = vec![0u8; n * rb];
                 packed.unpack_rows(first, &mut back);
@@ -237,6 +253,8 @@ fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
     if avail.contains(&Isa::Avx512) {
         assert!(packed_types.contains(&(GgmlType::Q4_K, Isa::Avx512)));
         assert!(packed_types.contains(&(GgmlType::Q8_0, Isa::Avx512)));
+        assert!(packed_types.contains(&(GgmlType::Q4_0, Isa::Avx512)));
+        assert!(packed_types.contains(&(GgmlType::Q5_0, Isa::Avx512)));
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512vbmi") {
             assert!(packed_types.contains(&(GgmlType::Q6_K, Isa::Avx512)));
@@ -246,30 +264,35 @@ fn packed_qmatrix_equals_row_major_qmatrix_bitwise() {
 
 /// Repacking in slices that report their source ranges (so the caller can release
 /// them) covers every byte once, in order, and gives the same packed bytes as one
-/// call.
+/// call; a widened type (Q5_0: source and packed slices of different lengths) too.
 #[test]
 fn releasing_repack_reports_every_slice_once() {
-    let (rows, cols) = (8192, 2048); // 17.8 MB of Q8_0: three slices
-    let w = typed_matrix(GgmlType::Q8_0, rows, cols, 6);
+    let (rows, cols) = (8192, 2048); // 17.8 MB of Q8_0: three slices; Q5_0: two
     let Ok(kernels) = Kernels::for_isa(Isa::best()) else {
         return;
     };
-    let entry = kernels.entry(GgmlType::Q8_0).expect("entry");
-    let mut seen = Vec::new();
-    let Some(sliced) =
-        Packed::new_releasing(&entry, &w, rows, cols, |r| seen.push(r)).expect("repack")
-    else {
-        eprintln!("skipped: no packed Q8_0 kernel on this CPU");
-        return;
-    };
-    assert!(seen.len() >= 2, "{} slices", seen.len());
-    assert_eq!(seen.first().map(|r| r.start), Some(0));
-    assert_eq!(seen.last().map(|r| r.end), Some(w.len()));
-    assert!(seen.windows(2).all(|p| p[0].end == p[1].start));
-    let whole = Packed::new(&entry, &w, rows, cols)
-        .expect("repack")
-        .expect("packed");
-    assert!(sliced.bytes() == whole.bytes());
+    for ty in [GgmlType::Q8_0, GgmlType::Q5_0] {
+        let w = typed_matrix(ty, rows, cols, 6);
+        let entry = kernels.entry(ty).expect("entry");
+        let mut seen = Vec::new();
+        let Some(sliced) =
+            Packed::new_releasing(&entry, &w, rows, cols, |r| seen.push(r)).expect("repack")
+        else {
+            eprintln!("skipped: no packed {ty} kernel on this CPU");
+            return;
+        };
+        assert!(seen.len() >= 2, "{ty}: {} slices", seen.len());
+        assert_eq!(seen.first().map(|r| r.start), Some(0));
+        assert_eq!(seen.last().map(|r| r.end), Some(w.len()));
+        assert!(seen.windows(2).all(|p| p[0].end == p[1].start));
+        let whole = Packed::new(&entry, &w, rows, cols)
+            .expect("repack")
+            .expect("packed");
+        assert!(sliced.bytes() == whole.bytes(), "{ty}");
+        let mut back = vec![0u8; w.len()];
+        sliced.unpack_rows(0, &mut back);
+        assert!(back == w, "{ty}: every row back");
+    }
 }
 
 /// The packed Q4_K products at the integer bounds: every nibble 15, every 6-bit

@@ -116,6 +116,89 @@ pub(crate) fn unpack_rows_q8_0(packed: &[u8], cols: usize, first: usize, dst: &m
     }
 }
 
+/// Whether `ty`'s blocks widen into Q8_0 blocks of the same values ([`widen_rows`]):
+/// Q4_0 and Q5_0, an f16 scale and 32 small signed integers whose ggml dot has Q8_0's
+/// float structure (8 lanes of exact 4-product sums, one FMA by `d_w·d_a` a block).
+pub(crate) fn widens(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0)
+}
+
+/// Row-major `ty` blocks ([`widens`]) rewritten as Q8_0 blocks of the same scale and
+/// quants into `dst` (`src.len() / ty_size` blocks of 34 bytes): exact, every Q4_0
+/// quant in -8..=7 and every Q5_0 quant in -16..=15.
+pub(crate) fn widen_rows(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
+    let ts = ty.type_size() as usize;
+    for (x, y) in src.chunks_exact(ts).zip(dst.chunks_exact_mut(BLOCK)) {
+        y[..2].copy_from_slice(&x[..2]);
+        let (qs, qh, bias) = match ty {
+            GgmlType::Q5_0 => (&x[6..22], u32::from_le_bytes([x[2], x[3], x[4], x[5]]), 16),
+            _ => (&x[2..18], 0, 8),
+        };
+        for (j, q) in y[2..].iter_mut().enumerate() {
+            let nib = if j < 16 {
+                qs[j] & 0x0f
+            } else {
+                qs[j - 16] >> 4
+            };
+            let v = nib | (((qh >> j) & 1) as u8) << 4;
+            *q = (v as i8 - bias) as u8;
+        }
+    }
+}
+
+/// The inverse of [`widen_rows`]: Q8_0 blocks whose quants fit `ty` back into `ty`'s
+/// blocks (`dst`).
+pub(crate) fn narrow_rows(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
+    let ts = ty.type_size() as usize;
+    for (y, x) in src.chunks_exact(BLOCK).zip(dst.chunks_exact_mut(ts)) {
+        x[..2].copy_from_slice(&y[..2]);
+        let bias = if ty == GgmlType::Q5_0 { 16 } else { 8 };
+        let v: [u8; 32] = core::array::from_fn(|j| (y[2 + j] as i8 + bias) as u8);
+        let qs_at = if ty == GgmlType::Q5_0 {
+            let qh = (0..32).fold(0u32, |h, j| h | u32::from(v[j] >> 4 & 1) << j);
+            x[2..6].copy_from_slice(&qh.to_le_bytes());
+            6
+        } else {
+            2
+        };
+        for j in 0..16 {
+            x[qs_at + j] = (v[j] & 0x0f) | (v[j + 16] & 0x0f) << 4;
+        }
+    }
+}
+
+/// [`interleave_q8_0`] of `ty` rows ([`widens`]) widened to Q8_0: `dst` holds the
+/// widened rows' bytes (34 per block).
+pub(crate) fn interleave_widened(
+    ty: GgmlType,
+    src: &[u8],
+    rows: usize,
+    cols: usize,
+    dst: &mut [u8],
+) -> Result<()> {
+    super::check_rows(ty, "widen", src.len(), src.len(), rows, cols)?;
+    let mut wide = vec![0u8; dst.len()];
+    widen_rows(ty, src, &mut wide);
+    interleave_q8_0(&wide, rows, cols, dst)
+}
+
+/// [`unpack_rows_q8_0`] narrowed back to Q4_0 rows.
+pub(crate) fn unpack_rows_q4_0(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]) {
+    unpack_narrowed(GgmlType::Q4_0, packed, cols, first, dst)
+}
+
+/// [`unpack_rows_q8_0`] narrowed back to Q5_0 rows.
+pub(crate) fn unpack_rows_q5_0(packed: &[u8], cols: usize, first: usize, dst: &mut [u8]) {
+    unpack_narrowed(GgmlType::Q5_0, packed, cols, first, dst)
+}
+
+fn unpack_narrowed(ty: GgmlType, packed: &[u8], cols: usize, first: usize, dst: &mut [u8]) {
+    let blocks = dst.len() / ty.type_size() as usize;
+    let mut wide = vec![0u8; blocks * BLOCK];
+    unpack_rows_q8_0(packed, cols, first, &mut wide);
+    narrow_rows(ty, &wide, dst);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +241,39 @@ mod tests {
                     src[first * rb..(first + n) * rb],
                     "{rows}x{cols} {first}+{n}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn widening_is_exact_and_narrowing_inverts_it() {
+        for ty in [GgmlType::Q4_0, GgmlType::Q5_0] {
+            let ts = ty.type_size() as usize;
+            let (rows, cols) = (16, 96);
+            // Any bytes are valid Q4_0 / Q5_0 quants; scales kept finite.
+            let mut src = matrix(rows, cols * 2, 11)[..rows * cols / 32 * ts].to_vec();
+            for blk in src.chunks_exact_mut(ts) {
+                blk[1] &= 0x3b;
+            }
+            let mut wide = vec![0u8; rows * cols / 32 * BLOCK];
+            widen_rows(ty, &src, &mut wide);
+            let (mut a, mut b) = (vec![0f32; rows * cols], vec![0f32; rows * cols]);
+            crate::dequantize(ty, &src, &mut a).unwrap();
+            crate::dequantize(GgmlType::Q8_0, &wide, &mut b).unwrap();
+            assert_eq!(a, b, "{ty}: the same values");
+            let mut back = vec![0u8; src.len()];
+            narrow_rows(ty, &wide, &mut back);
+            assert_eq!(back, src, "{ty}: narrowing inverts widening");
+            let mut packed = vec![0u8; wide.len()];
+            interleave_widened(ty, &src, rows, cols, &mut packed).unwrap();
+            let rb = cols / 32 * ts;
+            for (first, n) in [(0, rows), (3, 5), (15, 1)] {
+                let mut out = vec![0u8; n * rb];
+                match ty {
+                    GgmlType::Q4_0 => unpack_rows_q4_0(&packed, cols, first, &mut out),
+                    _ => unpack_rows_q5_0(&packed, cols, first, &mut out),
+                }
+                assert_eq!(out, src[first * rb..(first + n) * rb], "{ty} {first}+{n}");
             }
         }
     }
