@@ -549,11 +549,15 @@ fn calibrate(entry: &DotEntry) -> Option<(f64, f64)> {
     let widened = (stored_ty(entry.ty) != entry.ty)
         .then(|| calibration_bytes(Packed::packed_len(entry, rows, CALIBRATE_COLS)));
     let packed = widened.as_deref().unwrap_or(&buf);
+    let flushed: &[&[u8]] = match &widened {
+        Some(w) => &[&buf, w],
+        None => &[&buf],
+    };
     let tiles = crate::TileDot::new(entry);
     let (mut out, mut out1, mut out2) = (vec![0f32; rows], vec![0f32; rows], vec![0f32; rows]);
     let nb = CALIBRATE_COLS / entry.block_size;
     let [l1, l2, by_rows] = time_from_memory(
-        &[&buf, packed],
+        flushed,
         [
             &mut || {
                 prefetch.set(Prefetch::L1);
@@ -649,11 +653,12 @@ impl Packed {
     /// Q4_K: always, where it has a layout (its packed kernels serve both of
     /// llama.cpp's orders, prompt batches included); the first call also settles
     /// whether its decode GEMV prefetches in software, by the same kind of
-    /// measurement. Q8_0 and Q6_K (single-row order only): where, streaming weights
+    /// measurement. Q8_0, Q6_K, Q4_0 and Q5_0 (single-row order only): where, streaming weights
     /// from memory on one thread, the packed GEMV is faster than the row-major kernels
     /// (a layout without a GEMM kernel, whose prompt batches unpack packed rows per
     /// call: by at least 10%; Q8_0, whose packed form carries every batch and a greedy
-    /// head's whole-block pass: unless 30% slower, see `rows_margin`),
+    /// head's whole-block pass: unless 30% slower, see `rows_margin`; Q4_0 and Q5_0,
+    /// widened to more bytes than the file's: unless slower at all),
     /// measured once per process by [`Packed::calibrate`] (about 15 ms, the first time
     /// a model with such matrices loads), which also settles where their GEMV
     /// prefetches ([`Packed::prefetch`]). The same packed Q6_K kernel
