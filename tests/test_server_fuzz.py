@@ -145,6 +145,18 @@ def malformed(model: str) -> list[tuple[str, bytes | str, str]]:
             "an unknown content block",
         ),
         ("/v1/messages/count_tokens", "{", "truncated JSON"),
+        (CHAT, good.replace('"Hi"', '"Hi \\ud800"'), "an unpaired surrogate escape"),
+        (CHAT, json.dumps(_chat(model, prediction={"type": "content", "content": "\udc00"})), "a lone low surrogate"),
+        (CHAT, json.dumps(_chat(model, prediction={"type": "file", "content": "x"})), "a prediction of no known type"),
+        ("/v1/completions", json.dumps({"model": model, "prompt": "a\ud83d", "max_tokens": 2}), "half an emoji"),
+        ("/v1/embeddings", json.dumps({"model": model, "input": ["ok", "\ud800"]}), "a surrogate in an input"),
+        ("/tokenize", json.dumps({"content": "\udfff"}), "a surrogate to tokenize"),
+        (
+            "/v1/messages",
+            json.dumps({"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "\ud800"}]}),
+            "a surrogate in an Anthropic message",
+        ),
+        ("/v1/responses", json.dumps({"model": model, "input": "\ud800"}), "a surrogate in a Responses input"),
         ("/v1/responses", '{"model": "' + model + '", "input": [', "truncated JSON"),
         ("/v1/responses", json.dumps({"model": model, "input": 5}), "input as a number"),
         ("/v1/responses", json.dumps({"model": model, "input": [{"type": "function_call"}]}), "a call without fields"),
@@ -178,6 +190,13 @@ def test_malformed_bodies_are_4xx(server: LiveServer) -> None:
         assert http.post(CHAT, content=big, headers={"content-type": "application/json"}).status_code == 413
         r = http.post(CHAT, json=_chat(server.model_id, temperature=9))
         assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+        # Text that is not Unicode (a JSON surrogate escape with no partner) names its field; a pair is
+        # one character and is served.
+        lone = json.dumps(_chat(server.model_id, messages=[{"role": "user", "content": "Hi \ud83d"}]))
+        r = http.post(CHAT, content=lone, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "messages[0].content", r.text
+        pair = json.dumps(_chat(server.model_id, messages=[{"role": "user", "content": "Hi \ud83d\ude00"}]))
+        assert http.post(CHAT, content=pair, headers={"content-type": "application/json"}).status_code == 200
         # A chunked body over the limit is cut off too.
         chunks = (b"x" * 65536 for _ in range(MAX_BODY // 65536 + 2))
         r = http.post(CHAT, content=chunks, headers={"content-type": "application/json"})

@@ -122,6 +122,55 @@ def test_chat_plain_and_streamed_give_the_same_text(client: openai.OpenAI, serve
     assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
 
 
+def test_predicted_outputs_change_no_token_and_are_drafted(client: openai.OpenAI, server: LiveServer) -> None:
+    """OpenAI's Predicted Outputs (``prediction``): the prediction becomes a reference the speculative
+    drafts quote, so the reply is the same with any prediction or none; the usage block counts the
+    accepted and rejected draft tokens."""
+    model = server.model_id
+    ask = "Describe the river Thames in one sentence."
+    plain = chat(client, model, ask, max_tokens=40, temperature=0)
+    text = plain.choices[0].message.content
+    assert text and plain.usage.completion_tokens_details is None
+    exact = chat(client, model, ask, max_tokens=40, temperature=0, prediction={"type": "content", "content": text})
+    assert exact.choices[0].message.content == text
+    details = exact.usage.completion_tokens_details
+    assert details is not None and details.accepted_prediction_tokens is not None
+    assert details.rejected_prediction_tokens is not None and details.rejected_prediction_tokens >= 0
+    # The reply is the prediction itself: most tokens come from accepted drafts.
+    assert details.accepted_prediction_tokens >= exact.usage.completion_tokens // 2
+    # A wrong prediction (as text parts) costs nothing in correctness; streamed, its usage comes last.
+    parts = [{"type": "text", "text": "Pasta wants "}, {"type": "text", "text": "salt."}]
+    wrong = {"type": "content", "content": parts}
+    stream = chat(
+        client,
+        model,
+        ask,
+        max_tokens=40,
+        temperature=0,
+        prediction=wrong,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens_details is not None
+    assert usage.completion_tokens_details.rejected_prediction_tokens is not None
+    # Text completions take it too (a field the SDK leaves to extra_body there).
+    done = client.completions.create(model=model, prompt="The river Thames", max_tokens=24, temperature=0)
+    again = client.completions.create(
+        model=model,
+        prompt="The river Thames",
+        max_tokens=24,
+        temperature=0,
+        extra_body={"prediction": {"type": "content", "content": done.choices[0].text}},
+    )
+    assert again.choices[0].text == done.choices[0].text
+    assert again.usage is not None and again.usage.completion_tokens_details is not None
+    with pytest.raises(openai.BadRequestError, match="prediction"):
+        chat(client, model, ask, max_tokens=2, prediction=cast(Any, {"type": "file", "content": "x"}))
+
+
 def test_text_completions_plain_streamed_and_with_logprobs(client: openai.OpenAI, server: LiveServer) -> None:
     kw: dict[str, Any] = {"model": server.model_id, "prompt": "The capital of France is", "max_tokens": 8}
     r = client.completions.create(temperature=0, logprobs=2, **kw)

@@ -101,6 +101,31 @@ def test_a_reference_drafts_without_changing_the_answer(llm: fucina.LLM) -> None
         llm.generate("x", reference=3.5)  # type: ignore[arg-type]
 
 
+def test_scheduler_requests_take_a_reference(llm: fucina.LLM) -> None:
+    """``Scheduler.submit(reference=...)`` (the server's predicted outputs): drafted from, never
+    changing a token; ids outside the vocabulary are refused before queueing."""
+    prompt = llm.tokenize("Once upon a time, in a kingdom by the sea,")
+    text = llm.generate(prompt, max_tokens=24, speculation=False, ignore_eos=True)
+    plain = llm.tokenize(text, add_special=False)
+    s = fucina.Scheduler(llm.model, llm.tokenizer, n_slots=1, n_ctx=256)
+    try:
+        r = s.submit(prompt, max_tokens=24, seed=0, ignore_eos=True, speculation=True, reference=plain)
+        tokens, finished = [], None
+        while finished is None:
+            s.wait_ready(0.1)
+            for ev in r.take():
+                if ev[0] == "token":
+                    tokens.append(ev[1])
+                elif ev[0] in ("finished", "error"):
+                    finished = ev
+        assert finished[0] == "finished" and finished[4] > 0
+        assert llm.detokenize(tokens) == text
+        with pytest.raises(fucina.InvalidArgumentError, match="reference"):
+            s.submit(prompt, max_tokens=4, seed=0, reference=[10**9])
+    finally:
+        s.shutdown()
+
+
 def test_python_processors_decode_plainly_and_identically(llm: fucina.LLM) -> None:
     calls: list[int] = []
 

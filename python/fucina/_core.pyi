@@ -564,10 +564,12 @@ class Scheduler:
         processors: Sequence[Callable[[list[int], npt.NDArray[np.float32]], None]] = ...,
         grammar: Grammar | None = None,
         reasoning_budget: _ReasoningBudget | None = None,
+        reference: Sequence[int] = ...,
     ) -> ScheduledRequest:
         """Check and queue a generation (``InvalidArgumentError`` for bad arguments or a prompt that
         does not fit, ``QueueFullError`` when the queue is full). With ``speculation`` the request
-        drafts from its own text each step and verifies the draft as extra rows of the shared batched
+        drafts from its own text (and from ``reference``, token ids of a document the output is
+        expected to quote) each step and verifies the draft as extra rows of the shared batched
         forward (or its own step when it runs alone); with ``pinned`` numerics (the default) its
         tokens are exactly those without it."""
     def embed(self, tokens: Sequence[int]) -> ScheduledRequest:

@@ -355,6 +355,7 @@ fn constrained_speculative_requests_run_together_give_the_plain_tokens() {
                 prompt: prompt.clone(),
                 options: opts(*seed, 160, true),
                 processors,
+                reference: Vec::new(),
             };
             s.submit(request).unwrap()
         })

@@ -60,6 +60,7 @@ fn request(prompt: &[u32], options: GenerationOptions) -> Request {
         prompt: prompt.to_vec(),
         options,
         processors: Vec::new(),
+        reference: Vec::new(),
     }
 }
 
@@ -95,6 +96,8 @@ struct Run {
     finish: Option<FinishReason>,
     cancelled: bool,
     error: Option<String>,
+    /// Draft tokens accepted (speculative requests).
+    accepted: usize,
 }
 
 fn absorb(run: &mut Run, events: Vec<Event>) -> bool {
@@ -106,6 +109,7 @@ fn absorb(run: &mut Run, events: Vec<Event>) -> bool {
             Event::Finished(o) => {
                 run.finish = Some(o.finish);
                 run.cancelled = o.cancelled;
+                run.accepted = o.spec.map_or(0, |s| s.accepted);
                 ended = true;
             }
             Event::Failed(e) => {
@@ -232,6 +236,37 @@ fn speculative_requests_verify_their_drafts_in_the_shared_forward() {
     assert!(m.spec_drafted > 0 && m.spec_accepted > 0, "{m:?}");
     // Each request needs 40 decisions: plain batched steps would be at least 40.
     assert!(m.steps < 40, "{m:?}");
+}
+
+/// A request's reference (a predicted output) is drafted from: with the exact
+/// continuation as reference, nearly every token comes from an accepted draft, where
+/// the same request without one drafts from its own short text only; the tokens are
+/// the plain run's either way.
+#[test]
+fn a_reference_is_drafted_from_and_changes_no_token() {
+    let prompt = encode("Once upon a time, in a kingdom by the sea,");
+    let plain = solo(&prompt, opts(24, 0.0, 0));
+    let always = SpecOptions {
+        economics: false,
+        ..SpecOptions::default()
+    };
+    let spec = GenerationOptions {
+        speculation: Some(always),
+        ..opts(24, 0.0, 0)
+    };
+    let s = scheduler(2, 64, 8);
+    let with = s
+        .submit(Request {
+            reference: plain.clone(),
+            ..request(&prompt, spec.clone())
+        })
+        .expect("submit");
+    let with = wait(&with);
+    let without = wait(&s.submit(request(&prompt, spec)).expect("submit"));
+    assert_eq!(with.tokens, plain);
+    assert_eq!(without.tokens, plain);
+    assert!(with.accepted >= 16, "{} of 24 accepted", with.accepted);
+    assert!(with.accepted > without.accepted + 8, "{with:?} {without:?}");
 }
 
 /// Sampled requests whose decisions read only their rows' top-k (llama.cpp's default
@@ -392,6 +427,7 @@ fn a_failing_request_fails_alone() {
                 calls: 0,
                 fail_at: 3,
             })],
+            reference: Vec::new(),
         })
         .expect("submit");
     let failed = wait(&bad);

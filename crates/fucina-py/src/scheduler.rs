@@ -115,14 +115,15 @@ impl PyScheduler {
     /// Raises `InvalidArgumentError` for a bad argument or a prompt that does not
     /// fit a slot's context, `QueueFullError` when `max_queue` requests already wait.
     /// `processors` are Python callables `(token_ids, logits) -> None` run on this
-    /// request's rows (under the GIL).
+    /// request's rows (under the GIL). `reference`: token ids the speculative drafts
+    /// may quote (ignored without `speculation`; the tokens are the same either way).
     #[pyo3(signature = (
         prompt, *, max_tokens, seed, temperature = 0.0, top_k = 40, top_p = 0.95, min_p = 0.05,
         typical_p = 1.0, repeat_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0,
         repeat_last_n = 64,
         mirostat_mode = 0, mirostat_tau = 5.0, mirostat_eta = 0.1, logit_bias = None, stop = Vec::new(), stop_ids = Vec::new(),
         ignore_eos = false, logprobs = None, special = false, speculation = false,
-        processors = Vec::new(), grammar = None, reasoning_budget = None
+        processors = Vec::new(), grammar = None, reasoning_budget = None, reference = Vec::new()
     ))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
@@ -155,7 +156,14 @@ impl PyScheduler {
         #[pyo3(from_py_with = crate::args::reasoning_budget)] reasoning_budget: Option<
             fucina_sample::ReasoningBudget,
         >,
+        #[pyo3(from_py_with = crate::args::token_ids)] reference: Vec<u32>,
     ) -> PyResult<PyScheduledRequest> {
+        if let Some(&id) = reference.iter().find(|&&id| id as usize >= self.n_vocab) {
+            return Err(value_err(format!(
+                "reference token id {id} is out of range (vocabulary of {})",
+                self.n_vocab
+            )));
+        }
         let mut procs: Vec<Box<dyn LogitProcessor>> = Vec::with_capacity(processors.len() + 1);
         if let Some(g) = &grammar {
             let c = self
@@ -204,6 +212,7 @@ impl PyScheduler {
             prompt,
             options,
             processors: procs,
+            reference,
         };
         let handle = py
             .detach(|| self.inner.submit(request))

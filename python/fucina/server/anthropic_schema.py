@@ -117,6 +117,8 @@ class OutputConfig(Body):
 
 
 class _Prompt(Body):
+    _whole_request = True
+
     model: str = Field(max_length=256)
     messages: list[AnthropicMessage] = Field(min_length=1)
     system: str | list[TextBlock] | None = None

@@ -9,7 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
@@ -19,6 +19,9 @@ from ..sampling import SamplingParams
 from .errors import ApiError
 from .hub import Choice, Hub, Job
 from .streaming import until_disconnected
+
+if TYPE_CHECKING:
+    from .openai_schema import Prediction
 
 __all__ = [
     "ServerState",
@@ -221,6 +224,23 @@ async def gather(job: Job, request: Request) -> list[Choice] | None:
     choices = [Choice() for _ in job.requests]
     done = await drain(job, request, lambda i, event: choices[i].add(event))
     return choices if done else None
+
+
+def prediction_ids(st: ServerState, prediction: Prediction | None) -> list[int]:
+    """A predicted output's token ids (no BOS, special-token text left as text); ``[]`` without one."""
+    if prediction is None:
+        return []
+    text = prediction.text()
+    return st.llm.tokenize(text, add_special=False) if text else []
+
+
+def prediction_details(choices: list[Choice]) -> dict[str, int]:
+    """``usage.completion_tokens_details`` for a request with a predicted output: the speculative draft
+    tokens (quoted from the prediction or from the reply so far) that verification accepted and
+    rejected, over every choice."""
+    drafted = sum(c.drafted for c in choices)
+    accepted = sum(c.accepted for c in choices)
+    return {"accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
 
 
 def cached_tokens(choices: list[Choice]) -> int:

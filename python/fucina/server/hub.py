@@ -53,6 +53,8 @@ class Sampling:
     grammar_param: str = "response_format"
     """The request field a grammar that fails to compile is reported under."""
     reasoning_budget: tuple[list[int], list[int], list[int], int, bool] | None = None
+    reference: list[int] = field(default_factory=list)
+    """Token ids the speculative drafts may quote (a predicted output); no token changes with it."""
 
 
 @dataclass
@@ -67,6 +69,10 @@ class Choice:
     cached_tokens: int = 0
     cancelled: bool = False
     logprobs: list[tuple[int, tuple[float, list[tuple[int, float]]]]] = field(default_factory=list)
+    drafted: int = 0
+    """Speculative draft tokens verified (the finished event's count)."""
+    accepted: int = 0
+    """Of those, the ones verification accepted."""
 
     def add(self, event: tuple[Any, ...]) -> None:
         """Fold one event in (errors raise :class:`ApiError`)."""
@@ -86,6 +92,7 @@ class Choice:
         elif kind == "finished":
             self.cancelled = bool(event[2])
             self.finish_reason = self.finish_reason or event[1]
+            self.drafted, self.accepted = int(event[3]), int(event[4])
         elif kind == "error":
             raise_event_error(event)
 
@@ -211,6 +218,7 @@ class Hub:
                             processors=s.processors,
                             grammar=s.grammar._core if s.grammar is not None else None,
                             reasoning_budget=s.reasoning_budget,
+                            reference=s.reference,
                             **core,
                         )
                     )

@@ -21,7 +21,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ..llm import _Logprobs
-from .common import ServerState, completion_budget, drain, gather, request_sampling, stop_list
+from .common import (
+    ServerState,
+    completion_budget,
+    drain,
+    gather,
+    prediction_details,
+    prediction_ids,
+    request_sampling,
+    stop_list,
+)
 from .constraints import request_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling, raise_event_error
@@ -93,6 +102,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     params = request_sampling(st, body)
     stops = stop_list(body.stop)
     processors = st.processors(body.model_dump())
+    reference = prediction_ids(st, body.prediction)
     settings = [
         Sampling(
             max_tokens=completion_budget(st, len(p), body.max_tokens, param="prompt"),
@@ -103,6 +113,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             processors=processors,
             grammar=grammar,
             grammar_param=grammar_param,
+            reference=reference,
         )
         for p in prompts
     ]
@@ -122,15 +133,18 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     return _completion_body(st, body, prompts, texts, choices, meta)
 
 
-def _usage(prompts: list[list[int]], choices: list[Choice]) -> dict[str, Any]:
+def _usage(prompts: list[list[int]], choices: list[Choice], predicted: bool = False) -> dict[str, Any]:
     prompt_tokens = sum(len(p) for p in prompts)
     completion = sum(c.completion_tokens for c in choices)
-    return {
+    usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": prompt_tokens + completion,
         "prompt_tokens_details": {"cached_tokens": sum(c.cached_tokens for c in choices)},
     }
+    if predicted:
+        usage["completion_tokens_details"] = prediction_details(choices)
+    return usage
 
 
 def _completion_body(
@@ -161,7 +175,8 @@ def _completion_body(
                 "finish_reason": c.finish_reason,
             }
         )
-    return {"model": body.model, **meta, "choices": out, "usage": _usage(prompts, choices)}
+    usage = _usage(prompts, choices, body.prediction is not None)
+    return {"model": body.model, **meta, "choices": out, "usage": usage}
 
 
 async def _stream(
@@ -201,7 +216,7 @@ async def _stream(
             if text or finish is not None or lp is not None:
                 yield chunk(i, text, lp, finish)
         if include_usage:
-            yield sse({**meta, "choices": [], "usage": _usage(prompts, choices)})
+            yield sse({**meta, "choices": [], "usage": _usage(prompts, choices, body.prediction is not None)})
         yield b"data: [DONE]\n\n"
     except ApiError as e:
         yield sse(openai_error_body(e.status, e.message, e.param, e.code))

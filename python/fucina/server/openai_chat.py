@@ -21,7 +21,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from .. import chat_completion as cc
-from .common import ServerState, cached_tokens, completion_budget, gather, request_sampling, stop_list
+from .common import (
+    ServerState,
+    cached_tokens,
+    completion_budget,
+    gather,
+    prediction_details,
+    prediction_ids,
+    request_sampling,
+    stop_list,
+)
 from .constraints import request_grammar
 from .errors import ApiError, openai_error_body
 from .hub import Choice, Job, Sampling
@@ -81,14 +90,17 @@ def _legacy_finish(finish: str | None) -> str | None:
     return "function_call" if finish == "tool_calls" else finish
 
 
-def _usage(prompt_tokens: int, choices: list[Choice]) -> dict[str, Any]:
+def _usage(prompt_tokens: int, choices: list[Choice], predicted: bool = False) -> dict[str, Any]:
     completion = sum(c.completion_tokens for c in choices)
-    return {
+    usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": prompt_tokens + completion,
         "prompt_tokens_details": {"cached_tokens": cached_tokens(choices)},
     }
+    if predicted:
+        usage["completion_tokens_details"] = prediction_details(choices)
+    return usage
 
 
 def _allowed(tools: list[dict[str, Any]] | None, choice: AllowedToolsChoice) -> list[dict[str, Any]]:
@@ -160,6 +172,7 @@ def submit(st: ServerState, body: ChatCompletionRequest) -> tuple[cc._Prompt, Jo
         grammar=grammar,
         grammar_param=grammar_param,
         reasoning_budget=reasoning_budget,
+        reference=prediction_ids(st, body.prediction),
     )
     return prompt, st.hub.submit([prompt.ids], [settings], n=body.n)
 
@@ -173,7 +186,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        chunks = _stream(st, job, prompt, meta, n_logprobs is not None, include_usage, body.functions is not None)
+        predicted = body.prediction is not None
+        chunks = _stream(
+            st, job, prompt, meta, n_logprobs is not None, include_usage, body.functions is not None, predicted
+        )
         return EventStream(chunks, job.close)
     choices = await gather(job, request)
     if choices is None:
@@ -191,11 +207,19 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         if body.functions is not None:
             message, finish = _legacy_message(message), _legacy_finish(finish)
         out.append({"index": i, "message": message, "logprobs": lp, "finish_reason": finish})
-    return {**meta, "object": "chat.completion", "choices": out, "usage": _usage(len(prompt.ids), choices)}
+    usage = _usage(len(prompt.ids), choices, body.prediction is not None)
+    return {**meta, "object": "chat.completion", "choices": out, "usage": usage}
 
 
 async def _stream(
-    st: ServerState, job: Job, prompt: Any, meta: dict[str, Any], logprobs: bool, include_usage: bool, legacy: bool
+    st: ServerState,
+    job: Job,
+    prompt: Any,
+    meta: dict[str, Any],
+    logprobs: bool,
+    include_usage: bool,
+    legacy: bool,
+    predicted: bool = False,
 ) -> AsyncIterator[bytes]:
     llm = st.llm
     n = len(job.requests)
@@ -236,9 +260,8 @@ async def _stream(
                         yield chunk(i, {"tool_calls": [{"index": k, **call} for k, call in enumerate(calls)]})
                 yield chunk(i, {}, _legacy_finish(finish) if legacy else finish)
         if include_usage:
-            yield sse(
-                {**meta, "object": "chat.completion.chunk", "choices": [], "usage": _usage(len(prompt.ids), choices)}
-            )
+            usage = _usage(len(prompt.ids), choices, predicted)
+            yield sse({**meta, "object": "chat.completion.chunk", "choices": [], "usage": usage})
         yield b"data: [DONE]\n\n"
     except ApiError as e:
         yield sse(openai_error_body(e.status, e.message, e.param, e.code))

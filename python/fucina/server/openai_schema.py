@@ -10,11 +10,14 @@ bound is explicit, so huge numbers, NaN and infinities are 400s naming the field
 from __future__ import annotations
 
 import functools
+import re
 import types
 import typing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import ApiError
 
 __all__ = [
     "MAX_INT",
@@ -35,6 +38,8 @@ MAX_INT = 2**31 - 1
 _MAX_N = 16
 _MAX_STOPS = 16
 _MAX_TOOLS = 128
+_MAX_PREDICTION = 1 << 22
+"""Characters of a predicted output (a whole source file fits; the request size limit caps it anyway)."""
 _SEED_MIN = -(2**63)
 _SEED_MAX = 2**64 - 1
 
@@ -61,6 +66,29 @@ def _defaulted_by_null(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(keys)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_at(value: Any) -> tuple[str, str] | None:
+    """The first string in a decoded JSON value holding an unpaired UTF-16 surrogate (a JSON ``\\ud800``
+    escape with no partner: valid JSON, not Unicode), as its field path and the surrogate. Iterative:
+    any nesting depth the JSON parser took."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            m = None if v.isascii() else _SURROGATE.search(v)
+            if m:
+                return path, m.group()
+        elif isinstance(v, dict):
+            items = [(x, f"{path}.{k}" if path else str(k)) for k, x in v.items()]
+            items += [(k, f"{path}.{k!r}" if path else repr(k)) for k in v if isinstance(k, str) and not k.isascii()]
+            stack.extend(reversed(items))
+        elif isinstance(v, list):
+            stack.extend(reversed([(x, f"{path}[{i}]") for i, x in enumerate(v)]))
+    return None
+
+
 class Body(BaseModel):
     """Base of every request model: unknown fields ignored, no NaN or infinity anywhere.
 
@@ -71,11 +99,22 @@ class Body(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
+    _whole_request: ClassVar[bool] = False
+    """A route's whole body: its text is checked for unpaired surrogates (a 400 naming the field, where
+    encoding it for the tokenizer would fail later)."""
+
     @model_validator(mode="before")
     @classmethod
     def _null_means_default(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        if cls._whole_request:
+            found = _surrogate_at(data)
+            if found:
+                where, char = found
+                raise ApiError(
+                    400, f"{where}: unpaired UTF-16 surrogate \\u{ord(char):04x} (not valid Unicode)", param=where
+                )
         keys = _defaulted_by_null(cls)
         if not any(data.get(k, 0) is None for k in keys):
             return data
@@ -162,6 +201,26 @@ class StreamOptions(Body):
     include_usage: bool = False
 
 
+class PredictionPart(Body):
+    type: Literal["text"] = "text"
+    text: str = Field(max_length=_MAX_PREDICTION)
+
+
+class Prediction(Body):
+    """OpenAI's Predicted Outputs: text the reply is expected to repeat in large part (a file being
+    edited, a document being revised). It becomes a reference the speculative drafts quote: replies
+    are the same with or without it, only sooner where they do repeat it."""
+
+    type: Literal["content"]
+    content: str | Annotated[list[PredictionPart], Field(max_length=1024)] = Field(max_length=_MAX_PREDICTION)
+
+    def text(self) -> str:
+        """The predicted text (parts joined as OpenAI joins them: back to back)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content)
+
+
 class _Sampling(Body):
     """Sampling fields shared by chat and text completions."""
 
@@ -200,6 +259,8 @@ class _Constrained(Body):
 class ChatCompletionRequest(_Sampling, _Constrained):
     """``POST /v1/chat/completions``."""
 
+    _whole_request = True
+
     model: str = Field(max_length=256)
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1, le=MAX_INT)
@@ -227,10 +288,15 @@ class ChatCompletionRequest(_Sampling, _Constrained):
     continue_final_message: bool | None = None
     """A last assistant message is continued (a prefill: the reply holds only what is added) unless
     this is ``false`` (llama.cpp's server and vLLM's name)."""
+    prediction: Prediction | None = None
+    """OpenAI's Predicted Outputs (see :class:`Prediction`); ``usage.completion_tokens_details`` then
+    counts the draft tokens verification accepted and rejected."""
 
 
 class CompletionRequest(_Sampling, _Constrained):
     """``POST /v1/completions``: ``prompt`` a string, a list of strings, token ids or lists of them."""
+
+    _whole_request = True
 
     model: str = Field(max_length=256)
     prompt: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
@@ -241,10 +307,14 @@ class CompletionRequest(_Sampling, _Constrained):
     suffix: str | None = None
     response_format: ResponseFormat | None = None
     """As on chat completions (vLLM takes it here too)."""
+    prediction: Prediction | None = None
+    """As on chat completions (OpenAI's Predicted Outputs, here for text completions too)."""
 
 
 class EmbeddingRequest(Body):
     """``POST /v1/embeddings``."""
+
+    _whole_request = True
 
     model: str = Field(max_length=256)
     input: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
@@ -295,6 +365,8 @@ class ResponsesReasoning(Body):
 class ResponsesRequest(_Sampling):
     """``POST /v1/responses``: OpenAI's Responses API, stateless (no ``previous_response_id``)."""
 
+    _whole_request = True
+
     model: str = Field(max_length=256)
     input: str | Annotated[list[dict[str, Any]], Field(min_length=1, max_length=4096)]
     instructions: str | None = None
@@ -312,6 +384,8 @@ class ResponsesRequest(_Sampling):
 
 class TokenizeRequest(Body):
     """``POST /tokenize`` (llama.cpp's server shape)."""
+
+    _whole_request = True
 
     content: str
     add_special: bool = False

@@ -108,6 +108,10 @@ pub struct Request {
     /// Logit processors run on each of this request's rows, in order, before its
     /// sampler (grammar constraints plug in here).
     pub processors: Vec<Box<dyn LogitProcessor>>,
+    /// A document the speculative drafts may quote (the text the output is expected
+    /// to repeat, as OpenAI's Predicted Outputs); empty for none, ignored without
+    /// speculation. It changes no token, only how many each step verifies.
+    pub reference: Vec<u32>,
 }
 
 impl std::fmt::Debug for Request {
@@ -116,6 +120,7 @@ impl std::fmt::Debug for Request {
             .field("prompt_tokens", &self.prompt.len())
             .field("options", &self.options)
             .field("processors", &self.processors.len())
+            .field("reference_tokens", &self.reference.len())
             .finish()
     }
 }

@@ -304,7 +304,10 @@ impl Worker {
             request.processors,
         );
         match gen {
-            Ok(gen) => {
+            Ok(mut gen) => {
+                if !request.reference.is_empty() {
+                    gen.add_reference(&request.reference);
+                }
                 let cached = gen.reused();
                 let c = self.counters();
                 Counters::add(&c.prompt_tokens, n_prompt);
