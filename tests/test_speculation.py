@@ -94,6 +94,12 @@ def test_a_reference_drafts_without_changing_the_answer(llm: fucina.LLM) -> None
     stats = gen.spec_stats
     assert stats is not None and stats["accepted"] > 0 and stats["committed"] > stats["steps"]
     assert llm.generate(prompt, max_tokens=48, reference=DOC) == plain
+    ask = [{"role": "user", "content": "Copy this text exactly.\n\n" + DOC}]
+    replies = [
+        llm.create_chat_completion(ask, temperature=0, max_tokens=32, reference=ref, speculation=spec)
+        for ref, spec in ((DOC, True), (None, False))
+    ]
+    assert replies[0]["choices"][0]["message"] == replies[1]["choices"][0]["message"]
     chat = llm.chat(temperature=0, max_tokens=16)
     chat.add_reference(DOC)
     assert chat.send("Say hello.") == llm.chat(temperature=0, max_tokens=16, speculation=False).send("Say hello.")

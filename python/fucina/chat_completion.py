@@ -893,6 +893,7 @@ def create_chat_completion(
     reasoning_budget: int | None = None,
     reasoning_budget_message: str = "",
     continue_final_message: bool | None = None,
+    reference: str | Sequence[int] | None = None,
 ) -> Any:
     """See :meth:`fucina.LLM.create_chat_completion`."""
     msgs = _messages(messages)
@@ -950,6 +951,7 @@ def create_chat_completion(
         special=special,
         cache_prompt=cache_prompt,
         speculation=speculation,
+        reference=reference,
         grammar=grammar,
         reasoning_budget=budget,
     )

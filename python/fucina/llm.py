@@ -788,6 +788,7 @@ class LLM:
         reasoning_budget: int | None = None,
         reasoning_budget_message: str = "",
         continue_final_message: bool | None = None,
+        reference: str | Sequence[int] | None = None,
     ) -> Any:
         """An OpenAI ``chat.completion`` (llama-cpp-python's ``create_chat_completion``: its keyword
         names and defaults, temperature 0.2).
@@ -854,7 +855,9 @@ class LLM:
         sequence, so a client re-sending a growing history prefills only what is new (a request made
         while another still streams on it gets a fresh sequence); pass ``cache_prompt=False``, or
         build the LLM with ``batch_invariant=True``, for results independent of earlier requests down
-        to the last bit. Bad input raises
+        to the last bit. ``reference`` (text or token ids the reply is expected to repeat: a file
+        being edited, as OpenAI's Predicted Outputs) is quoted by the speculative drafts; the reply is
+        the same with it or without. Bad input raises
         :class:`InvalidArgumentError` / :class:`ArgumentTypeError` naming the field, a failing template
         :class:`fucina.ChatTemplateError`.
         """
@@ -898,6 +901,7 @@ class LLM:
             reasoning_budget=reasoning_budget,
             reasoning_budget_message=reasoning_budget_message,
             continue_final_message=continue_final_message,
+            reference=reference,
         )
 
     def _piece(self, token: int) -> str:
