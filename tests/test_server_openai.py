@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -663,6 +664,46 @@ def test_llama_cpp_grammar_and_json_schema_fields(client: openai.OpenAI, server:
         with pytest.raises(openai.BadRequestError) as e:
             chat(client, server.model_id, "Hi", max_tokens=2, extra_body=extra)
         assert e.value.param == param, extra
+
+
+def test_vllm_structured_output_fields(client: openai.OpenAI, server: LiveServer) -> None:
+    """What clients written for a vLLM server send in ``extra_body``: ``guided_choice``, ``guided_regex``,
+    ``guided_json`` (an object or its JSON text), ``guided_grammar`` (GBNF or Lark) and the newer
+    ``structured_outputs``; each constrains the whole reply, and errors name the field."""
+    model = server.model_id
+    choices = ["sunny, warm", "rain (heavy)", "snow!"]
+    extra: dict[str, Any]
+    for extra in ({"guided_choice": choices}, {"structured_outputs": {"choice": choices}}):
+        r = chat(client, model, "Tomorrow's weather?", max_tokens=8, temperature=0.9, seed=3, extra_body=extra)
+        assert r.choices[0].message.content in choices and r.choices[0].finish_reason == "stop"
+    phone = r"\d{3}-\d{4}"
+    for extra in ({"guided_regex": phone}, {"structured_outputs": {"regex": phone}}):
+        c = client.completions.create(model=model, prompt="Call me at", max_tokens=12, extra_body=extra)
+        assert re.fullmatch(phone, c.choices[0].text), c.choices[0].text
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    for extra in (
+        {"guided_json": schema},
+        {"guided_json": json.dumps(schema)},
+        {"structured_outputs": {"json": schema}},
+    ):
+        r = chat(client, model, "A number as JSON.", max_tokens=30, extra_body=extra)
+        jsonschema.validate(json.loads(r.choices[0].message.content or ""), schema)
+    for grammar in ('root ::= "left" | "right"', 'start: "left" | "right"'):
+        r = chat(client, model, "Which way?", max_tokens=4, extra_body={"guided_grammar": grammar})
+        assert r.choices[0].message.content in ("left", "right")
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"guided_choice": choices, "guided_regex": phone}, "guided_choice"),
+        ({"guided_json": schema, "response_format": {"type": "json_object"}}, "guided_json"),
+        ({"guided_choice": []}, "guided_choice"),
+        ({"guided_json": "{not json"}, "guided_json"),
+        ({"guided_regex": "(unclosed"}, "guided_regex"),
+        ({"structured_outputs": {}}, "structured_outputs"),
+        ({"structured_outputs": {"regex": phone, "choice": choices}}, "structured_outputs.choice"),
+    ]
+    for extra, param in bad:
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(client, model, "Hi", max_tokens=2, extra_body=extra)
+        assert e.value.param == param, (extra, e.value.param)
 
 
 def test_an_api_key_guards_every_route_but_health(gemma_path: Path) -> None:

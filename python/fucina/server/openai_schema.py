@@ -247,13 +247,36 @@ class _Sampling(Body):
     ignore_eos: bool = False
 
 
+class StructuredOutputs(Body):
+    """vLLM's ``structured_outputs`` (one field of it): the reply matches a JSON Schema, a regex, one of
+    the choices, or a grammar."""
+
+    json_: dict[str, Any] | str | None = Field(None, alias="json")
+    regex: str | None = Field(None, max_length=1 << 16)
+    choice: Annotated[list[str], Field(min_length=1, max_length=1024)] | None = None
+    grammar: str | None = Field(None, max_length=1 << 20)
+    json_object: bool | None = None
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, populate_by_name=True)
+
+
 class _Constrained(Body):
-    """llama.cpp's server's own constraint fields, on chat and text completions."""
+    """llama.cpp's and vLLM's server's own constraint fields, on chat and text completions."""
 
     grammar: str | None = Field(None, max_length=1 << 20)
     """A GBNF grammar the reply must match (llama.cpp's ``grammar``)."""
     json_schema: dict[str, Any] | None = None
     """A JSON Schema the reply must be valid against (llama.cpp's ``json_schema``; ``{}``: any object)."""
+    guided_json: dict[str, Any] | str | None = None
+    """vLLM's: a JSON Schema (an object or its JSON text) the reply must be valid against."""
+    guided_regex: str | None = Field(None, max_length=1 << 16)
+    """vLLM's: a regular expression (Rust ``regex`` syntax) the whole reply must match."""
+    guided_choice: Annotated[list[str], Field(min_length=1, max_length=1024)] | None = None
+    """vLLM's: the reply is exactly one of these strings."""
+    guided_grammar: str | None = Field(None, max_length=1 << 20)
+    """vLLM's: a grammar the reply must match (GBNF, ``root ::= ...``, or Lark, ``start: ...``)."""
+    structured_outputs: StructuredOutputs | None = None
+    """vLLM's newer form of the ``guided_*`` fields."""
 
 
 class ChatCompletionRequest(_Sampling, _Constrained):
