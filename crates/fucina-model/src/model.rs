@@ -295,13 +295,14 @@ impl Model {
     }
 
     /// Bytes of weight data a decode step reads (every matrix once, of a MoE layer
-    /// the router and the routed experts; the head once).
+    /// the router and the routed experts; the head once), in the form the kernels read:
+    /// a repacked matrix's packed bytes (more than the file's for widened Q4_0 / Q5_0).
     pub fn weight_bytes_per_token(&self) -> usize {
         let attn: usize = self
             .layers
             .iter()
             .flat_map(|l| l.mixer.matrices())
-            .map(|w| w.bytes().len())
+            .map(|w| w.stream_bytes())
             .sum();
         let ffn: usize = self.layers.iter().map(|l| l.ffn.bytes_per_token()).sum();
         let ple: usize = self.ple.as_ref().map_or(0, |p| {
@@ -309,11 +310,11 @@ impl Model {
                 .layers
                 .iter()
                 .filter_map(|l| l.ple.as_ref())
-                .map(|l| l.gate.bytes().len() + l.proj.bytes().len())
+                .map(|l| l.gate.stream_bytes() + l.proj.stream_bytes())
                 .sum();
-            p.proj.bytes().len() + p.table.row_bytes() + per_layer
+            p.proj.stream_bytes() + p.table.row_bytes() + per_layer
         });
-        attn + ffn + ple + self.output.bytes().len()
+        attn + ffn + ple + self.output.stream_bytes()
     }
 }
 

@@ -216,6 +216,13 @@ impl Linear {
         })
     }
 
+    /// Bytes a multiply with this matrix reads: the packed form's once there is one
+    /// (more than the file's for widened Q4_0 / Q5_0), else the row-major bytes'.
+    pub fn stream_bytes(&self) -> usize {
+        self.packed()
+            .map_or_else(|| self.bytes().len(), |p| p.bytes().len())
+    }
+
     /// The repacked form, once [`Linear::repack`] (or its job) has made it.
     pub fn packed(&self) -> Option<&Packed> {
         match self.owned {

@@ -418,12 +418,24 @@ fn repacking_changes_no_logit() {
         let head = 262_144 * 640 / 32 * 34;
         let n = every.repacked_bytes();
         assert!(n > head, "Q8_0 head not repacked: {n} bytes");
-        // Its 72 Q5_0 projections (q, k, gate, up of 18 layers), widened to packed Q8_0
-        // blocks, so those logits went through the Q8_0 kernels as well.
-        let q5_blocks = 18 * (1024 + 256 + 2048 + 2048) * 640 / 32;
+        // Its Q5_0 projections (q, k, gate, up of every layer, v of some), widened to
+        // packed Q8_0 blocks, so those logits went through the Q8_0 kernels as well.
+        let q5_blocks: usize = plain
+            .file()
+            .tensors()
+            .values()
+            .filter(|t| t.ggml_type == fucina_gguf::GgmlType::Q5_0)
+            .map(|t| t.dims.iter().product::<u64>() as usize / 32)
+            .sum();
+        assert!(q5_blocks >= 18 * (1024 + 256 + 2048 + 2048) * 640 / 32);
         assert!(
             n >= head + q5_blocks * 34,
             "Q5_0 matrices not widened: {n} bytes"
+        );
+        // A decode step reads the widened bytes (12 more per block of 32).
+        assert_eq!(
+            every.weight_bytes_per_token(),
+            plain.weight_bytes_per_token() + q5_blocks * 12
         );
     }
 }

@@ -94,7 +94,7 @@ impl Gemma4MoeFfn {
     pub fn bytes_per_token(&self) -> usize {
         let mlp: usize = [&self.mlp.gate, &self.mlp.up, &self.mlp.down]
             .iter()
-            .map(|w| w.bytes().len())
+            .map(|w| w.stream_bytes())
             .sum();
         mlp + self.moe.bytes_per_token()
     }

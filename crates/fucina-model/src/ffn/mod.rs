@@ -231,7 +231,7 @@ impl FfnWeights {
         match self {
             FfnWeights::Dense(d) => [&d.gate, &d.up, &d.down]
                 .iter()
-                .map(|w| w.bytes().len())
+                .map(|w| w.stream_bytes())
                 .sum(),
             FfnWeights::Moe(e) => e.bytes_per_token(),
             FfnWeights::Gemma4Moe(g) => g.bytes_per_token(),

@@ -162,17 +162,17 @@ impl MoeFfn {
         let expert: usize = [&self.gate, &self.up, &self.down]
             .iter()
             .filter_map(|s| s.first())
-            .map(|w| w.bytes().len())
+            .map(|w| w.stream_bytes())
             .sum();
         let shared: usize = self.shared.as_ref().map_or(0, |sh| {
-            let gate = sh.gate.as_ref().map_or(0, |g| g.bytes().len());
+            let gate = sh.gate.as_ref().map_or(0, |g| g.stream_bytes());
             [&sh.ffn.gate, &sh.ffn.up, &sh.ffn.down]
                 .iter()
-                .map(|w| w.bytes().len())
+                .map(|w| w.stream_bytes())
                 .sum::<usize>()
                 + gate
         });
-        self.gate_inp.bytes().len() + self.config.n_expert_used * expert + shared
+        self.gate_inp.stream_bytes() + self.config.n_expert_used * expert + shared
     }
 
     /// `out = moe(xn)` for `m` normed rows.
