@@ -87,8 +87,8 @@ def _json(schema: dict[str, Any] | str) -> Grammar:
 
 
 def _choice(choices: list[str]) -> Grammar:
-    """Exactly one of ``choices``: a regex alternation of the literal strings (every character that is
-    not an ASCII letter or digit written as ``\\x{...}``, which no regex dialect reads otherwise)."""
+    """Exactly one of ``choices``: a regex alternation of the literal strings, every character that is
+    not an ASCII letter or digit written as ``\\x{...}`` so that none is read as regex syntax."""
 
     def literal(s: str) -> str:
         return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}" for c in s)
