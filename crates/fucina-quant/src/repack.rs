@@ -347,27 +347,22 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
         return Some(Layout::Q4K { single, pairs });
     }
     match (entry.ty, entry.path) {
+        // Q4_0 / Q5_0 widened to Q8_0 blocks of the same values (`Packed::stored_ty`):
+        // the Q8_0 kernels, rows unpacked back to the matrix's own type.
         #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q8_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
-            gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
-            gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
-            approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
-            unpack: q8_0::unpack_rows_q8_0,
-            prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
-        }),
-        // Q4_0 / Q5_0 widened to Q8_0 blocks of the same values (`Packed::stored_ty`).
-        #[cfg(target_arch = "x86_64")]
-        (GgmlType::Q4_0 | GgmlType::Q5_0, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
-            gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
-            gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
-            approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
-            unpack: if entry.ty == GgmlType::Q4_0 {
-                q8_0::unpack_rows_q4_0
-            } else {
-                q8_0::unpack_rows_q5_0
-            },
-            prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
-        }),
+        (GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0, KernelPath::Simd(Isa::Avx512)) => {
+            Some(Layout::Rows {
+                gemv: crate::arch::x86_64::q8_0_x8::kernel()?,
+                gemm: crate::arch::x86_64::q8_0_x8::gemm_kernel(),
+                approx: crate::arch::x86_64::q8_0_x8::approx_kernel(),
+                unpack: match entry.ty {
+                    GgmlType::Q4_0 => q8_0::unpack_rows_q4_0,
+                    GgmlType::Q5_0 => q8_0::unpack_rows_q5_0,
+                    _ => q8_0::unpack_rows_q8_0,
+                },
+                prefetch: &crate::arch::x86_64::q8_0_x8::GEMV_PREFETCH,
+            })
+        }
         #[cfg(target_arch = "x86_64")]
         (GgmlType::Q6_K, KernelPath::Simd(Isa::Avx512)) => Some(Layout::Rows {
             gemv: crate::arch::x86_64::q6_k_x8::kernel()?,
@@ -403,8 +398,6 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
 pub struct Packed {
     buf: MmapMut,
     ty: GgmlType,
-    /// The block type of `buf` (`stored_ty(ty)`).
-    stored: GgmlType,
     rows: usize,
     cols: usize,
     nb: usize,
@@ -740,7 +733,6 @@ impl Packed {
             return Ok(None);
         };
         let nb = check_rows(entry.ty, "repack", bytes.len(), bytes.len(), rows, cols)?;
-        let stored = stored_ty(entry.ty);
         let len = Self::packed_len(entry, rows, cols);
         let mut buf = MmapMut::map_anon(len)
             .map_err(|e| QuantError::Shape(format!("cannot map {len} bytes: {e}")))?;
@@ -774,7 +766,6 @@ impl Packed {
         Ok(Some(Packed {
             buf,
             ty,
-            stored,
             rows,
             cols,
             nb,
@@ -791,15 +782,14 @@ impl Packed {
     /// The block type the packed bytes hold: [`Packed::ty`], except Q8_0 for Q4_0 and
     /// Q5_0 (widened: the same values as Q8_0 blocks).
     pub fn stored_ty(&self) -> GgmlType {
-        self.stored
+        stored_ty(self.ty)
     }
 
     /// Bytes [`Packed::new`] allocates for a `rows × cols` matrix of `entry`'s type:
     /// the row-major size, or that of Q8_0 rows for a widened type (34 bytes a block
     /// of 32 against Q4_0's 18 and Q5_0's 22).
     pub fn packed_len(entry: &DotEntry, rows: usize, cols: usize) -> usize {
-        let stored = stored_ty(entry.ty);
-        rows * (cols / entry.block_size) * stored.type_size() as usize
+        rows * (cols / entry.block_size) * stored_ty(entry.ty).type_size() as usize
     }
 
     /// Output rows.
@@ -879,7 +869,7 @@ impl Packed {
             return;
         }
         let nt = out.len() / n;
-        let act_row = match self.stored {
+        let act_row = match self.stored_ty() {
             GgmlType::Q8_0 => self.nb * 34,
             _ => self.nb * Q8_K_BLOCK,
         };
@@ -889,8 +879,7 @@ impl Packed {
             self.ty,
             acts.len()
         );
-        let gb = self.nb * self.stored.type_size() as usize * GROUP_ROWS;
-        let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
+        let groups = self.groups(&rows);
         match self.layout {
             Layout::Q4K { single, pairs } => {
                 let f = match order {
@@ -996,10 +985,15 @@ impl Packed {
         if rows.is_empty() {
             return true;
         }
-        let gb = self.nb * self.stored.type_size() as usize * GROUP_ROWS;
-        let groups = &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb];
+        let groups = self.groups(&rows);
         approx(groups, self.nb, acts, stride, out, dmax);
         true
+    }
+
+    /// The packed groups holding weight rows `rows` (whole groups).
+    fn groups(&self, rows: &Range<usize>) -> &[u8] {
+        let gb = self.nb * self.stored_ty().type_size() as usize * GROUP_ROWS;
+        &self.buf[rows.start / GROUP_ROWS * gb..rows.end / GROUP_ROWS * gb]
     }
 
     /// Row-major bytes of rows `first..first + dst.len() / row_bytes` (any range).

@@ -234,13 +234,25 @@ def prediction_ids(st: ServerState, prediction: Prediction | None) -> list[int]:
     return st.llm.tokenize(text, add_special=False) if text else []
 
 
-def prediction_details(choices: list[Choice]) -> dict[str, int]:
-    """``usage.completion_tokens_details`` for a request with a predicted output: the speculative draft
-    tokens (quoted from the prediction or from the reply so far) that verification accepted and
-    rejected, over every choice."""
-    drafted = sum(c.drafted for c in choices)
-    accepted = sum(c.accepted for c in choices)
-    return {"accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
+def openai_usage(prompt_tokens: int, cached: int, choices: list[Choice], predicted: bool) -> dict[str, Any]:
+    """OpenAI's ``usage`` block. With a predicted output, ``completion_tokens_details`` counts the
+    speculative draft tokens (quoted from the prediction or from the reply so far) that verification
+    accepted and rejected, over every choice."""
+    completion = sum(c.completion_tokens for c in choices)
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    if predicted:
+        drafted = sum(c.drafted for c in choices)
+        accepted = sum(c.accepted for c in choices)
+        usage["completion_tokens_details"] = {
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": drafted - accepted,
+        }
+    return usage
 
 
 def cached_tokens(choices: list[Choice]) -> int:

@@ -26,7 +26,7 @@ from .common import (
     completion_budget,
     drain,
     gather,
-    prediction_details,
+    openai_usage,
     prediction_ids,
     request_sampling,
     stop_list,
@@ -134,17 +134,8 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
 
 
 def _usage(prompts: list[list[int]], choices: list[Choice], predicted: bool = False) -> dict[str, Any]:
-    prompt_tokens = sum(len(p) for p in prompts)
-    completion = sum(c.completion_tokens for c in choices)
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": sum(c.cached_tokens for c in choices)},
-    }
-    if predicted:
-        usage["completion_tokens_details"] = prediction_details(choices)
-    return usage
+    cached = sum(c.cached_tokens for c in choices)
+    return openai_usage(sum(len(p) for p in prompts), cached, choices, predicted)
 
 
 def _completion_body(

@@ -26,7 +26,7 @@ from .common import (
     cached_tokens,
     completion_budget,
     gather,
-    prediction_details,
+    openai_usage,
     prediction_ids,
     request_sampling,
     stop_list,
@@ -91,16 +91,7 @@ def _legacy_finish(finish: str | None) -> str | None:
 
 
 def _usage(prompt_tokens: int, choices: list[Choice], predicted: bool = False) -> dict[str, Any]:
-    completion = sum(c.completion_tokens for c in choices)
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens(choices)},
-    }
-    if predicted:
-        usage["completion_tokens_details"] = prediction_details(choices)
-    return usage
+    return openai_usage(prompt_tokens, cached_tokens(choices), choices, predicted)
 
 
 def _allowed(tools: list[dict[str, Any]] | None, choice: AllowedToolsChoice) -> list[dict[str, Any]]:
