@@ -191,10 +191,21 @@ async def load_round(server: Server, clients: int, args: argparse.Namespace) -> 
                     "ignore_eos": True,
                     "stream": True,
                 }
-                try:
-                    out.append(await stream_one(http, server, "/v1/completions", body))
-                except (httpx.HTTPError, RuntimeError) as e:
-                    out.append(Sample(failed=f"{type(e).__name__}: {e}"))
+                for attempt in range(3):
+                    try:
+                        out.append(await stream_one(http, server, "/v1/completions", body))
+                    except httpx.RemoteProtocolError as e:
+                        # A pooled keep-alive connection the server had closed (llama-server's
+                        # HTTP library closes one after a few requests): retried on a new
+                        # connection, as the openai client does.
+                        if attempt == 2:
+                            out.append(Sample(failed=f"{type(e).__name__}: {e}"))
+                        else:
+                            print(f"{server.name}: retried a request ({type(e).__name__}: {e})", flush=True)
+                        continue
+                    except (httpx.HTTPError, RuntimeError) as e:
+                        out.append(Sample(failed=f"{type(e).__name__}: {e}"))
+                    break
             done_at.append(time.perf_counter())
             return out
 
@@ -202,6 +213,8 @@ async def load_round(server: Server, clients: int, args: argparse.Namespace) -> 
         samples = [s for group in await asyncio.gather(*(client(i) for i in range(clients))) for s in group]
         wall = time.perf_counter() - t0
     failed = [s for s in samples if s.failed]
+    for reason in sorted({s.failed for s in failed if s.failed}):
+        print(f"{server.name}, {clients} clients: a request failed: {reason}", flush=True)
     samples = [s for s in samples if not s.failed]
     gaps = [g for s in samples for g in s.gaps]
     ttfts = [s.ttft for s in samples]
