@@ -105,6 +105,16 @@ def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
         fucina.GGUFFile(tmp_path / "nope.gguf")
 
 
+def test_directory_is_named_as_one(tmp_path: Path) -> None:
+    # Mapping a directory fails with ENODEV ("No such device"): the error says what is wrong.
+    with pytest.raises(IsADirectoryError, match="is a directory, not a GGUF file"):
+        fucina.GGUFFile(tmp_path)
+    with pytest.raises(IsADirectoryError, match="is a directory, not a GGUF file"):
+        fucina.LLM(tmp_path)
+    with pytest.raises(fucina.InvalidArgumentError, match="model path is empty"):
+        fucina.LLM("")
+
+
 def test_unknown_tensor_name(gemma_path: Path) -> None:
     with fucina.GGUFFile(gemma_path) as f, pytest.raises(fucina.GGUFError, match="no tensor named 'nope'"):
         f.tensor("nope")

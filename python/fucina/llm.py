@@ -159,6 +159,9 @@ class LLM:
             raise ArgumentTypeError(f"n_ctx must be an int, not {type(n_ctx).__name__}")
         if n_ctx <= 0:
             raise InvalidArgumentError(f"n_ctx must be positive, not {n_ctx}")
+        if path is not None and not os.fspath(path):
+            # Path("") is the current directory: say what was passed instead.
+            raise InvalidArgumentError("model path is empty (pass a GGUF file, or None for the default model)")
         self.path = Path(path) if path is not None else assets.default_model_path()
         self.model = _core.Model(
             self.path,

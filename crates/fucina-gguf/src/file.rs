@@ -133,7 +133,19 @@ impl std::fmt::Debug for GgufFile {
 
 fn map_file(path: &Path) -> Result<Backing> {
     let file = File::open(path).map_err(|e| GgufError::io(path, e))?;
-    let len = file.metadata().map_err(|e| GgufError::io(path, e))?.len();
+    let meta = file.metadata().map_err(|e| GgufError::io(path, e))?;
+    if meta.is_dir() {
+        // Opening a directory succeeds on Unix and mapping it fails with ENODEV ("No such
+        // device"): name what is wrong instead.
+        return Err(GgufError::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory, not a GGUF file",
+            ),
+        ));
+    }
+    let len = meta.len();
     if len == 0 {
         // mmap of an empty file fails on some platforms; an empty buffer gives the
         // proper "truncated" error instead.

@@ -420,6 +420,20 @@ fn missing_file_is_io_error() {
     assert!(e.to_string().contains("/nonexistent/model.gguf"));
 }
 
+#[test]
+fn directory_is_named_as_one() {
+    let dir = std::env::temp_dir();
+    let e = GgufFile::open(&dir).unwrap_err();
+    assert!(
+        matches!(e, GgufError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::IsADirectory),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("is a directory, not a GGUF file"),
+        "{e}"
+    );
+}
+
 trait U16Pad {
     fn u16_pad(self, v: u16) -> Self;
 }

@@ -213,6 +213,9 @@ pub fn gguf_err(e: GgufError) -> PyErr {
                 std::io::ErrorKind::PermissionDenied => {
                     pyo3::exceptions::PyPermissionError::new_err(msg)
                 }
+                std::io::ErrorKind::IsADirectory => {
+                    pyo3::exceptions::PyIsADirectoryError::new_err(msg)
+                }
                 _ => PyOSError::new_err(msg),
             }
         }
