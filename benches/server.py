@@ -195,9 +195,9 @@ async def load_round(server: Server, clients: int, args: argparse.Namespace) -> 
                     try:
                         out.append(await stream_one(http, server, "/v1/completions", body))
                     except httpx.RemoteProtocolError as e:
-                        # A pooled keep-alive connection the server had closed (llama-server's
-                        # HTTP library closes one after a few requests): retried on a new
-                        # connection, as the openai client does.
+                        # A pooled keep-alive connection the server had closed (llama-server
+                        # dropped a few at 8 clients): retried on a new connection, as the
+                        # openai client does.
                         if attempt == 2:
                             out.append(Sample(failed=f"{type(e).__name__}: {e}"))
                         else:
