@@ -192,6 +192,15 @@ def test_text_completions_plain_streamed_and_with_logprobs(client: openai.OpenAI
     )
     assert [c.index for c in batch.choices] == [0, 1, 2, 3]
     assert batch.choices[0].text == batch.choices[1].text
+    # Again: each prompt, counted once in prompt_tokens, has its cached prefix counted once too
+    # (all of it but its last token), however many choices share it.
+    again = client.completions.create(
+        model=server.model_id, prompt=["One, two,", "Red, green,"], max_tokens=3, n=2, temperature=0
+    )
+    usage = again.usage
+    assert usage is not None and usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens == batch.usage.prompt_tokens
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 2
 
 
 def test_stop_sequences_end_the_text_before_them(client: openai.OpenAI, server: LiveServer) -> None:
