@@ -97,8 +97,45 @@ const RECALIBRATE_STEPS: usize = 64;
 /// no evidence).
 const MIN_JUDGED_VERIFIES: usize = 3;
 
-/// Smoothing of the timed plain step and of the acceptance (per sample).
+/// Smoothing of the acceptance (per sample).
 const EWMA: f64 = 0.2;
+
+/// Timed samples the plain step and the verify row cost are the median of.
+const TIMED_WINDOW: usize = 5;
+
+/// The median of the last [`TIMED_WINDOW`] timings. The noise of a clock on a shared
+/// machine comes in spikes (another process's time slice, a page touched for the first
+/// time): a spike among the samples moves the median nowhere, where the average this
+/// replaces took the first sample in whole and a fifth of each later one. Seen on a
+/// 2-core host while a compiler ran beside a Gemma 3 270M reply: per-row samples from
+/// 0 to 0.36 plain steps around a cost of ~0.14, on both sides of the 0.25 at which
+/// short matches stop drafting ([`CostGate::min_match`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct RecentMedian {
+    samples: [f64; TIMED_WINDOW],
+    len: usize,
+    next: usize,
+}
+
+impl RecentMedian {
+    fn push(&mut self, x: f64) {
+        self.samples[self.next] = x;
+        self.next = (self.next + 1) % TIMED_WINDOW;
+        self.len = (self.len + 1).min(TIMED_WINDOW);
+    }
+
+    /// The median (of an even count, the mean of the middle two); `None` before a sample.
+    fn get(&self) -> Option<f64> {
+        let mut v = self.samples;
+        let v = &mut v[..self.len];
+        v.sort_by(f64::total_cmp);
+        match self.len {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some(0.5 * (v[n / 2 - 1] + v[n / 2])),
+        }
+    }
+}
 
 /// Where the gate stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +156,9 @@ pub struct CostGate {
     /// (committed, cost in plain steps, drafted) of recent verify steps.
     window: VecDeque<(usize, f64, usize)>,
     backoff: usize,
+    /// A timed plain step (the median of the recent ones).
     plain_secs: Option<f64>,
+    plain_timed: RecentMedian,
     accepted_per_verify: f64,
     /// Smoothed (accepted draft tokens, verifies that rejected one) per verify: the
     /// chance a draft token is accepted, given the ones before it were, is
@@ -127,14 +166,12 @@ pub struct CostGate {
     accept_rate: (f64, f64),
     /// The last verify accepted its whole draft (a copy under way: no cap).
     whole: bool,
-    /// Plain steps one more verify row costs, as timed (no prior: `None` until a
-    /// verify has been timed against a plain step).
+    /// Plain steps one more verify row costs, as timed (the median of the recent
+    /// verifies; `None` until a verify has been timed against a plain step).
     measured_row: Option<f64>,
-    /// Plain steps one more verify row costs (clock-calibrated: the mean of the first
-    /// timed verifies, then an EWMA; a pessimistic prior until one has been timed).
+    /// [`Self::measured_row`], or a pessimistic prior until a verify has been timed.
     row_cost: f64,
-    /// Verifies timed into `row_cost`.
-    row_samples: u32,
+    row_timed: RecentMedian,
     /// Decode steps since the last timed plain step.
     since_plain: usize,
 }
@@ -150,6 +187,7 @@ impl CostGate {
             window: VecDeque::new(),
             backoff,
             plain_secs: None,
+            plain_timed: RecentMedian::default(),
             accepted_per_verify: (start - 2.0) / 2.0,
             accept_rate: (4.0, 1.0),
             whole: false,
@@ -158,7 +196,7 @@ impl CostGate {
             // must be longer (where rows turn out cheap, both open up at the first timed
             // verify).
             row_cost: SHORT_MATCH_ROW_COST * 2.0,
-            row_samples: 0,
+            row_timed: RecentMedian::default(),
             since_plain: 0,
         }
     }
@@ -279,10 +317,8 @@ impl CostGate {
     /// A plain (one-row) decode step took `secs`.
     pub fn record_plain(&mut self, secs: f64) {
         self.since_plain = 0;
-        self.plain_secs = Some(match self.plain_secs {
-            Some(p) => p + EWMA * (secs - p),
-            None => secs,
-        });
+        self.plain_timed.push(secs);
+        self.plain_secs = self.plain_timed.get();
     }
 
     /// A verify of `rows` rows (the carried token and `drafted` draft tokens) took
@@ -299,14 +335,10 @@ impl CostGate {
             Some(p) if p > 0.0 => {
                 let cost = (secs / p).max(1.0);
                 if rows > 1 {
-                    let per_row = (cost - 1.0) / (rows - 1) as f64;
-                    // The prior goes at the first timed verify: a mean of the first
-                    // samples, then the EWMA (bias-corrected: weight max(EWMA, 1/n)).
-                    self.row_samples = self.row_samples.saturating_add(1);
-                    let w = EWMA.max(1.0 / f64::from(self.row_samples));
-                    self.row_cost += w * (per_row - self.row_cost);
-                    let m = self.measured_row.get_or_insert(per_row);
-                    *m += EWMA * (per_row - *m);
+                    // The prior goes at the first timed verify.
+                    self.row_timed.push((cost - 1.0) / (rows - 1) as f64);
+                    self.measured_row = self.row_timed.get();
+                    self.row_cost = self.measured_row.unwrap_or(self.row_cost);
                 }
                 cost
             }
@@ -531,9 +563,20 @@ mod tests {
         assert_eq!(g.min_match(), 2);
         assert!(g.guesses_pay(0.5));
         assert!(!g.guesses_pay(0.2));
-        // The next samples are averaged in (weights 1/2, 1/3, ...), then the EWMA.
+        // The estimate is the median of the recent samples (of two, their mean).
         g.record_verify(5, 4, 4, 5, 0.012);
         assert!((g.row_cost() - 0.10).abs() < 1e-9, "{}", g.row_cost());
+        // A spike (a time slice lost to another process) moves it nowhere, neither does
+        // a plain step that lost one.
+        g.record_verify(5, 4, 4, 5, 0.016);
+        g.record_verify(5, 4, 4, 5, 0.050);
+        assert!((g.row_cost() - 0.15).abs() < 1e-9, "{}", g.row_cost());
+        assert_eq!(g.min_match(), 2);
+        g.record_plain(0.030);
+        g.record_plain(0.010);
+        g.record_verify(5, 4, 4, 5, 0.016);
+        assert!((g.row_cost() - 0.15).abs() < 1e-9, "{}", g.row_cost());
+        assert!((g.verify_row_cost() - 0.15).abs() < 1e-9);
         for _ in 0..30 {
             g.record_verify(5, 4, 4, 5, 0.040);
         }
