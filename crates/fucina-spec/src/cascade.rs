@@ -124,6 +124,15 @@ const HIT_DECAY: f64 = 0.9;
 /// Committed tokens per [`HIT_DECAY`] step of an idle record.
 const HIT_IDLE: u64 = 32;
 
+/// The first-token record's prior: this many hits in two drafts (a chance of 0.25
+/// before any draft is settled). At 0.25 a first guess is still tried where rows are
+/// cheap, and one miss stops the guesses where three did at the former even prior:
+/// Gemma 3 270M's guesses seldom land (the code and story tasks of
+/// `benches/speculative.py`, alternated in one process on 2 cores: 3.51 -> 3.69x and
+/// 1.88 -> 1.97x plain, the story 2.19 -> 2.27 tokens a step; the others unchanged),
+/// and where they do (the Qwen3-4B shape's) the first hit lifts the record at once.
+const HIT_PRIOR: f64 = 0.5;
+
 /// A source's rolling acceptance.
 #[derive(Clone, Debug, Default)]
 struct Gate {
@@ -158,10 +167,10 @@ impl Gate {
     }
 
     /// The chance that the next draft's first token is accepted: the faded record with
-    /// one hit and one miss as the prior.
+    /// [`HIT_PRIOR`] hits in two drafts as the prior.
     fn hit_rate(&self, commits: u64) -> f64 {
         let f = self.fade(commits);
-        (self.hits * f + 1.0) / (self.probes * f + 2.0)
+        (self.hits * f + HIT_PRIOR) / (self.probes * f + 2.0)
     }
 
     fn record(
@@ -297,8 +306,8 @@ impl SpeculationIndex {
     }
 
     /// The chance that a guessed (recycling) draft's first token is accepted: the
-    /// source's recent record, decayed per draft and while no draft is made, with one
-    /// hit and one miss as the prior (0.5 before any guess is settled). The decoder
+    /// source's recent record, decayed per draft and while no draft is made, over a
+    /// prior of 0.25 ([`HIT_PRIOR`] hits in two drafts). The decoder
     /// lets guesses draft only where this pays for their verify rows
     /// (`CostGate::guesses_pay`).
     pub fn guess_hit_rate(&self) -> f64 {
@@ -526,22 +535,27 @@ mod tests {
     #[test]
     fn the_first_token_record_follows_hits_and_fades_while_idle() {
         let mut g = Gate::default();
-        assert!((g.hit_rate(0) - 0.5).abs() < 1e-12, "the prior");
-        for c in 1..=3 {
+        let prior = HIT_PRIOR / 2.0;
+        assert!((g.hit_rate(0) - prior).abs() < 1e-12, "the prior");
+        g.record(2, 0, 1, 0.2, 128);
+        assert!(g.hit_rate(1) < 0.17, "one miss: {}", g.hit_rate(1));
+        for c in 2..=3 {
             g.record(2, 0, c, 0.2, 128);
         }
         let missed = g.hit_rate(3);
-        assert!(missed < 0.22, "three misses: {missed}");
+        assert!(missed < 0.11, "three misses: {missed}");
         assert!(
             g.hit_rate(3 + 31) == missed,
             "unchanged within an idle step"
         );
         let later = g.hit_rate(3 + 4 * HIT_IDLE);
-        assert!(later > missed && later < 0.5, "fading back: {later}");
-        for c in 200..210 {
+        assert!(later > missed && later < prior, "fading back: {later}");
+        g.record(2, 2, 200, 0.2, 128);
+        assert!(g.hit_rate(200) > 0.3, "a hit lifts it: {}", g.hit_rate(200));
+        for c in 201..210 {
             g.record(2, 2, c, 0.2, 128);
         }
-        assert!(g.hit_rate(210) > 0.8, "{}", g.hit_rate(210));
+        assert!(g.hit_rate(210) > 0.75, "{}", g.hit_rate(210));
     }
 
     #[test]

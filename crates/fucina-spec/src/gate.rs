@@ -297,7 +297,7 @@ impl CostGate {
     /// where that beats `2 · row_cost`. Guesses run only where rows are cheap and the
     /// guesses land: measured on the five tasks of `benches/speculative.py`, Gemma 3
     /// 270M's (~0.15 a row) first guessed token was accepted in 4 of 35 recycling drafts
-    /// and they lost (3 misses in a row stop them here), while the Qwen3-4B-shaped
+    /// and they lost (a miss before any hit stops them here), while the Qwen3-4B-shaped
     /// model's loops accepted 9 of 11. Before a verify is timed, no guess pays.
     pub fn guesses_pay(&self, hit_rate: f64) -> bool {
         !self.opts.economics || hit_rate * (1.0 + hit_rate) > 2.0 * self.row_cost
