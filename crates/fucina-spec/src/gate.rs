@@ -156,8 +156,7 @@ pub struct CostGate {
     /// (committed, cost in plain steps, drafted) of recent verify steps.
     window: VecDeque<(usize, f64, usize)>,
     backoff: usize,
-    /// A timed plain step (the median of the recent ones).
-    plain_secs: Option<f64>,
+    /// Timed plain steps, the reference verify costs are judged against.
     plain_timed: RecentMedian,
     accepted_per_verify: f64,
     /// Smoothed (accepted draft tokens, verifies that rejected one) per verify: the
@@ -166,11 +165,7 @@ pub struct CostGate {
     accept_rate: (f64, f64),
     /// The last verify accepted its whole draft (a copy under way: no cap).
     whole: bool,
-    /// Plain steps one more verify row costs, as timed (the median of the recent
-    /// verifies; `None` until a verify has been timed against a plain step).
-    measured_row: Option<f64>,
-    /// [`Self::measured_row`], or a pessimistic prior until a verify has been timed.
-    row_cost: f64,
+    /// Plain steps one more verify row costs, per timed verify.
     row_timed: RecentMedian,
     /// Decode steps since the last timed plain step.
     since_plain: usize,
@@ -186,16 +181,10 @@ impl CostGate {
             state: GateState::On,
             window: VecDeque::new(),
             backoff,
-            plain_secs: None,
             plain_timed: RecentMedian::default(),
             accepted_per_verify: (start - 2.0) / 2.0,
             accept_rate: (4.0, 1.0),
             whole: false,
-            measured_row: None,
-            // Pessimistic until a verify is timed: guessed drafts start off, exact matches
-            // must be longer (where rows turn out cheap, both open up at the first timed
-            // verify).
-            row_cost: SHORT_MATCH_ROW_COST * 2.0,
             row_timed: RecentMedian::default(),
             since_plain: 0,
         }
@@ -222,7 +211,7 @@ impl CostGate {
             return true;
         }
         self.since_plain += 1;
-        if self.plain_secs.is_none() || self.since_plain > RECALIBRATE_STEPS {
+        if self.plain_timed.get().is_none() || self.since_plain > RECALIBRATE_STEPS {
             return false;
         }
         if strong && matches!(self.state, GateState::Off(_)) {
@@ -253,7 +242,7 @@ impl CostGate {
             self.opts.max_draft.max(self.opts.min_draft),
         );
         let b = b.clamp(lo, hi);
-        match self.measured_row {
+        match self.row_timed.get() {
             Some(r) if !self.whole => b.min(self.best_budget(r, lo, hi)),
             _ => b,
         }
@@ -282,12 +271,14 @@ impl CostGate {
     /// Plain steps one more verify row costs: as timed once a verify has been, before
     /// that the uncalibrated table's guess.
     pub fn verify_row_cost(&self) -> f64 {
-        self.measured_row.unwrap_or_else(|| table_cost(2) - 1.0)
+        self.row_timed.get().unwrap_or_else(|| table_cost(2) - 1.0)
     }
 
-    /// Plain steps one more verify row costs, as measured.
+    /// Plain steps one more verify row costs, as measured; pessimistic until a verify is
+    /// timed (guessed drafts start off, exact matches must be longer: where rows turn
+    /// out cheap, both open up at the first timed verify).
     pub fn row_cost(&self) -> f64 {
-        self.row_cost
+        self.row_timed.get().unwrap_or(SHORT_MATCH_ROW_COST * 2.0)
     }
 
     /// Whether guessing drafts (token recycling, with no exact match behind them) can
@@ -300,14 +291,14 @@ impl CostGate {
     /// and they lost (a miss before any hit stops them here), while the Qwen3-4B-shaped
     /// model's loops accepted 9 of 11. Before a verify is timed, no guess pays.
     pub fn guesses_pay(&self, hit_rate: f64) -> bool {
-        !self.opts.economics || hit_rate * (1.0 + hit_rate) > 2.0 * self.row_cost
+        !self.opts.economics || hit_rate * (1.0 + hit_rate) > 2.0 * self.row_cost()
     }
 
     /// The shortest exact match worth drafting from at the measured row cost: where a
     /// verify row costs a good part of a step, short matches (often chance repeats)
     /// lose more than they win.
     pub fn min_match(&self) -> usize {
-        if !self.opts.economics || self.row_cost < SHORT_MATCH_ROW_COST {
+        if !self.opts.economics || self.row_cost() < SHORT_MATCH_ROW_COST {
             2
         } else {
             EXPENSIVE_MIN_MATCH
@@ -318,7 +309,6 @@ impl CostGate {
     pub fn record_plain(&mut self, secs: f64) {
         self.since_plain = 0;
         self.plain_timed.push(secs);
-        self.plain_secs = self.plain_timed.get();
     }
 
     /// A verify of `rows` rows (the carried token and `drafted` draft tokens) took
@@ -331,14 +321,12 @@ impl CostGate {
         committed: usize,
         secs: f64,
     ) {
-        let cost = match self.plain_secs {
+        let cost = match self.plain_timed.get() {
             Some(p) if p > 0.0 => {
                 let cost = (secs / p).max(1.0);
                 if rows > 1 {
                     // The prior goes at the first timed verify.
                     self.row_timed.push((cost - 1.0) / (rows - 1) as f64);
-                    self.measured_row = self.row_timed.get();
-                    self.row_cost = self.measured_row.unwrap_or(self.row_cost);
                 }
                 cost
             }
