@@ -307,7 +307,7 @@ impl SpeculationIndex {
 
     /// The chance that a guessed (recycling) draft's first token is accepted: the
     /// source's recent record, decayed per draft and while no draft is made, over a
-    /// prior of 0.25 ([`HIT_PRIOR`] hits in two drafts). The decoder
+    /// prior of 0.25 (half a hit in two drafts). The decoder
     /// lets guesses draft only where this pays for their verify rows
     /// (`CostGate::guesses_pay`).
     pub fn guess_hit_rate(&self) -> f64 {
