@@ -198,7 +198,7 @@ def test_text_completions_plain_streamed_and_with_logprobs(client: openai.OpenAI
         model=server.model_id, prompt=["One, two,", "Red, green,"], max_tokens=3, n=2, temperature=0
     )
     usage = again.usage
-    assert usage is not None and usage.prompt_tokens_details is not None
+    assert usage is not None and usage.prompt_tokens_details is not None and batch.usage is not None
     assert usage.prompt_tokens == batch.usage.prompt_tokens
     assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 2
 
