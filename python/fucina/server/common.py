@@ -255,6 +255,9 @@ def openai_usage(prompt_tokens: int, cached: int, choices: list[Choice], predict
     return usage
 
 
-def cached_tokens(choices: list[Choice]) -> int:
-    """The prompt's cached positions for the usage block (the first choice's: the prompt is counted once)."""
-    return choices[0].cached_tokens if choices else 0
+def cached_tokens(choices: list[Choice], prompts: int = 1) -> int:
+    """The prompts' cached positions for the usage block. Choices come ``n`` per prompt, in prompt
+    order; each prompt (and so its cached prefix) is counted once, as ``prompt_tokens`` counts it,
+    whatever ``n`` is: the first choice's of each."""
+    n = len(choices) // max(prompts, 1)
+    return sum(choices[i * n].cached_tokens for i in range(prompts)) if n else 0

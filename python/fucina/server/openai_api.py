@@ -23,6 +23,7 @@ from fastapi.responses import Response
 from ..llm import _Logprobs
 from .common import (
     ServerState,
+    cached_tokens,
     completion_budget,
     drain,
     gather,
@@ -134,10 +135,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
 
 
 def _usage(prompts: list[list[int]], choices: list[Choice], predicted: bool = False) -> dict[str, Any]:
-    # Choices come n per prompt, in prompt order; each prompt (and so its cached prefix) is counted
-    # once, as prompt_tokens counts it, whatever n is.
-    n = len(choices) // max(len(prompts), 1)
-    cached = sum(choices[i * n].cached_tokens for i in range(len(prompts))) if n else 0
+    cached = cached_tokens(choices, len(prompts))
     return openai_usage(sum(len(p) for p in prompts), cached, choices, predicted)
 
 
