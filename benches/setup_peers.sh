@@ -37,6 +37,9 @@ trap 'rm -rf "$src"' EXIT
 "$venv/bin/pip" download -q --no-deps --no-binary :all: --no-build-isolation \
   "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION:-0.3.36}" -d "$src"
 tar xzf "$src"/llama_cpp_python-*.tar.gz -C "$src"
+# The sources unpack into a new temporary directory on every run, so an earlier run's build
+# directory (its CMake cache names the old one) is never reusable: start it afresh.
+rm -rf "$venv/llama.cpp-build"
 PATH="$venv/bin:$PATH" cmake -S "$(echo "$src"/llama_cpp_python-*/vendor/llama.cpp)" -B "$venv/llama.cpp-build" \
   -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \

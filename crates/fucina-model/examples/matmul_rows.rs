@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // the argmax of the pinned logits.
             line += "\n    greedy argmax:";
             let mut picks = Vec::new();
-            for m in [1usize, 5, 8, 17] {
+            for m in [1usize, 5, 8, 12, 17] {
                 let reps = (2_000_000_000 / (rows * cols * m)).clamp(3, 2000);
                 let mut best = f64::MAX;
                 for _ in 0..3 {
