@@ -6,7 +6,7 @@
 //! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
 //! matrix switching to its packed form when ready; the results are bitwise the same
 //! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the
-//! thread). A layout whose packed kernel this CPU runs no faster than the row-major
+//! thread; dropping the model stops it after the matrix it is on). A layout whose packed kernel this CPU runs no faster than the row-major
 //! one is left alone (fucina-quant's `Packed::pays_off`, measured once per process:
 //! Q6_K on Zen 4, say). `FUCINA_REPACK=sync` repacks during load instead (on the
 //! pool's threads), `FUCINA_REPACK=all` (or `all-sync`) repacks every matrix that has
@@ -14,6 +14,7 @@
 //! `FUCINA_REPACK=0` keeps every matrix in the file's row-major form.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fucina_gguf::GgufFile;
@@ -91,10 +92,34 @@ pub struct Model {
     /// The multi-token-prediction head (GLM-4.5's `nextn` block).
     pub(crate) mtp: Option<crate::mtp::MtpWeights>,
     pub(crate) pool: Arc<ThreadPool>,
-    /// The background repacking thread, until [`Model::wait_repacked`] joins it.
-    repack: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The background repacking thread, until [`Model::wait_repacked`] (or the drop)
+    /// joins it.
+    repack: Mutex<Option<Repacker>>,
     /// The expert store the MoE layers stream from, when streaming.
     experts: Option<Arc<ExpertStore>>,
+}
+
+/// The background repacking thread and its stop flag.
+struct Repacker {
+    handle: std::thread::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Model {
+    /// Stop the repacking thread and wait for the matrix it is on: once a model is
+    /// dropped no thread of it reads the file's mapping, so the file may be replaced
+    /// or truncated (a mapped page past a shrunk file's end is SIGBUS, not an error).
+    fn drop(&mut self) {
+        let repacker = self
+            .repack
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(r) = repacker {
+            r.stop.store(true, Ordering::Relaxed);
+            let _ = r.handle.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Model {
@@ -209,21 +234,29 @@ impl Model {
                 None
             }
             _ if jobs.is_empty() => None,
-            _ => Some(
-                std::thread::Builder::new()
+            _ => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let stopped = Arc::clone(&stop);
+                let handle = std::thread::Builder::new()
                     .name("fucina-repack".into())
                     .spawn(move || {
                         // Whether a layout pays off is measured here, off the load path.
-                        for job in jobs.into_iter().filter(|j| every || j.pays_off()) {
-                            // A failed repack (out of memory) keeps the row-major
-                            // form, which computes the same results.
-                            let _ = job.run();
+                        for job in jobs {
+                            if stopped.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            if every || job.pays_off() {
+                                // A failed repack (out of memory) keeps the row-major
+                                // form, which computes the same results.
+                                let _ = job.run();
+                            }
                         }
                     })
                     .map_err(|e| {
                         ModelError::InvalidConfig(format!("cannot start the repacking thread: {e}"))
-                    })?,
-            ),
+                    })?;
+                Some(Repacker { handle, stop })
+            }
         };
         Ok(Model {
             config,
@@ -250,9 +283,9 @@ impl Model {
     /// model computes the same results before and after; this only settles its speed
     /// (benchmarks, tests of the packed path).
     pub fn wait_repacked(&self) {
-        let handle = self.repack.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(h) = handle {
-            let _ = h.join();
+        let repacker = self.repack.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(r) = repacker {
+            let _ = r.handle.join();
         }
     }
 
