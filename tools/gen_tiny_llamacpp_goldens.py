@@ -57,7 +57,9 @@ def with_dummy_vocab(src: Path, dst: Path) -> None:
     w.close()
 
 
-def run(path: Path, kv_type: int, prompts: list[list[int]]) -> list[dict]:
+def run(path: Path, kv_type: int, prompts: list[list[int]], digits: int = 8) -> list[dict]:
+    """llama.cpp's logits of every position of each prompt (`digits` significant
+    digits: 9 give every f32 back exactly) and its greedy continuation."""
     n_ctx = max(64, max(len(p) for p in prompts) + N_GREEDY + 4)
     llm = Llama(
         model_path=str(path),
@@ -84,7 +86,7 @@ def run(path: Path, kv_type: int, prompts: list[list[int]]) -> list[dict]:
         out.append(
             {
                 "tokens": toks,
-                "logits": [[float(f"{v:.8g}") for v in row] for row in logits.tolist()],
+                "logits": [[float(f"{v:.{digits}g}") for v in row] for row in logits.tolist()],
                 "greedy": greedy,
             }
         )

@@ -13,9 +13,9 @@
 
 use std::sync::Mutex;
 
-use fucina_quant::{approx_slack, q8_0_magnitude, Packed, Q4KOrder};
+use fucina_quant::{approx_slack, q8_0_magnitude, Packed};
 
-use crate::matmul::{convert, matmul, MatmulScratch};
+use crate::matmul::{convert, matmul, packed_single_order, MatmulScratch};
 use crate::parallel::ThreadPool;
 use crate::weights::Linear;
 use crate::Result;
@@ -167,6 +167,7 @@ pub fn top_rows(
     let slack = approx_slack(cols / 32);
     let found = candidates(pool, p, &act, act_row, m, k.max(1), &mags, slack);
     // The candidates in the single-row order, each 8-row group once, best first.
+    let order = packed_single_order(w);
     let mut full = Vec::new();
     let mut group = [0f32; 8];
     for (t, c) in found.into_iter().enumerate() {
@@ -177,7 +178,7 @@ pub fn top_rows(
             for r in list {
                 let g = r as usize / 8;
                 if g != at {
-                    p.dots(Q4KOrder::Single, 8 * g..8 * g + 8, a, act_row, &mut group);
+                    p.dots(order, 8 * g..8 * g + 8, a, act_row, &mut group);
                     at = g;
                 }
                 let v = group[r as usize % 8];

@@ -16,6 +16,12 @@
 //!   float order, on the first `m - m % 4` rows of every mul_mat (the rest through
 //!   its GEMV, whose order is the single-row one). [`matmul`] reproduces that split.
 //!
+//! * llama.cpp's repacked Q4_0 / IQ4_NL order ([`TileDot::new_repacked`]): those
+//!   matrices with rows % 8 == 0 ggml repacks too, and multiplies every row of them
+//!   (one or a batch) in its whole-block order; [`matmul`] gives them that order in
+//!   place of the single-row one (pinned mode included: it is llama.cpp's decode
+//!   order for them), the packed Q4_0 layout through [`PackedOrder::WholeBlock`].
+//!
 //! * llama.cpp's tiled order ([`TileDot::new_tiled`]): a mul_mat with at least
 //!   [`TILED_MIN_ROWS`] activation rows over non-repacked K-quant weights runs through
 //!   ggml-cpu's tiled kernel, every row of it. For the types with a tiled form here
@@ -27,7 +33,7 @@
 //!   shape); one-row calls and MoE experts ([`matmul_grouped`]) use the single-row
 //!   order, as llama.cpp's `ggml_vec_dot_f32/f16` and `mul_mat_id` do.
 //!
-//! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K) go through the packed
+//! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K, widened Q4_0 / Q5_0) go through the packed
 //! kernels for the orders they have (bitwise the row-major kernels'); for the others
 //! (llama.cpp's tiled Q6_K order) rows are unpacked once per call.
 //!
@@ -35,7 +41,7 @@
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what
 //! the speculative decoder's verify needs).
 
-use fucina_quant::{Q4KOrder, TileDot};
+use fucina_quant::{PackedOrder, TileDot};
 
 use crate::parallel::{SharedMut, ThreadPool};
 use crate::weights::Linear;
@@ -418,6 +424,17 @@ enum Op {
     MulMat3d,
 }
 
+/// The order a packed layout's kernels must use for a 2-D `mul_mat` weight's rows in
+/// the single-row order ([`matmul`]'s rule): the whole-block one for the Q4_0 matrices
+/// llama.cpp repacks, else the single-row one.
+pub(crate) fn packed_single_order(w: &Linear) -> PackedOrder {
+    if w.rows() % 8 == 0 && TileDot::new_repacked(w.dot()).is_some() {
+        PackedOrder::WholeBlock
+    } else {
+        PackedOrder::Single
+    }
+}
+
 /// One product of a matmul call, split into chunks of output columns that the
 /// pool's threads claim; which thread runs a chunk never changes its results.
 struct Plan<'a> {
@@ -426,6 +443,8 @@ struct Plan<'a> {
     /// Rows `0..gemm_rows` use `prompt`, the rest `single`.
     gemm_rows: usize,
     single: TileDot,
+    /// `single`'s order in a packed layout's kernels.
+    packed_single: PackedOrder,
     prompt: TileDot,
     tiled: bool,
     chunk: usize,
@@ -465,14 +484,21 @@ impl<'a> Plan<'a> {
         // Q4_K with rows % 8 == 0 is what ggml repacks on x86-64 (2-D mul_mat weights
         // and mul_mat_id stacks); its single-row order is the repacked GEMV's, that of
         // the other Q4_K matrices `ggml_vec_dot_q4_K_q8_K`'s.
-        let repacked =
-            entry.ty == fucina_quant::GgmlType::Q4_K && rows % 8 == 0 && op != Op::MulMat3d;
-        let unpacked = if repacked {
-            None
+        // Q4_0 and IQ4_NL ones too, whose every row then takes the whole-block order
+        // (`TileDot::new_repacked`) in place of `ggml_vec_dot_*`'s.
+        let ggml_repacks = rows % 8 == 0 && op != Op::MulMat3d;
+        let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && ggml_repacks;
+        let special = if ggml_repacks {
+            TileDot::new_repacked(&entry)
         } else {
             TileDot::new_unpacked(&entry)
         };
-        let single = unpacked.unwrap_or_else(|| TileDot::new(&entry));
+        let packed_single = if ggml_repacks && special.is_some() {
+            PackedOrder::WholeBlock
+        } else {
+            PackedOrder::Single
+        };
+        let single = special.unwrap_or_else(|| TileDot::new(&entry));
         // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
         // except over the weights it repacks.
         let tiled = if pinned || repacked || op_rows.max(m) < TILED_MIN_ROWS {
@@ -504,6 +530,7 @@ impl<'a> Plan<'a> {
             m,
             gemm_rows,
             single,
+            packed_single,
             prompt,
             tiled: tiled.is_some(),
             chunk,
@@ -524,15 +551,18 @@ impl<'a> Plan<'a> {
         // Packed weights whose kernels have every order this call needs: Q4_K (never
         // tiled in llama.cpp either: these are the matrices it repacks) has both of
         // its orders; Q8_0 and Q6_K have the single-row one (a tiled Q6_K batch reads
-        // unpacked rows below).
+        // unpacked rows below), widened Q4_0 the whole-block one too.
         let packed = w.packed();
-        let direct =
-            packed.filter(|p| !self.tiled && (gemm_rows == 0 || p.has_order(Q4KOrder::Pairs)));
+        let direct = packed.filter(|p| {
+            !self.tiled
+                && p.has_order(self.packed_single)
+                && (gemm_rows == 0 || p.has_order(PackedOrder::Pairs))
+        });
         if let Some(p) = direct {
             let mut vals = [0f32; ROW_TILE * W_TILE_MAX];
             let parts = [
-                (Q4KOrder::Pairs, 0, gemm_rows),
-                (Q4KOrder::Single, gemm_rows, m),
+                (PackedOrder::Pairs, 0, gemm_rows),
+                (self.packed_single, gemm_rows, m),
             ];
             for (order, s0, s1) in parts {
                 // Decode: many weight rows per call (the kernel streams their groups);

@@ -139,6 +139,24 @@ impl TileDot {
         })
     }
 
+    /// llama.cpp's order over the weights it repacks where that differs from
+    /// [`TileDot::new`]: Q4_0 and IQ4_NL with rows % 8 == 0 (2-D `mul_mat` weights and
+    /// `mul_mat_id` stacks), which ggml-cpu multiplies in the whole-block order
+    /// ([`crate::whole_block`]) on every x86-64 CPU with AVX2, one activation row or
+    /// many. `None` for the other types (Q4_K's repacked order is [`TileDot::new`]'s).
+    /// Which matrices llama.cpp repacks is the caller's rule.
+    pub fn new_repacked(entry: &DotEntry) -> Option<TileDot> {
+        if entry.path == KernelPath::ViaDequant {
+            return None;
+        }
+        let tile = crate::whole_block::tile(entry.ty, entry.path)?;
+        Some(TileDot {
+            entry: *entry,
+            tile: Some(tile),
+            prompt: true,
+        })
+    }
+
     /// llamafile's tinyBLAS form of `entry` for a `rows × cols` matrix: what llama.cpp
     /// computes a mul_mat of at least two activation rows with when the weights are
     /// F32, F16 or BF16, the build has AVX2 or AVX-512 (8 or 16 lanes; BF16 with

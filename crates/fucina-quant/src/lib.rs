@@ -28,6 +28,7 @@ pub mod lanes;
 pub mod matmul;
 pub mod pool;
 pub mod repack;
+pub mod whole_block;
 
 pub use activation::ActType;
 pub use dispatch::{DotEntry, Isa, KernelPath, Kernels, ISA_ENV};
@@ -38,7 +39,7 @@ pub use gemm::{sgemm_order_reference, TileDot};
 pub use ggml_build::{GgmlBuild, GGML_BUILD_ENV};
 pub use matmul::QMatrix;
 pub use pool::ThreadPool;
-pub use repack::{approx_slack, q8_0_magnitude, Packed, Prefetch, Q4KOrder};
+pub use repack::{approx_slack, q8_0_magnitude, Packed, PackedOrder, Prefetch};
 
 fn supported(ty: GgmlType, op: &'static str) -> Result<&'static Format> {
     format(ty).ok_or(QuantError::Unsupported { ty, op })

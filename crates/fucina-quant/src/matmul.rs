@@ -16,7 +16,7 @@ use fucina_gguf::GgmlType;
 use crate::dispatch::{DotEntry, Kernels};
 use crate::gemm::TileDot;
 use crate::pool::ThreadPool;
-use crate::repack::{Packed, Q4KOrder};
+use crate::repack::{Packed, PackedOrder};
 use crate::{QuantError, Result};
 
 /// Fewest weight rows a thread claims at once (whole tiles; the last claim may be
@@ -200,7 +200,7 @@ impl<'a> QMatrix<'a> {
                         for t0 in (start..end).step_by(step) {
                             let nw = (end - t0).min(step);
                             let vals = &mut vals[..(k1 - k0) * nw];
-                            p.dots(Q4KOrder::Single, t0..t0 + nw, tile_acts, act_row, vals);
+                            p.dots(PackedOrder::Single, t0..t0 + nw, tile_acts, act_row, vals);
                             for (tok, v) in (k0..k1).zip(vals.chunks_exact(nw)) {
                                 out.write(tok * self.rows + t0, v);
                             }

@@ -15,7 +15,7 @@
 //!   lane `k` = row `k`.
 //!
 //! Repacking changes only where the bytes live, never the arithmetic: every output of
-//! [`Packed::dots`] is bitwise the output of the same order ([`Q4KOrder`]) over the
+//! [`Packed::dots`] is bitwise the output of the same order ([`PackedOrder`]) over the
 //! row-major matrix ([`crate::TileDot::new`] / [`crate::TileDot::new_prompt`]).
 
 use std::ops::Range;
@@ -49,15 +49,19 @@ use crate::formats::kquants::Q8_K_BYTES as Q8_K_BLOCK;
 /// out.len() / (8·ng)`.
 pub type PackedFn = fn(groups: &[u8], nb: usize, acts: &[u8], stride: usize, out: &mut [f32]);
 
-/// Which float order a packed product uses (both are bitwise those of the row-major
-/// kernels).
+/// Which float order a packed product uses (each bitwise that of the row-major
+/// kernels named).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Q4KOrder {
-    /// The single-row order ([`crate::TileDot::new`]): one FMA per super-block.
+pub enum PackedOrder {
+    /// The single-row order ([`crate::TileDot::new`]; Q4_K: one FMA per super-block).
     Single,
-    /// llama.cpp's prompt-batch order ([`crate::TileDot::new_prompt`]): one FMA per pair
-    /// of sub-blocks.
+    /// Q4_K: llama.cpp's prompt-batch order ([`crate::TileDot::new_prompt`]): one FMA
+    /// per pair of sub-blocks.
     Pairs,
+    /// Q4_0 widened to Q8_0 on AVX-512 VNNI: llama.cpp's order over the Q4_0 matrices
+    /// it repacks ([`crate::TileDot::new_repacked`], [`crate::whole_block`]), one FMA
+    /// per block of 32 (the whole-block kernel of [`Packed::approx_dots`]).
+    WholeBlock,
 }
 
 /// Checks for repacking a row-major `rows × cols` matrix of `ty` (`src` bytes) into
@@ -315,7 +319,7 @@ pub fn approx_slack(nb: usize) -> f32 {
 /// The kernels that read one packed layout.
 #[derive(Clone, Copy)]
 enum Layout {
-    /// Q4_K, both of its float orders ([`Q4KOrder`]).
+    /// Q4_K, both of its float orders ([`PackedOrder`]).
     Q4K { single: PackedFn, pairs: PackedFn },
     /// Q8_0 or Q6_K: the single-row order only (other orders read unpacked rows).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -381,7 +385,7 @@ fn layout(entry: &DotEntry) -> Option<Layout> {
 /// A weight matrix repacked at load time into interleaved 8-row groups, with the
 /// kernels that read it:
 /// * Q4_K ([`interleave_q4_k`]'s layout) on AVX2 and AVX-512: both of llama.cpp's
-///   orders ([`Q4KOrder`]);
+///   orders ([`PackedOrder`]);
 /// * Q8_0 (`q8_0`'s layout: row pairs in 512-bit registers) on AVX-512 VNNI and
 ///   Q6_K (`q6_k`'s layout: packed 6-bit fields) on AVX-512 VNNI + VBMI: the
 ///   single-row order (Q8_0's only one); a batch loops over its activation rows;
@@ -814,8 +818,13 @@ impl Packed {
 
     /// Whether [`Packed::dots`] computes `order` (else multiply [`Packed::unpack_rows`]'
     /// rows with the row-major kernels).
-    pub fn has_order(&self, order: Q4KOrder) -> bool {
-        matches!(self.layout, Layout::Q4K { .. }) || order == Q4KOrder::Single
+    pub fn has_order(&self, order: PackedOrder) -> bool {
+        match order {
+            PackedOrder::Single => true,
+            PackedOrder::Pairs => matches!(self.layout, Layout::Q4K { .. }),
+            // The whole-block kernel over Q4_0's values widened to Q8_0.
+            PackedOrder::WholeBlock => self.ty == GgmlType::Q4_0 && self.has_approx(),
+        }
     }
 
     /// Weight rows worth passing per [`Packed::dots`] call with several activation
@@ -849,7 +858,7 @@ impl Packed {
     /// contract, checked: never undefined behaviour).
     pub fn dots(
         &self,
-        order: Q4KOrder,
+        order: PackedOrder,
         rows: Range<usize>,
         acts: &[u8],
         stride: usize,
@@ -879,12 +888,21 @@ impl Packed {
             self.ty,
             acts.len()
         );
+        assert!(
+            self.has_order(order),
+            "packed {}: no {order:?} order",
+            self.ty
+        );
+        if order == PackedOrder::WholeBlock {
+            self.whole_blocks(rows, &acts[..nt * stride], stride, &mut out[..nt * n]);
+            return;
+        }
         let groups = self.groups(&rows);
         match self.layout {
             Layout::Q4K { single, pairs } => {
                 let f = match order {
-                    Q4KOrder::Single => single,
-                    Q4KOrder::Pairs => pairs,
+                    PackedOrder::Pairs => pairs,
+                    _ => single,
                 };
                 f(
                     groups,
@@ -895,11 +913,6 @@ impl Packed {
                 );
             }
             Layout::Rows { gemv, gemm, .. } => {
-                assert!(
-                    order == Q4KOrder::Single,
-                    "packed {}: no {order:?} order",
-                    self.ty
-                );
                 if let Some(gemm) = gemm.filter(|_| nt > 1) {
                     gemm(
                         groups,
@@ -917,6 +930,35 @@ impl Packed {
                         &acts[t * stride..t * stride + act_row],
                         out,
                     );
+                }
+            }
+        }
+    }
+
+    /// [`PackedOrder::WholeBlock`]'s products: the whole-block kernel, at most
+    /// [`Packed::APPROX_ROWS`] activation rows and `DMAX` weight rows per call (its
+    /// largest scales are not wanted here).
+    fn whole_blocks(&self, rows: Range<usize>, acts: &[u8], stride: usize, out: &mut [f32]) {
+        const DMAX: usize = 1024;
+        let n = rows.len();
+        let nt = out.len() / n;
+        let mut dmax = [0f32; DMAX];
+        let mut vals = vec![0f32; Self::APPROX_ROWS * DMAX.min(n)];
+        for w0 in rows.clone().step_by(DMAX) {
+            let nw = (rows.end - w0).min(DMAX);
+            for t0 in (0..nt).step_by(Self::APPROX_ROWS) {
+                let k = (nt - t0).min(Self::APPROX_ROWS);
+                let v = &mut vals[..k * nw];
+                self.approx_dots(
+                    w0..w0 + nw,
+                    &acts[t0 * stride..],
+                    stride,
+                    v,
+                    &mut dmax[..nw],
+                );
+                for (t, v) in v.chunks_exact(nw).enumerate() {
+                    let at = (t0 + t) * n + (w0 - rows.start);
+                    out[at..at + nw].copy_from_slice(v);
                 }
             }
         }

@@ -8,7 +8,7 @@ mod common;
 use common::{prng_blocks, uniform};
 use fucina_quant::repack::{deinterleave_q4_k, interleave_q4_k};
 use fucina_quant::{
-    GgmlType, Isa, Kernels, Packed, Prefetch, Q4KOrder, QMatrix, ThreadPool, TileDot,
+    GgmlType, Isa, Kernels, Packed, PackedOrder, Prefetch, QMatrix, ThreadPool, TileDot,
 };
 
 /// A `rows × cols` Q4_K matrix: quantized rows of different magnitudes, then (from
@@ -133,7 +133,8 @@ fn packed_products_equal_row_major_products_bitwise() {
             }
             let single = TileDot::new(&entry);
             let prompt = TileDot::new_prompt(&entry);
-            for (order, reference) in [(Q4KOrder::Single, single), (Q4KOrder::Pairs, prompt)] {
+            for (order, reference) in [(PackedOrder::Single, single), (PackedOrder::Pairs, prompt)]
+            {
                 for r in [0..rows, 8..rows, 0..8, 8..(rows.min(24))] {
                     if r.is_empty() {
                         continue;
@@ -342,8 +343,8 @@ fn packed_q4_k_products_at_the_integer_bounds() {
         let rb = cols / 256 * 144;
         let ws: Vec<&[u8]> = (0..rows).map(|r| &w[r * rb..(r + 1) * rb]).collect();
         for (order, reference) in [
-            (Q4KOrder::Single, TileDot::new(&entry)),
-            (Q4KOrder::Pairs, TileDot::new_prompt(&entry)),
+            (PackedOrder::Single, TileDot::new(&entry)),
+            (PackedOrder::Pairs, TileDot::new_prompt(&entry)),
         ] {
             for nt in [1usize, 2, 3, 4, 5, 8, 9] {
                 let mut got = vec![f32::NAN; nt * rows];

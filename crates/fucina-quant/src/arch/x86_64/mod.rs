@@ -14,6 +14,7 @@ pub(crate) mod q4_k_tiles;
 pub(crate) mod q6_k_x8;
 pub(crate) mod q8_0_x8;
 pub(crate) mod sgemm;
+pub(crate) mod whole_block;
 
 /// Bytes ahead of the block being read that [`crate::repack::Prefetch::L2`] fetches.
 /// An Intel Xeon (AVX-512, AMX; 2 threads, 2026-12) streamed the packed GEMVs at
