@@ -206,7 +206,7 @@ def best(runs: list[dict[str, float]], k: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--models", default="default,synthetic")
+    ap.add_argument("--models", default="default,synthetic", help="model keys (see above) or GGUF paths")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per engine (best run kept)")
     ap.add_argument(
         "--loop-rounds",
@@ -228,7 +228,8 @@ def main() -> None:
         f"best of {args.repeat} alternating rounds"
     )
     for key in args.models.split(","):
-        path = models[key]
+        # A key that names no model above is a GGUF's path.
+        path = models.get(key, Path(key))
         if not path.exists():
             print(f"# {key}: {path} missing (see tools/make_synthetic_model.py)")
             continue

@@ -93,17 +93,21 @@ fn iq4_nl_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
 /// The whole-block tile kernel for `ty` on `path` (a [`TileFn`]: `out[t · n + i]` = the
 /// dot of `ws[i]` with activation row `t`), `None` for types without the order.
 pub(crate) fn tile(ty: GgmlType, path: KernelPath) -> Option<TileFn> {
-    values(ty)?;
-    let simd = matches!(path, KernelPath::Simd(Isa::Avx2 | Isa::Avx512));
+    let table = values(ty)?;
     #[cfg(target_arch = "x86_64")]
-    if simd {
+    {
         use crate::arch::x86_64::whole_block as x86;
-        return Some(match ty {
+        let avx2: TileFn = match ty {
             GgmlType::Q4_0 => x86::q4_0,
             _ => x86::iq4_nl,
-        });
+        };
+        match path {
+            KernelPath::Simd(Isa::Avx512) => return Some(x86::vnni(table).unwrap_or(avx2)),
+            KernelPath::Simd(Isa::Avx2) => return Some(avx2),
+            _ => {}
+        }
     }
-    let _ = simd;
+    let _ = (table, path);
     Some(match ty {
         GgmlType::Q4_0 => q4_0_scalar,
         _ => iq4_nl_scalar,
