@@ -35,26 +35,55 @@ N_GREEDY = 12
 VARIANTS = [("f32", "f32", 0), ("f16", "f16", 1), ("q8_0", "f16", 1)]
 
 
-def with_dummy_vocab(src: Path, dst: Path) -> None:
-    """Copy `src` to `dst` adding llama.cpp's no-vocabulary keys."""
+def copy_gguf(src: Path, dst: Path, drop: frozenset[str] = frozenset(), add: dict | None = None) -> None:
+    """Copy `src` to `dst`: every key but those in `drop`, then `add` (name -> uint32 or
+    str value), and every tensor as it is."""
     r = gguf.GGUFReader(str(src))
     arch = r.fields["general.architecture"].contents()
-    n_vocab = next(int(t.shape[1]) for t in r.tensors if t.name == "token_embd.weight")
     w = gguf.GGUFWriter(str(dst), arch)
     for name, field in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
+        if name.startswith("GGUF.") or name == "general.architecture" or name in drop:
             continue
         vtype = field.types[0]
         sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
         w.add_key_value(name, field.contents(), vtype, sub_type=sub)
-    w.add_string("tokenizer.ggml.model", "none")
-    w.add_uint32(f"{arch}.vocab_size", n_vocab)
+    for name, value in (add or {}).items():
+        if isinstance(value, str):
+            w.add_string(name, value)
+        else:
+            w.add_uint32(name, value)
     for t in r.tensors:
         w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def dummy_vocab_keys(src: Path) -> dict:
+    """llama.cpp's no-vocabulary keys for `src`: `tokenizer.ggml.model = "none"` and
+    `<arch>.vocab_size` (the embedding's row count)."""
+    r = gguf.GGUFReader(str(src))
+    arch = r.fields["general.architecture"].contents()
+    n_vocab = next(int(t.shape[1]) for t in r.tensors if t.name == "token_embd.weight")
+    return {"tokenizer.ggml.model": "none", f"{arch}.vocab_size": n_vocab}
+
+
+def with_dummy_vocab(src: Path, dst: Path) -> None:
+    """Copy `src` to `dst` adding llama.cpp's no-vocabulary keys."""
+    copy_gguf(src, dst, add=dummy_vocab_keys(src))
+
+
+def golden_doc(generator: str, family: str) -> dict:
+    """The header of a llama.cpp golden (its variants filled in by the caller)."""
+    return {
+        "generator": f"{generator} {family}",
+        "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, one batch per prompt",
+        "family": family,
+        # The ggml kernels that made the logits: their float order differs by ISA.
+        "isa": host_isa(),
+        "variants": {},
+    }
 
 
 def run(path: Path, kv_type: int, prompts: list[list[int]], digits: int = 8) -> list[dict]:
@@ -96,14 +125,7 @@ def run(path: Path, kv_type: int, prompts: list[list[int]], digits: int = 8) -> 
 def main() -> None:
     families = sys.argv[1:] or ["qwen3moe"]
     for family in families:
-        doc = {
-            "generator": "tools/gen_tiny_llamacpp_goldens.py " + family,
-            "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, one batch per prompt",
-            "family": family,
-            # The ggml kernels that made the logits: their float order differs by ISA.
-            "isa": host_isa(),
-            "variants": {},
-        }
+        doc = golden_doc("tools/gen_tiny_llamacpp_goldens.py", family)
         ref = json.loads((DIR / f"{family}.json").read_text())
         prompts = [p["tokens"] for p in ref["prompts"]]
         with tempfile.TemporaryDirectory() as tmp:

@@ -23,16 +23,14 @@ import ctypes
 import json
 import sys
 import tempfile
-from importlib.metadata import version
 from pathlib import Path
 
 import gguf
 import llama_cpp
-from gen_tiny_llamacpp_goldens import DIR, run, with_dummy_vocab
-from llamacpp_host import golden_suffix, host_isa
+from gen_tiny_llamacpp_goldens import DIR, copy_gguf, dummy_vocab_keys, golden_doc, run, with_dummy_vocab
+from llamacpp_host import golden_suffix
 
 VARIANTS = [("q4_0", "Q4_0"), ("iq4_nl", "IQ4_NL")]
-DUMMY_KEYS = {"tokenizer.ggml.model"}
 
 
 def quantize(src: Path, dst: Path, ftype: str) -> None:
@@ -46,36 +44,10 @@ def quantize(src: Path, dst: Path, ftype: str) -> None:
         raise SystemExit(f"llama_model_quantize {src} -> {ftype} failed ({rc})")
 
 
-def without_dummy_vocab(src: Path, dst: Path) -> None:
-    """Copy `src` to `dst` without the keys `with_dummy_vocab` added."""
-    r = gguf.GGUFReader(str(src))
-    arch = r.fields["general.architecture"].contents()
-    drop = DUMMY_KEYS | {f"{arch}.vocab_size", "general.architecture"}
-    w = gguf.GGUFWriter(str(dst), arch)
-    for name, field in r.fields.items():
-        if name.startswith("GGUF.") or name in drop:
-            continue
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, field.contents(), vtype, sub_type=sub)
-    for t in r.tensors:
-        w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def main() -> None:
     families = sys.argv[1:] or ["qwen3", "qwen3moe"]
     for family in families:
-        doc = {
-            "generator": "tools/gen_tiny_repacked_goldens.py " + family,
-            "reference": f"llama-cpp-python {version('llama_cpp_python')}, 2 threads, one batch per prompt",
-            "family": family,
-            "isa": host_isa(),
-            "variants": {},
-        }
+        doc = golden_doc("tools/gen_tiny_repacked_goldens.py", family)
         ref = json.loads((DIR / f"{family}.json").read_text())
         prompts = [p["tokens"] for p in ref["prompts"]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -85,7 +57,8 @@ def main() -> None:
                 quantized = Path(tmp) / f"{family}-{variant}-vocab.gguf"
                 quantize(f32, quantized, ftype)
                 out = DIR / f"{family}-{variant}.gguf"
-                without_dummy_vocab(quantized, out)
+                # The committed file without the vocabulary keys llama.cpp needed.
+                copy_gguf(quantized, out, drop=frozenset(dummy_vocab_keys(quantized)))
                 types = {t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
                 doc["variants"][variant] = {"kv": "f16", "prompts": run(quantized, 1, prompts, digits=9)}
                 print(family, variant, sorted(types), "ok")

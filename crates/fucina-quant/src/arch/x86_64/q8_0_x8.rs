@@ -37,7 +37,8 @@ pub(crate) fn gemm_kernel() -> Option<GemmFn> {
     features().then_some(gemm as GemmFn)
 }
 
-fn features() -> bool {
+/// Whether this CPU has the kernels' features (also those of `whole_block`'s VNNI form).
+pub(crate) fn features() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")

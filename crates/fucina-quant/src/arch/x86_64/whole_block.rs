@@ -81,6 +81,41 @@ fn reduce8_i16(p: &[__m256i; 8]) -> __m256i {
     )
 }
 
+/// Weight rows, activation rows and whole blocks of a call (the whole blocks every
+/// row and the activations hold: the single-row kernels' rule); `None` for no work.
+fn shape(ws: &[&[u8]], acts: &[u8], stride: usize, out: &[f32]) -> Option<(usize, usize, usize)> {
+    let nw = ws.len();
+    if nw == 0 || stride == 0 {
+        return None;
+    }
+    let nt = (out.len() / nw).min(acts.len() / stride);
+    let nb = ws
+        .iter()
+        .map(|w| w.len() / BLOCK)
+        .min()
+        .unwrap_or(0)
+        .min(stride / ACT_BLOCK);
+    Some((nw, nt, nb))
+}
+
+/// Rows `g..g + width` of `ws` as a group of eight, a short last group repeating its
+/// last row (those results are dropped).
+fn group<'a>(ws: &[&'a [u8]], g: usize, width: usize) -> [&'a [u8]; 8] {
+    core::array::from_fn(|k| ws[g + k.min(width - 1)])
+}
+
+/// Lanes `0..width` of each accumulator (activation row `t`) to `out[t·nw + g..]`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn store(acc: &[__m256], out: &mut [f32], nw: usize, g: usize, width: usize) {
+    let mut lanes = [0f32; 8];
+    for (t, acc) in acc.iter().enumerate() {
+        // SAFETY: `lanes` is 32 writable bytes; `storeu` needs no alignment.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), *acc) };
+        let at = t * nw + g;
+        out[at..at + width].copy_from_slice(&lanes[..width]);
+    }
+}
+
 /// Lane `k` = the sum of the eight lanes of `p[k]` (exact integer sums).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -109,18 +144,9 @@ fn tile<const Q4: bool>(
     stride: usize,
     out: &mut [f32],
 ) {
-    let nw = ws.len();
-    if nw == 0 || stride == 0 {
+    let Some((nw, nt, nb)) = shape(ws, acts, stride, out) else {
         return;
-    }
-    let nt = (out.len() / nw).min(acts.len() / stride);
-    // Whole blocks every row and the activations hold (the single-row kernels' rule).
-    let nb = ws
-        .iter()
-        .map(|w| w.len() / BLOCK)
-        .min()
-        .unwrap_or(0)
-        .min(stride / ACT_BLOCK);
+    };
     // SAFETY: `table` is 16 readable bytes.
     let lut = unsafe { _mm_loadu_si128(table.as_ptr().cast()) };
     let lut = _mm256_broadcastsi128_si256(lut);
@@ -130,7 +156,7 @@ fn tile<const Q4: bool>(
     for g in (0..nw).step_by(8) {
         let width = (nw - g).min(8);
         // A short last group repeats its last row (results dropped).
-        let rows: [&[u8]; 8] = core::array::from_fn(|k| ws[g + k.min(width - 1)]);
+        let rows = group(ws, g, width);
         for t0 in (0..nt).step_by(ROWS) {
             let n = (nt - t0).min(ROWS);
             let mut acc = [_mm256_setzero_ps(); ROWS];
@@ -176,13 +202,7 @@ fn tile<const Q4: bool>(
                     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), *acc);
                 }
             }
-            let mut lanes = [0f32; 8];
-            for (t, acc) in acc[..n].iter().enumerate() {
-                // SAFETY: `lanes` is 32 writable bytes; `storeu` needs no alignment.
-                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), *acc) };
-                let at = (t0 + t) * nw + g;
-                out[at..at + width].copy_from_slice(&lanes[..width]);
-            }
+            store(&acc[..n], &mut out[t0 * nw..], nw, g, width);
         }
     }
 }
@@ -190,14 +210,8 @@ fn tile<const Q4: bool>(
 /// The AVX-512 VNNI forms of [`q4_0`] / [`iq4_nl`], if this CPU has their features
 /// (AVX-512 F/BW/VL/DQ + VNNI, AVX2, FMA, F16C).
 pub(crate) fn vnni(table: &[i8; 16]) -> Option<crate::gemm::TileFn> {
-    let ok = is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512dq")
-        && is_x86_feature_detected!("avx512vnni")
-        && is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c");
+    // The packed Q8_0 kernels' feature set, the same as this one's.
+    let ok = super::q8_0_x8::features();
     let f: crate::gemm::TileFn = if *table == Q4_0_VALUES {
         q4_0_vnni
     } else {
@@ -225,17 +239,9 @@ fn iq4_nl_vnni(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
 /// exactly. Eight rows' dwords are then folded into one lane per row.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
 fn tile_vnni(table: &[i8; 16], ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
-    let nw = ws.len();
-    if nw == 0 || stride == 0 {
+    let Some((nw, nt, nb)) = shape(ws, acts, stride, out) else {
         return;
-    }
-    let nt = (out.len() / nw).min(acts.len() / stride);
-    let nb = ws
-        .iter()
-        .map(|w| w.len() / BLOCK)
-        .min()
-        .unwrap_or(0)
-        .min(stride / ACT_BLOCK);
+    };
     let offset: [u8; 16] = core::array::from_fn(|i| (table[i] as u8) ^ 0x80);
     // SAFETY: `offset` is 16 readable bytes.
     let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(offset.as_ptr().cast()) });
@@ -245,7 +251,7 @@ fn tile_vnni(table: &[i8; 16], ws: &[&[u8]], acts: &[u8], stride: usize, out: &m
     let gather = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
     for g in (0..nw).step_by(8) {
         let width = (nw - g).min(8);
-        let rows: [&[u8]; 8] = core::array::from_fn(|k| ws[g + k.min(width - 1)]);
+        let rows = group(ws, g, width);
         for t0 in (0..nt).step_by(ROWS) {
             let n = (nt - t0).min(ROWS);
             let mut acc = [_mm256_setzero_ps(); ROWS];
@@ -319,13 +325,7 @@ fn tile_vnni(table: &[i8; 16], ws: &[&[u8]], acts: &[u8], stride: usize, out: &m
                     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, da), *acc);
                 }
             }
-            let mut lanes = [0f32; 8];
-            for (t, acc) in acc[..n].iter().enumerate() {
-                // SAFETY: `lanes` is 32 writable bytes; `storeu` needs no alignment.
-                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), *acc) };
-                let at = (t0 + t) * nw + g;
-                out[at..at + width].copy_from_slice(&lanes[..width]);
-            }
+            store(&acc[..n], &mut out[t0 * nw..], nw, g, width);
         }
     }
 }
