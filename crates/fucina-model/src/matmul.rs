@@ -33,9 +33,10 @@
 //!   shape); one-row calls and MoE experts ([`matmul_grouped`]) use the single-row
 //!   order, as llama.cpp's `ggml_vec_dot_f32/f16` and `mul_mat_id` do.
 //!
-//! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K, widened Q4_0 / Q5_0) go through the packed
-//! kernels for the orders they have (bitwise the row-major kernels'); for the others
-//! (llama.cpp's tiled Q6_K order) rows are unpacked once per call.
+//! Repacked weights ([`Linear::packed`]: Q4_K, Q8_0, Q6_K, widened Q4_0 / Q5_0) go
+//! through the packed kernels for the orders they have (bitwise the row-major
+//! kernels'); for the others (llama.cpp's tiled Q6_K order) rows are unpacked once per
+//! call.
 //!
 //! In pinned mode ([`MatmulScratch::set_pinned`]) every row uses the single-row order,
 //! so a batch of m rows gives bitwise the same results as m single-row calls (what

@@ -6,8 +6,9 @@
 //! repacked (fucina-quant's `repack`: faster decode) by a background thread, each
 //! matrix switching to its packed form when ready; the results are bitwise the same
 //! either way, so the model is usable at once ([`Model::wait_repacked`] waits for the
-//! thread; dropping the model stops it after the matrix it is on). A layout whose packed kernel this CPU runs no faster than the row-major
-//! one is left alone (fucina-quant's `Packed::pays_off`, measured once per process:
+//! thread; dropping the model stops it after the matrix it is on). A layout whose
+//! packed kernel this CPU runs no faster than the row-major one is left alone
+//! (fucina-quant's `Packed::pays_off`, measured once per process:
 //! Q6_K on Zen 4, say). `FUCINA_REPACK=sync` repacks during load instead (on the
 //! pool's threads), `FUCINA_REPACK=all` (or `all-sync`) repacks every matrix that has
 //! a packed layout whether it pays off or not (tests of the packed kernels),

@@ -15,7 +15,7 @@
 //! with `S_b` the exact integer sum of the block's 32 products and `d_w,b · d_a,b`
 //! rounded once. `ggml_vec_dot_q4_0_q8_0` (the matrices it does not repack) keeps eight
 //! f32 lanes instead, so the two orders differ in the last bits. [`dot_q4_0_q8_0`] and
-//! [`dot_iq4_nl_q8_0`] are the order's reference; [`tile`] the fastest form per ISA
+//! [`dot_iq4_nl_q8_0`] are the order's reference; `tile` the fastest form per ISA
 //! ([`crate::TileDot::new_repacked`]); packed Q4_0 on AVX-512 VNNI runs it through the
 //! packed Q8_0 whole-block kernel ([`crate::repack::PackedOrder::WholeBlock`]).
 
@@ -106,6 +106,10 @@ pub(crate) fn tile(ty: GgmlType, path: KernelPath) -> Option<TileFn> {
             KernelPath::Simd(Isa::Avx2) => return Some(avx2),
             _ => {}
         }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if path == KernelPath::Simd(Isa::Neon) {
+        return crate::arch::aarch64::neon::whole_block_kernel(ty);
     }
     let _ = (table, path);
     Some(match ty {

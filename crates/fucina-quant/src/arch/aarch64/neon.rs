@@ -265,6 +265,57 @@ fn iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
     acc
 }
 
+// Q4_0 / IQ4_NL · Q8_0 in llama.cpp's repacked whole-block order (`crate::whole_block`):
+// each block's exact integer sum, one fused multiply-add by `d_w·d_a` per block.
+#[target_feature(enable = "neon")]
+fn whole_blocks(table: int8x16_t, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(18).zip(a.chunks_exact(34)) {
+        let b = ld_u8(&x[2..18]);
+        let s = dot32(
+            vqtbl1q_s8(table, lo_nib(b)),
+            vqtbl1q_s8(table, hi_nib(b)),
+            &y[2..34],
+        );
+        acc = (s as f32).mul_add(f16_at(x, 0) * f16_at(y, 0), acc);
+    }
+    acc
+}
+
+#[target_feature(enable = "neon")]
+fn whole_block_tile(table: &[i8; 16], ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    let nw = ws.len();
+    if nw == 0 || stride == 0 {
+        return;
+    }
+    // SAFETY: `table` is 16 readable bytes.
+    let t = unsafe { vld1q_s8(table.as_ptr()) };
+    for (o, a) in out.chunks_exact_mut(nw).zip(acts.chunks_exact(stride)) {
+        for (o, w) in o.iter_mut().zip(ws) {
+            *o = whole_blocks(t, w, a);
+        }
+    }
+}
+
+#[target_feature(enable = "neon")]
+fn q4_0_whole_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    whole_block_tile(&crate::whole_block::Q4_0_VALUES, ws, acts, stride, out);
+}
+
+#[target_feature(enable = "neon")]
+fn iq4_nl_whole_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    whole_block_tile(&KVALUES_IQ4NL, ws, acts, stride, out);
+}
+
+/// The whole-block tile of Q4_0 / IQ4_NL (`crate::whole_block::tile`'s NEON form).
+pub(crate) fn whole_block_kernel(ty: GgmlType) -> Option<TileFn> {
+    match ty {
+        GgmlType::Q4_0 => Some(entry::q4_0_whole_tile),
+        GgmlType::IQ4_NL => Some(entry::iq4_nl_whole_tile),
+        _ => None,
+    }
+}
+
 // ---- K-quants (256-element super-blocks, Q8_K activations) --------------------------------
 
 /// Σ_{g<16} scale(g)·Σ_{k<16} q·a over the 16-element groups of a super-block, where
@@ -671,6 +722,8 @@ mod entry {
         q4_k_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
         q5_k_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
         q6_k_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
+        q4_0_whole_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
+        iq4_nl_whole_tile(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]);
     }
 }
 
