@@ -441,6 +441,64 @@ mod tests {
         m
     }
 
+    /// A Q4_0 head that llama.cpp repacks (rows % 8 == 0), widened and packed: its exact
+    /// order is the whole-block one, the very kernel of the approximate pass, so the
+    /// candidates are checked in that order and the picks (argmax and top 3 with their
+    /// values) are those of the pinned matmul's logits, bitwise.
+    #[test]
+    fn q4_0_picks_follow_the_whole_block_order() {
+        let (rows, cols) = (2048usize, 640usize);
+        let mut seed = 777u32;
+        let mut rand = move || {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        let weights: Vec<f32> = (0..rows * cols).map(|_| rand()).collect();
+        let mut q = Vec::new();
+        fucina_quant::quantize(GgmlType::Q4_0, &weights, &mut q).unwrap();
+        let mut w = GgufWriter::new();
+        w.add_tensor("w", GgmlType::Q4_0, &[cols as u64, rows as u64], q)
+            .unwrap();
+        let path =
+            std::env::temp_dir().join(format!("fucina-greedy-q4-{}.gguf", std::process::id()));
+        w.write_file(&path).unwrap();
+        let file = Arc::new(GgufFile::open(&path).unwrap());
+        let lin = Linear::bind(&file, "w", rows, cols).unwrap();
+        lin.repack().unwrap();
+        let pool = ThreadPool::new(2).unwrap();
+        let mut sc = MatmulScratch::default();
+        sc.set_pinned(true);
+        let mut picks = Vec::new();
+        if !argmax_rows(&pool, &lin, &vec![0f32; cols], 1, &mut sc, &mut picks).unwrap() {
+            eprintln!("skipped: no whole-block kernel here (packed Q4_0 on AVX-512 VNNI)");
+            let _ = std::fs::remove_file(&path);
+            return;
+        }
+        assert_eq!(
+            packed_single_order(&lin),
+            fucina_quant::PackedOrder::WholeBlock
+        );
+        for m in [1usize, 5, 33] {
+            let x: Vec<f32> = (0..m * cols).map(|_| rand() * 4.0).collect();
+            assert!(argmax_rows(&pool, &lin, &x, m, &mut sc, &mut picks).unwrap());
+            let mut tops = Picks::default();
+            assert!(top_rows(&pool, &lin, &x, m, 3, 0, &mut sc, &mut tops).unwrap());
+            let mut y = vec![0f32; m * rows];
+            matmul(&pool, &lin, &x, m, &mut y, &mut sc).unwrap();
+            let mut ids = Vec::new();
+            for t in 0..m {
+                let row = &y[t * rows..(t + 1) * rows];
+                assert_eq!(picks[t], first_argmax(row), "{m} rows, row {t}");
+                top_k(row, 3, &mut ids);
+                assert_eq!(tops.top[t], ids, "{m} rows, row {t}");
+                let vals: Vec<u32> = ids.iter().map(|&i| row[i as usize].to_bits()).collect();
+                let got: Vec<u32> = tops.vals[t].iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, vals, "{m} rows, row {t}");
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// The greedy picks equal the first argmax of the pinned matmul's logits, and the top
     /// ids its top 1, 3 or 8 (the planted ties decide ranks too), row for row, for activations that make the planted ties win (the dequantized row 5,
     /// scaled), random ones, all zeros (every output ties: the first row wins), and
