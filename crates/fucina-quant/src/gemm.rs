@@ -76,10 +76,10 @@ impl TileDot {
     }
 
     /// llama.cpp's tiled-matmul form of `entry` (ggml-cpu `tiled/`, which llama.cpp runs
-    /// on every mul_mat with at least 8 activation rows whose K-quant weights are not
-    /// repacked): per super-block `r = f32(isum)·d_w` (Q4_K, Q5_K: then
+    /// on every mul_mat with at least 8 activation rows whose K-quant or IQ4_XS weights
+    /// are not repacked): per super-block `r = f32(isum)·d_w` (Q4_K, Q5_K: then
     /// `r = fnmadd(dmin_w, f32(summs), r)`), `out = fma(r, d_a, out)` (bitwise
-    /// `dot_q{3,4,5,6}_k_q8_k_tiled` on every ISA). `None` for the types without a tiled
+    /// `dot_q{3,4,5,6}_k_q8_k_tiled` / `dot_iq4_xs_q8_k_tiled` on every ISA). `None` for the types without a tiled
     /// kernel here. Which matrices llama.cpp tiles (not the repacked ones: Q4_K with
     /// rows % 8 == 0 on x86-64) is the caller's rule.
     pub fn new_tiled(entry: &DotEntry) -> Option<TileDot> {
@@ -105,6 +105,9 @@ impl TileDot {
             (GgmlType::Q3_K, KernelPath::Simd(Isa::Avx2)) => avx2::q3_k,
             #[cfg(target_arch = "x86_64")]
             (GgmlType::Q3_K, KernelPath::Simd(Isa::Avx512)) => avx512::q3_k,
+            #[cfg(target_arch = "x86_64")]
+            (GgmlType::IQ4_XS, KernelPath::Simd(Isa::Avx2 | Isa::Avx512)) => avx2::iq4_xs,
+            (GgmlType::IQ4_XS, _) => iq4_xs_tiled_scalar,
             (GgmlType::Q6_K, _) => q6_k_tiled_scalar,
             (GgmlType::Q3_K, _) => q3_k_tiled_scalar,
             (GgmlType::Q4_K, _) => q4_k_tiled_scalar,
@@ -328,6 +331,17 @@ fn loop_tile(
             *o = dot(w, a);
         }
     }
+}
+
+/// The scalar tiled-order IQ4_XS tile: a loop of `dot_iq4_xs_q8_k_tiled`.
+fn iq4_xs_tiled_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
+    loop_tile(
+        crate::formats::iq::dot_iq4_xs_q8_k_tiled,
+        ws,
+        acts,
+        stride,
+        out,
+    );
 }
 
 /// The scalar tiled-order Q6_K tile: a loop of `dot_q6_k_q8_k_tiled`.

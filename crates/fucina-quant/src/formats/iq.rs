@@ -317,6 +317,35 @@ pub(crate) fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
     acc
 }
 
+/// IQ4_XS weights · Q8_K activations in llama.cpp's tiled-matmul order (ggml-cpu
+/// `tiled/`, its batches of 8 rows or more): per super-block the exact
+/// `isum = Σ_g scale_g·Σ kvalue(q)·a`, `r = f32(isum)·d_w` (rounded), then
+/// `out = fma(r, d_a, out)`.
+pub(crate) fn dot_iq4_xs_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (x, y) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(292)) {
+        let scales = iq4_xs_scales(x);
+        let mut isum = 0i32;
+        for (g, &sc) in scales.iter().enumerate() {
+            let qs = &x[8 + 16 * g..24 + 16 * g];
+            let s: i32 = (0..32)
+                .map(|j| {
+                    let q = if j < 16 {
+                        qs[j] & 0x0f
+                    } else {
+                        qs[j - 16] >> 4
+                    };
+                    i32::from(KVALUES_IQ4NL[usize::from(q)]) * i32::from(y[4 + 32 * g + j] as i8)
+                })
+                .sum();
+            isum += i32::from(sc) * s;
+        }
+        let r = isum as f32 * f16_at(x, 0);
+        acc = r.mul_add(f32::from_le_bytes([y[0], y[1], y[2], y[3]]), acc);
+    }
+    acc
+}
+
 /// IQ4_XS weights · Q8_K activations: `(d_w·d_a)·Σ_g scale_g·Σ kvalue(q)·a` per super-block.
 pub(crate) fn dot_iq4_xs_q8_k(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;

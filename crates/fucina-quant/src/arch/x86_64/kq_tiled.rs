@@ -1,5 +1,5 @@
-//! llama.cpp's tiled K-quant matmul order (ggml-cpu `tiled/`) for Q6_K, on AVX2 and
-//! AVX-512: the tile kernels of [`crate::TileDot::new_tiled`].
+//! llama.cpp's tiled K-quant matmul order (ggml-cpu `tiled/`) for Q3_K to Q6_K and
+//! IQ4_XS, on AVX2 and AVX-512: the tile kernels of [`crate::TileDot::new_tiled`].
 //!
 //! Per weight row, output and super-block the arithmetic is the scalar reference
 //! `kquants::dot_q6_k_q8_k_tiled`: an exact integer `isum` (any summation order gives
@@ -12,6 +12,7 @@
 
 use core::arch::x86_64::*;
 
+use crate::formats::iq::{iq4_xs_scales, IQ4_XS_BYTES, KVALUES_IQ4NL};
 use crate::formats::kquants::{
     k_scale_min, q3_k_scales, Q3_K_BYTES, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, Q8_K_BYTES,
 };
@@ -376,7 +377,45 @@ pub(crate) mod avx2 {
         [reduce8(sumi)]
     }
 
+    /// Exact `Σ_g scale_g · Σ kvalue(q) · a` of the IQ4_XS block `x` against the Q8_K
+    /// blocks `y` (lane `t` for `y[t]`): the code book's signed values through the
+    /// sign trick (pairs at most 2·127·127, no saturation), times each group's scale.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn iq4_xs_sums(x: &[u8], y: &[&[u8]; G], yo: usize) -> [__m256i; 1] {
+        let x = &x[..IQ4_XS_BYTES];
+        let sc = iq4_xs_scales(x);
+        let lut = _mm256_broadcastsi128_si256(load_i128(&KVALUES_IQ4NL.map(|v| v as u8)));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut sumi = [_mm256_setzero_si256(); G];
+        for (g, &s) in sc.iter().enumerate() {
+            // Elements 32g .. 32g + 16 from the low nibbles, the next 16 from the high.
+            let q = load_i128(&x[8 + 16 * g..24 + 16 * g]);
+            let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), m4);
+            let w = _mm256_shuffle_epi8(lut, q);
+            let aw = _mm256_abs_epi8(w);
+            let s = _mm256_set1_epi16(i16::from(s));
+            for (sumi, y) in sumi.iter_mut().zip(y) {
+                // SAFETY: block `yo / 292` is whole in `y` (see the driver).
+                let a = unsafe { ld256(y, yo + 4 + 32 * g) };
+                let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w));
+                *sumi = _mm256_add_epi32(*sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        [reduce8(sumi)]
+    }
+
     tiled_driver!("avx2,fma,f16c", sums, 1);
+    tiled_driver!(
+        "avx2,fma,f16c",
+        iq4_xs_sums,
+        1,
+        iq4_xs_impl,
+        iq4_xs,
+        IQ4_XS_BYTES,
+        0,
+        GK_IQ4
+    );
     tiled_q3_k!("avx2,fma,f16c");
     tiled_driver!(
         "avx2,fma,f16c",
