@@ -403,6 +403,27 @@ mod tests {
 
     use super::*;
 
+    /// A `rows × cols` matrix of `ty` (`bytes`) written to a temporary GGUF (its path
+    /// returned for removal), bound and repacked.
+    fn packed_matrix(
+        tag: &str,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: Vec<u8>,
+    ) -> (Linear, std::path::PathBuf) {
+        let mut w = GgufWriter::new();
+        w.add_tensor("w", ty, &[cols as u64, rows as u64], bytes)
+            .unwrap();
+        let path =
+            std::env::temp_dir().join(format!("fucina-greedy-{tag}-{}.gguf", std::process::id()));
+        w.write_file(&path).unwrap();
+        let file = Arc::new(GgufFile::open(&path).unwrap());
+        let lin = Linear::bind(&file, "w", rows, cols).unwrap();
+        lin.repack().unwrap();
+        (lin, path)
+    }
+
     /// A Q8_0 matrix of `rows × cols` from a xorshift stream, with planted ties: row
     /// 1000 is row 5 again (exact ties, the lower must win), rows 7 and 9 are row 5
     /// with one quant one step nearer zero and with its first scale one f16 step
@@ -456,15 +477,7 @@ mod tests {
         let weights: Vec<f32> = (0..rows * cols).map(|_| rand()).collect();
         let mut q = Vec::new();
         fucina_quant::quantize(GgmlType::Q4_0, &weights, &mut q).unwrap();
-        let mut w = GgufWriter::new();
-        w.add_tensor("w", GgmlType::Q4_0, &[cols as u64, rows as u64], q)
-            .unwrap();
-        let path =
-            std::env::temp_dir().join(format!("fucina-greedy-q4-{}.gguf", std::process::id()));
-        w.write_file(&path).unwrap();
-        let file = Arc::new(GgufFile::open(&path).unwrap());
-        let lin = Linear::bind(&file, "w", rows, cols).unwrap();
-        lin.repack().unwrap();
+        let (lin, path) = packed_matrix("q4", GgmlType::Q4_0, rows, cols, q);
         let pool = ThreadPool::new(2).unwrap();
         let mut sc = MatmulScratch::default();
         sc.set_pinned(true);
@@ -507,19 +520,7 @@ mod tests {
     #[test]
     fn greedy_picks_are_the_pinned_logits_argmax() {
         let (rows, cols) = (4096usize, 640usize);
-        let mut w = GgufWriter::new();
-        w.add_tensor(
-            "w",
-            GgmlType::Q8_0,
-            &[cols as u64, rows as u64],
-            matrix(rows, cols),
-        )
-        .unwrap();
-        let path = std::env::temp_dir().join(format!("fucina-greedy-{}.gguf", std::process::id()));
-        w.write_file(&path).unwrap();
-        let file = Arc::new(GgufFile::open(&path).unwrap());
-        let lin = Linear::bind(&file, "w", rows, cols).unwrap();
-        lin.repack().unwrap();
+        let (lin, path) = packed_matrix("q8", GgmlType::Q8_0, rows, cols, matrix(rows, cols));
         let pool = ThreadPool::new(2).unwrap();
         let mut sc = MatmulScratch::default();
         sc.set_pinned(true);

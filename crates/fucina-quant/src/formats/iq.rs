@@ -317,6 +317,26 @@ pub(crate) fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
     acc
 }
 
+/// The exact `Σ_g scale_g·Σ kvalue(q)·a` of an IQ4_XS super-block `x` and a Q8_K block `y`.
+fn iq4_xs_isum(x: &[u8], y: &[u8]) -> i32 {
+    let mut isum = 0i32;
+    for (g, &sc) in iq4_xs_scales(x).iter().enumerate() {
+        let qs = &x[8 + 16 * g..24 + 16 * g];
+        let s: i32 = (0..32)
+            .map(|j| {
+                let q = if j < 16 {
+                    qs[j] & 0x0f
+                } else {
+                    qs[j - 16] >> 4
+                };
+                i32::from(KVALUES_IQ4NL[usize::from(q)]) * i32::from(y[4 + 32 * g + j] as i8)
+            })
+            .sum();
+        isum += i32::from(sc) * s;
+    }
+    isum
+}
+
 /// IQ4_XS weights · Q8_K activations in llama.cpp's tiled-matmul order (ggml-cpu
 /// `tiled/`, its batches of 8 rows or more): per super-block the exact
 /// `isum = Σ_g scale_g·Σ kvalue(q)·a`, `r = f32(isum)·d_w` (rounded), then
@@ -324,23 +344,7 @@ pub(crate) fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
 pub(crate) fn dot_iq4_xs_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(292)) {
-        let scales = iq4_xs_scales(x);
-        let mut isum = 0i32;
-        for (g, &sc) in scales.iter().enumerate() {
-            let qs = &x[8 + 16 * g..24 + 16 * g];
-            let s: i32 = (0..32)
-                .map(|j| {
-                    let q = if j < 16 {
-                        qs[j] & 0x0f
-                    } else {
-                        qs[j - 16] >> 4
-                    };
-                    i32::from(KVALUES_IQ4NL[usize::from(q)]) * i32::from(y[4 + 32 * g + j] as i8)
-                })
-                .sum();
-            isum += i32::from(sc) * s;
-        }
-        let r = isum as f32 * f16_at(x, 0);
+        let r = iq4_xs_isum(x, y) as f32 * f16_at(x, 0);
         acc = r.mul_add(f32::from_le_bytes([y[0], y[1], y[2], y[3]]), acc);
     }
     acc
@@ -350,22 +354,7 @@ pub(crate) fn dot_iq4_xs_q8_k_tiled(w: &[u8], a: &[u8]) -> f32 {
 pub(crate) fn dot_iq4_xs_q8_k(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(292)) {
-        let scales = iq4_xs_scales(x);
-        let mut isum = 0i32;
-        for (g, &sc) in scales.iter().enumerate() {
-            let qs = &x[8 + 16 * g..24 + 16 * g];
-            let s: i32 = (0..32)
-                .map(|j| {
-                    let q = if j < 16 {
-                        qs[j] & 0x0f
-                    } else {
-                        qs[j - 16] >> 4
-                    };
-                    i32::from(KVALUES_IQ4NL[usize::from(q)]) * i32::from(y[4 + 32 * g + j] as i8)
-                })
-                .sum();
-            isum += i32::from(sc) * s;
-        }
+        let isum = iq4_xs_isum(x, y);
         acc += (f16_at(x, 0) * f32::from_le_bytes([y[0], y[1], y[2], y[3]])) * isum as f32;
     }
     acc
