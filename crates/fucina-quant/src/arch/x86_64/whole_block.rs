@@ -1,9 +1,9 @@
-//! The whole-block order of Q4_0 / IQ4_NL (`crate::whole_block`) on AVX2 (AVX-512
-//! CPUs run the same body): eight weight rows at a time, as ggml's repacked GEMV
-//! does. Per block each row's 32 nibbles become signed bytes through the type's table
-//! (`vpshufb`), each row's exact integer sum with the activation block is reduced into
-//! lane `k` = row `k` of one register, and one FMA by `d_w · d_a` accumulates the
-//! eight rows. Bitwise `crate::whole_block::dot_blocks`.
+//! The whole-block order of Q4_0 / IQ4_NL (`crate::whole_block`) on AVX2, and on
+//! AVX-512 VNNI ([`vnni`]; other AVX-512 CPUs run the AVX2 form): eight weight rows at
+//! a time, as ggml's repacked GEMV does. Per block each row's 32 nibbles become bytes
+//! through the type's table (`vpshufb`), each row's exact integer sum with the
+//! activation block is reduced into lane `k` = row `k` of one register, and one FMA by
+//! `d_w · d_a` accumulates the eight rows. Bitwise `crate::whole_block::dot_blocks`.
 
 use core::arch::x86_64::*;
 
@@ -15,8 +15,8 @@ const ACT_BLOCK: usize = 34;
 /// Activation rows whose accumulators one pass over a weight group keeps.
 const ROWS: usize = 16;
 
-/// The eight rows' f16 scales of the block at byte `o`, as f32 (a macro: both
-/// kernels' feature sets inline it).
+/// The eight rows' f16 scales of the block at byte `o`, as f32, for the AVX2 form (a
+/// macro, inlined for certain; the VNNI form loads words with AVX-512 masks).
 macro_rules! block_scales {
     ($rows:expr, $o:expr) => {{
         // Dword k from row k by a masked load each (bytes o..o + 4: the scale and two
