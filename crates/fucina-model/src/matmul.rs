@@ -425,15 +425,27 @@ enum Op {
     MulMat3d,
 }
 
-/// The order a packed layout's kernels must use for a 2-D `mul_mat` weight's rows in
-/// the single-row order ([`matmul`]'s rule): the whole-block one for the Q4_0 matrices
-/// llama.cpp repacks, else the single-row one.
-pub(crate) fn packed_single_order(w: &Linear) -> PackedOrder {
-    if w.rows() % 8 == 0 && TileDot::new_repacked(w.dot()).is_some() {
+/// Whether ggml repacks a weight of `rows` rows in `op` where its type has a repacked
+/// layout on x86-64 (Q4_K, Q4_0, IQ4_NL): 2-D `mul_mat` weights and `mul_mat_id`
+/// stacks with rows % 8 == 0.
+fn ggml_repacks(rows: usize, op: Op) -> bool {
+    rows % 8 == 0 && op != Op::MulMat3d
+}
+
+/// The order a packed layout's kernels must use for `w`'s rows in the single-row order
+/// in `op`: the whole-block one for the Q4_0 / IQ4_NL matrices llama.cpp repacks
+/// ([`TileDot::new_repacked`]), else the single-row one.
+fn packed_single(w: &Linear, op: Op) -> PackedOrder {
+    if ggml_repacks(w.rows(), op) && TileDot::new_repacked(w.dot()).is_some() {
         PackedOrder::WholeBlock
     } else {
         PackedOrder::Single
     }
+}
+
+/// [`packed_single`] for a 2-D `mul_mat` weight (the output head).
+pub(crate) fn packed_single_order(w: &Linear) -> PackedOrder {
+    packed_single(w, Op::MulMat)
 }
 
 /// One product of a matmul call, split into chunks of output columns that the
@@ -487,17 +499,12 @@ impl<'a> Plan<'a> {
         // the other Q4_K matrices `ggml_vec_dot_q4_K_q8_K`'s.
         // Q4_0 and IQ4_NL ones too, whose every row then takes the whole-block order
         // (`TileDot::new_repacked`) in place of `ggml_vec_dot_*`'s.
-        let ggml_repacks = rows % 8 == 0 && op != Op::MulMat3d;
-        let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && ggml_repacks;
-        let special = if ggml_repacks {
+        let repacks = ggml_repacks(rows, op);
+        let repacked = entry.ty == fucina_quant::GgmlType::Q4_K && repacks;
+        let special = if repacks {
             TileDot::new_repacked(&entry)
         } else {
             TileDot::new_unpacked(&entry)
-        };
-        let packed_single = if ggml_repacks && special.is_some() {
-            PackedOrder::WholeBlock
-        } else {
-            PackedOrder::Single
         };
         let single = special.unwrap_or_else(|| TileDot::new(&entry));
         // llama.cpp's tiled kernel takes the whole op (every row) from 8 rows on...
@@ -531,7 +538,7 @@ impl<'a> Plan<'a> {
             m,
             gemm_rows,
             single,
-            packed_single,
+            packed_single: packed_single(w, op),
             prompt,
             tiled: tiled.is_some(),
             chunk,

@@ -937,25 +937,30 @@ impl Packed {
 
     /// [`PackedOrder::WholeBlock`]'s products: the whole-block kernel, at most
     /// [`Packed::APPROX_ROWS`] activation rows and `DMAX` weight rows per call (its
-    /// largest scales are not wanted here).
+    /// largest scales are not wanted here). Calls of up to `DMAX` weight rows (every
+    /// call `fucina-model`'s matmul makes) write straight into `out`; longer ones go
+    /// through a buffer.
     fn whole_blocks(&self, rows: Range<usize>, acts: &[u8], stride: usize, out: &mut [f32]) {
-        const DMAX: usize = 1024;
+        const DMAX: usize = 4096;
         let n = rows.len();
         let nt = out.len() / n;
         let mut dmax = [0f32; DMAX];
-        let mut vals = vec![0f32; Self::APPROX_ROWS * DMAX.min(n)];
+        let mut vals = Vec::new();
+        if n > DMAX {
+            vals.resize(Self::APPROX_ROWS * DMAX, 0f32);
+        }
         for w0 in rows.clone().step_by(DMAX) {
             let nw = (rows.end - w0).min(DMAX);
             for t0 in (0..nt).step_by(Self::APPROX_ROWS) {
                 let k = (nt - t0).min(Self::APPROX_ROWS);
+                let acts = &acts[t0 * stride..];
+                if nw == n {
+                    let out = &mut out[t0 * n..(t0 + k) * n];
+                    self.approx_dots(rows.clone(), acts, stride, out, &mut dmax[..n]);
+                    continue;
+                }
                 let v = &mut vals[..k * nw];
-                self.approx_dots(
-                    w0..w0 + nw,
-                    &acts[t0 * stride..],
-                    stride,
-                    v,
-                    &mut dmax[..nw],
-                );
+                self.approx_dots(w0..w0 + nw, acts, stride, v, &mut dmax[..nw]);
                 for (t, v) in v.chunks_exact(nw).enumerate() {
                     let at = (t0 + t) * n + (w0 - rows.start);
                     out[at..at + nw].copy_from_slice(v);

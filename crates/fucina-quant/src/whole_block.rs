@@ -14,8 +14,8 @@
 //!
 //! with `S_b` the exact integer sum of the block's 32 products and `d_w,b · d_a,b`
 //! rounded once. `ggml_vec_dot_q4_0_q8_0` (the matrices it does not repack) keeps eight
-//! f32 lanes instead, so the two orders differ in the last bits. [`dot_q4_0_q8_0`] and
-//! [`dot_iq4_nl_q8_0`] are the order's reference; `tile` the fastest form per ISA
+//! f32 lanes instead, so the two orders differ in the last bits. [`dot_blocks`] is the
+//! order's reference (with [`values`]' table of the type); `tile` the fastest form per ISA
 //! ([`crate::TileDot::new_repacked`]); packed Q4_0 on AVX-512 VNNI runs it through the
 //! packed Q8_0 whole-block kernel ([`crate::repack::PackedOrder::WholeBlock`]).
 
@@ -35,7 +35,7 @@ const ACT_BLOCK: usize = 34;
 pub(crate) const Q4_0_VALUES: [i8; 16] = [-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7];
 
 /// The nibble table of a whole-block type, `None` for the others.
-pub(crate) fn values(ty: GgmlType) -> Option<&'static [i8; 16]> {
+pub fn values(ty: GgmlType) -> Option<&'static [i8; 16]> {
     match ty {
         GgmlType::Q4_0 => Some(&Q4_0_VALUES),
         GgmlType::IQ4_NL => Some(&KVALUES_IQ4NL),
@@ -58,16 +58,6 @@ pub fn dot_blocks(table: &[i8; 16], w: &[u8], a: &[u8]) -> f32 {
         acc = (s as f32).mul_add(f16_at(x, 0) * f16_at(y, 0), acc);
     }
     acc
-}
-
-/// Q4_0 · Q8_0 in the whole-block order (the reference).
-pub fn dot_q4_0_q8_0(w: &[u8], a: &[u8]) -> f32 {
-    dot_blocks(&Q4_0_VALUES, w, a)
-}
-
-/// IQ4_NL · Q8_0 in the whole-block order (the reference).
-pub fn dot_iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
-    dot_blocks(&KVALUES_IQ4NL, w, a)
 }
 
 fn scalar_tile(table: &[i8; 16], ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
@@ -93,7 +83,7 @@ fn iq4_nl_scalar(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
 /// The whole-block tile kernel for `ty` on `path` (a [`TileFn`]: `out[t · n + i]` = the
 /// dot of `ws[i]` with activation row `t`), `None` for types without the order.
 pub(crate) fn tile(ty: GgmlType, path: KernelPath) -> Option<TileFn> {
-    let table = values(ty)?;
+    values(ty)?;
     #[cfg(target_arch = "x86_64")]
     {
         use crate::arch::x86_64::whole_block as x86;
@@ -102,7 +92,7 @@ pub(crate) fn tile(ty: GgmlType, path: KernelPath) -> Option<TileFn> {
             _ => x86::iq4_nl,
         };
         match path {
-            KernelPath::Simd(Isa::Avx512) => return Some(x86::vnni(table).unwrap_or(avx2)),
+            KernelPath::Simd(Isa::Avx512) => return Some(x86::vnni(ty).unwrap_or(avx2)),
             KernelPath::Simd(Isa::Avx2) => return Some(avx2),
             _ => {}
         }
@@ -111,7 +101,7 @@ pub(crate) fn tile(ty: GgmlType, path: KernelPath) -> Option<TileFn> {
     if path == KernelPath::Simd(Isa::Neon) {
         return crate::arch::aarch64::neon::whole_block_kernel(ty);
     }
-    let _ = (table, path);
+    let _ = path;
     Some(match ty {
         GgmlType::Q4_0 => q4_0_scalar,
         _ => iq4_nl_scalar,

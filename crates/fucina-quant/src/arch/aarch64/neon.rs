@@ -256,13 +256,22 @@ fn iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
     let table = iq4nl_table();
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(18).zip(a.chunks_exact(34)) {
-        let b = ld_u8(&x[2..18]);
-        let q0 = vqtbl1q_s8(table, lo_nib(b));
-        let q1 = vqtbl1q_s8(table, hi_nib(b));
-        let s = dot32(q0, q1, &y[2..34]);
-        acc += (f16_at(x, 0) * f16_at(y, 0)) * s as f32;
+        acc += (f16_at(x, 0) * f16_at(y, 0)) * table_block_sum(table, x, y) as f32;
     }
     acc
+}
+
+/// The exact sum of an 18-byte block's 32 products with a Q8_0 block, its nibbles
+/// indexing `table` (IQ4_NL's code book, Q4_0's `q − 8`).
+#[target_feature(enable = "neon")]
+#[inline]
+fn table_block_sum(table: int8x16_t, x: &[u8], y: &[u8]) -> i32 {
+    let b = ld_u8(&x[2..18]);
+    dot32(
+        vqtbl1q_s8(table, lo_nib(b)),
+        vqtbl1q_s8(table, hi_nib(b)),
+        &y[2..34],
+    )
 }
 
 // Q4_0 / IQ4_NL · Q8_0 in llama.cpp's repacked whole-block order (`crate::whole_block`):
@@ -271,12 +280,7 @@ fn iq4_nl_q8_0(w: &[u8], a: &[u8]) -> f32 {
 fn whole_blocks(table: int8x16_t, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = 0f32;
     for (x, y) in w.chunks_exact(18).zip(a.chunks_exact(34)) {
-        let b = ld_u8(&x[2..18]);
-        let s = dot32(
-            vqtbl1q_s8(table, lo_nib(b)),
-            vqtbl1q_s8(table, hi_nib(b)),
-            &y[2..34],
-        );
+        let s = table_block_sum(table, x, y);
         acc = (s as f32).mul_add(f16_at(x, 0) * f16_at(y, 0), acc);
     }
     acc

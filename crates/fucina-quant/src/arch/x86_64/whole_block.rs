@@ -209,15 +209,13 @@ fn tile<const Q4: bool>(
 
 /// The AVX-512 VNNI forms of [`q4_0`] / [`iq4_nl`], if this CPU has their features
 /// (AVX-512 F/BW/VL/DQ + VNNI, AVX2, FMA, F16C).
-pub(crate) fn vnni(table: &[i8; 16]) -> Option<crate::gemm::TileFn> {
+pub(crate) fn vnni(ty: fucina_gguf::GgmlType) -> Option<crate::gemm::TileFn> {
     // The packed Q8_0 kernels' feature set, the same as this one's.
-    let ok = super::q8_0_x8::features();
-    let f: crate::gemm::TileFn = if *table == Q4_0_VALUES {
-        q4_0_vnni
-    } else {
-        iq4_nl_vnni
+    let f: crate::gemm::TileFn = match ty {
+        fucina_gguf::GgmlType::Q4_0 => q4_0_vnni,
+        _ => iq4_nl_vnni,
     };
-    ok.then_some(f)
+    super::q8_0_x8::features().then_some(f)
 }
 
 fn q4_0_vnni(ws: &[&[u8]], acts: &[u8], stride: usize, out: &mut [f32]) {
